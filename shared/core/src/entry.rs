@@ -1,0 +1,1272 @@
+//! Entries: the model of every kind (DESIGN.md section 5) and its syntactic validation.
+//!
+//! Syntactic = decidable from the entry alone. What depends on the instance's state is
+//! checked when the entry is applied (see [`crate::state`]).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::ids::{ItemId, ProductId, TransactionId};
+use crate::money::Money;
+use crate::time::{Period, Timestamp, parse_iso_duration};
+use crate::validate::{Errors, Obj, codes, object};
+
+/// Largest accepted future skew of an entry timestamp.
+pub const MAX_FUTURE_SKEW_MS: i64 = 5 * 60 * 1000;
+
+/// One validated entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub transaction_id: Option<TransactionId>,
+    pub timestamp: Option<Timestamp>,
+    pub kind: EntryKind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum EntryKind {
+    ProductRegistration(ProductRegistration),
+    ItemRegistration(ItemRegistration),
+    ItemRemoval {
+        item_id: ItemId,
+    },
+    InstanceMetadata(DocChange),
+    ItemMetadata {
+        item_id: ItemId,
+        change: DocChange,
+    },
+    ItemProperties {
+        item_id: ItemId,
+        change: DocChange,
+    },
+    ProductMetadata {
+        product_id: ProductId,
+        change: DocChange,
+    },
+    ProductProperties {
+        product_id: ProductId,
+        change: DocChange,
+    },
+    ItemSale(ItemSale),
+    ItemQuantity {
+        item_id: ItemId,
+        total: u64,
+    },
+    ItemReservation {
+        target: ReservationTarget,
+        reserved: u64,
+    },
+    PricingSchedule(Schedule),
+    InstanceActions(Vec<InstanceAction>),
+}
+
+impl EntryKind {
+    /// The wire name of the kind.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EntryKind::ProductRegistration(_) => "productRegistration",
+            EntryKind::ItemRegistration(_) => "itemRegistration",
+            EntryKind::ItemRemoval { .. } => "itemRemoval",
+            EntryKind::InstanceMetadata(_) => "instanceMetadata",
+            EntryKind::ItemMetadata { .. } => "itemMetadata",
+            EntryKind::ItemProperties { .. } => "itemProperties",
+            EntryKind::ProductMetadata { .. } => "productMetadata",
+            EntryKind::ProductProperties { .. } => "productProperties",
+            EntryKind::ItemSale(_) => "itemSale",
+            EntryKind::ItemQuantity { .. } => "itemQuantity",
+            EntryKind::ItemReservation { .. } => "itemReservation",
+            EntryKind::PricingSchedule(_) => "pricingSchedule",
+            EntryKind::InstanceActions(_) => "instanceActions",
+        }
+    }
+}
+
+/// A change to a JSON document: an RFC 6902 patch, or the deprecated root-level `update`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DocChange {
+    Patch(json_patch::Patch),
+    /// Deprecated: shallow merge at the root; `null` values remove keys.
+    Update(Map<String, Value>),
+}
+
+impl DocChange {
+    /// Applies the change to `doc`, atomically (on error `doc` is unchanged).
+    pub fn apply_to(&self, doc: &mut Value) -> Result<(), String> {
+        match self {
+            DocChange::Patch(p) => json_patch::patch(doc, &p.0).map_err(|e| e.to_string()),
+            DocChange::Update(map) => {
+                let Value::Object(target) = doc else {
+                    return Err("the document is not an object".into());
+                };
+                for (k, v) in map {
+                    if v.is_null() {
+                        target.remove(k);
+                    } else {
+                        target.insert(k.clone(), v.clone());
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PriceSettings {
+    pub min: Money,
+    pub max: Money,
+    pub default: Money,
+    #[serde(default = "one")]
+    pub multiplier: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// The pricing model of a product (DESIGN.md section 6); parameters are validated here and
+/// interpreted by the pricing engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum PricingModel {
+    #[serde(rename_all = "camelCase")]
+    Pace {
+        #[serde(default = "default_sensitivity")]
+        sensitivity: f64,
+        #[serde(default = "default_curve")]
+        curve: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_step_change: Option<f64>,
+    },
+    #[serde(rename_all = "camelCase")]
+    TimeBased {
+        steps: Vec<TimeStep>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_step_change: Option<f64>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Tiers {
+        tiers: Vec<Tier>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_step_change: Option<f64>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Fixed {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_step_change: Option<f64>,
+    },
+}
+
+fn default_sensitivity() -> f64 {
+    0.5
+}
+fn default_curve() -> f64 {
+    1.5
+}
+
+impl Default for PricingModel {
+    fn default() -> Self {
+        PricingModel::Pace {
+            sensitivity: default_sensitivity(),
+            curve: default_curve(),
+            max_step_change: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimeStep {
+    pub days_before: f64,
+    pub multiplier: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tier {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up_to_sold_percent: Option<f64>,
+    pub multiplier: f64,
+}
+
+/// The typed view of an item's properties document; serializes to that document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemProps {
+    pub sales_period: Period,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic_pricing_period: Option<Period>,
+    pub dynamic_pricing: bool,
+    pub price_settings: PriceSettings,
+    /// Client-defined properties beside the known ones.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// The typed view of a product's properties document; serializes to that document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProductProps {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u64>,
+    pub pricing_model: PricingModel,
+    pub expected_sales: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recalculation: Option<Recalculation>,
+    pub rounding: Rounding,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Sales-based recalculation trigger of a product.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Recalculation {
+    pub sold_percent_step: f64,
+}
+
+/// Price rounding of a product; the step defaults to 0.01.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Rounding {
+    pub step: Money,
+}
+
+impl Default for Rounding {
+    fn default() -> Self {
+        Rounding {
+            step: Money::from_micros(10_000),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProductRegistration {
+    pub product_id: ProductId,
+    pub props: ProductProps,
+    /// Replaces the metadata when given; kept on a repeat without it.
+    pub metadata: Option<Map<String, Value>>,
+    pub strict: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemRegistration {
+    pub item_id: ItemId,
+    pub product_id: ProductId,
+    pub props: ItemProps,
+    /// Replaces the metadata when given; kept on a repeat without it.
+    pub metadata: Option<Map<String, Value>>,
+    /// Deprecated quantity: only sets up a missing product capacity.
+    pub legacy_quantity: Option<u64>,
+    pub strict: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tax {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vat_percent: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<Money>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub included: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BreakdownLine {
+    pub component: String,
+    pub amount: Money,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemSale {
+    pub item_id: ItemId,
+    /// Positive for a sale, negative for a return.
+    pub quantity: i64,
+    pub price: Money,
+    pub base_price: Option<Money>,
+    pub pool: bool,
+    pub currency: Option<String>,
+    pub tax: Option<Tax>,
+    pub breakdown: Vec<BreakdownLine>,
+    pub sold_at: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReservationTarget {
+    Item(ItemId),
+    Product(ProductId),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Schedule {
+    /// Every N seconds.
+    IntervalSeconds(u64),
+    /// At these minutes of the day (0..1440) in the instance time zone.
+    TimesOfDay(Vec<u16>),
+}
+
+impl Default for Schedule {
+    fn default() -> Self {
+        Schedule::IntervalSeconds(3_600)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ActionKind {
+    Enable,
+    Disable,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceAction {
+    pub action: ActionKind,
+    pub date: Timestamp,
+}
+
+/// Options of syntactic validation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ParseOptions {
+    /// When given, timestamps more than 5 minutes after it are refused (at submission).
+    /// Replays of the stored log pass `None`.
+    pub now: Option<Timestamp>,
+}
+
+/// Validates one entry at `ptr`. All problems go to `errors`; `None` when there were any.
+pub fn parse_entry(v: &Value, ptr: &str, opts: ParseOptions, errors: &mut Errors) -> Option<Entry> {
+    let before = errors.len();
+    let o = object(v, ptr, errors)?;
+    let type_name = o.req_str("type", errors);
+    let transaction_id = o.opt_id::<TransactionId>("transactionId", errors);
+    let timestamp = o.opt_timestamp("timestamp", errors);
+    if let (Some(t), Some(now)) = (timestamp, opts.now)
+        && t.millis() > now.millis() + MAX_FUTURE_SKEW_MS
+    {
+        errors.push(
+            o.ptr_of("timestamp"),
+            codes::FUTURE,
+            "is more than 5 minutes in the future",
+        );
+    }
+    let type_name = type_name?;
+    let data = match o.get("data") {
+        Some(d) => object(d, &o.ptr_of("data"), errors),
+        None => {
+            errors.push(o.ptr_of("data"), codes::REQUIRED, "is required");
+            None
+        }
+    };
+    let kind = match removed_kind(type_name) {
+        Some(replacement) => {
+            errors.push(o.ptr_of("type"), codes::REMOVED, replacement);
+            None
+        }
+        None => {
+            let Some(d) = data else { return None };
+            parse_kind(type_name, &d, &o, errors)
+        }
+    };
+    let kind = kind?;
+    (errors.len() == before).then_some(Entry {
+        transaction_id,
+        timestamp,
+        kind,
+    })
+}
+
+fn removed_kind(type_name: &str) -> Option<&'static str> {
+    match type_name {
+        "instanceDates" => Some(
+            "the instanceDates entry was removed in 2.0.0: patch /dates with an instanceMetadata entry",
+        ),
+        "expectedSales" => Some(
+            "the expectedSales entry was removed in 2.0.0: set expectedSales (a fraction 0..1) with productRegistration or productProperties",
+        ),
+        _ => None,
+    }
+}
+
+fn parse_kind(
+    type_name: &str,
+    d: &Obj<'_>,
+    entry: &Obj<'_>,
+    errors: &mut Errors,
+) -> Option<EntryKind> {
+    match type_name {
+        "productRegistration" => parse_product_registration(d, errors),
+        "itemRegistration" => parse_item_registration(d, errors),
+        "itemRemoval" => Some(EntryKind::ItemRemoval {
+            item_id: d.req_id::<ItemId>("itemId", errors)?,
+        }),
+        "instanceMetadata" => {
+            let change = parse_change(d, DocKind::InstanceMeta, errors)?;
+            Some(EntryKind::InstanceMetadata(change))
+        }
+        "itemMetadata" | "itemProperties" => {
+            let item_id = d.req_id::<ItemId>("itemId", errors);
+            let doc = if type_name == "itemMetadata" {
+                DocKind::Metadata
+            } else {
+                DocKind::ItemProperties
+            };
+            let change = parse_change(d, doc, errors);
+            let (item_id, change) = (item_id?, change?);
+            Some(if type_name == "itemMetadata" {
+                EntryKind::ItemMetadata { item_id, change }
+            } else {
+                EntryKind::ItemProperties { item_id, change }
+            })
+        }
+        "productMetadata" | "productProperties" => {
+            let product_id = d.req_id::<ProductId>("productId", errors);
+            let doc = if type_name == "productMetadata" {
+                DocKind::Metadata
+            } else {
+                DocKind::ProductProperties
+            };
+            let change = parse_change(d, doc, errors);
+            let (product_id, change) = (product_id?, change?);
+            Some(if type_name == "productMetadata" {
+                EntryKind::ProductMetadata { product_id, change }
+            } else {
+                EntryKind::ProductProperties { product_id, change }
+            })
+        }
+        "itemSale" => parse_item_sale(d, errors).map(EntryKind::ItemSale),
+        "itemQuantity" => parse_item_quantity(d, errors),
+        "itemReservation" => parse_item_reservation(d, errors),
+        "pricingSchedule" => parse_schedule(d, errors).map(EntryKind::PricingSchedule),
+        "instanceActions" => parse_actions(d, errors).map(EntryKind::InstanceActions),
+        other => {
+            errors.push(
+                entry.ptr_of("type"),
+                codes::UNKNOWN_TYPE,
+                format!("unknown entry type `{other}`"),
+            );
+            None
+        }
+    }
+}
+
+fn parse_product_registration(d: &Obj<'_>, errors: &mut Errors) -> Option<EntryKind> {
+    let before = errors.len();
+    let product_id = d.req_id::<ProductId>("productId", errors);
+    // The properties document: client properties overlaid with the typed fields of `data`.
+    let mut doc = d.opt_map("properties", errors).unwrap_or_default();
+    for key in PRODUCT_PROPERTY_KEYS {
+        if let Some(v) = d.get(key) {
+            doc.insert(key.to_string(), v.clone());
+        }
+    }
+    let props = product_props_from_doc(&doc, &d.ptr, errors);
+    let metadata = d.opt_map("metadata", errors);
+    let strict = d.opt_bool("strict", errors).unwrap_or(false);
+    let (product_id, props) = (product_id?, props?);
+    (errors.len() == before).then_some(EntryKind::ProductRegistration(ProductRegistration {
+        product_id,
+        props,
+        metadata,
+        strict,
+    }))
+}
+
+const PRODUCT_PROPERTY_KEYS: [&str; 6] = [
+    "capacity",
+    "pricingModel",
+    "expectedSales",
+    "recalculation",
+    "rounding",
+    "schedule",
+];
+
+const ITEM_PROPERTY_KEYS: [&str; 6] = [
+    "salesPeriod",
+    "dates",
+    "dynamicPricingPeriod",
+    "dynamicPricing",
+    "priceSettings",
+    "expectedSales",
+];
+
+fn parse_item_registration(d: &Obj<'_>, errors: &mut Errors) -> Option<EntryKind> {
+    let before = errors.len();
+    let item_id = d.req_id::<ItemId>("itemId", errors);
+    let product_id = d.req_id::<ProductId>("productId", errors);
+    let mut doc = d.opt_map("properties", errors).unwrap_or_default();
+    for key in ITEM_PROPERTY_KEYS {
+        if let Some(v) = d.get(key) {
+            doc.insert(key.to_string(), v.clone());
+        }
+    }
+    let props = item_props_from_doc(&doc, &d.ptr, errors);
+    let metadata = d.opt_map("metadata", errors);
+    let legacy_quantity = d.opt_u64("quantity", errors);
+    let strict = d.opt_bool("strict", errors).unwrap_or(false);
+    let (item_id, product_id, props) = (item_id?, product_id?, props?);
+    (errors.len() == before).then_some(EntryKind::ItemRegistration(ItemRegistration {
+        item_id,
+        product_id,
+        props,
+        metadata,
+        legacy_quantity,
+        strict,
+    }))
+}
+
+/// Reads an item properties document (registration fields or a patched document).
+/// `ptr` locates the document; errors point into it.
+pub fn item_props_from_doc(
+    doc: &Map<String, Value>,
+    ptr: &str,
+    errors: &mut Errors,
+) -> Option<ItemProps> {
+    let before = errors.len();
+    let o = Obj {
+        map: doc,
+        ptr: ptr.to_owned(),
+    };
+    o.removed(
+        "expectedSales",
+        "expectedSales on items was removed in 3.0.0: set it on the product",
+        errors,
+    );
+    o.removed(
+        "quantity",
+        "item quantity in properties is ignored since 3.0.0: use itemQuantity entries or product capacity",
+        errors,
+    );
+    let sales_key = if o.has("salesPeriod") {
+        "salesPeriod"
+    } else {
+        "dates"
+    };
+    let sales_period = if o.has(sales_key) {
+        o.opt_period(sales_key, errors)
+    } else {
+        errors.push(
+            o.ptr_of("salesPeriod"),
+            codes::REQUIRED,
+            "is required (formerly `dates`)",
+        );
+        None
+    };
+    let dynamic_pricing_period = o.opt_period("dynamicPricingPeriod", errors);
+    let dynamic_pricing = o.opt_bool("dynamicPricing", errors).unwrap_or(true);
+    let price_settings = match o.opt_obj("priceSettings", errors) {
+        Some(ps) => price_settings(&ps, errors),
+        None => {
+            if !o.has("priceSettings") {
+                errors.push(o.ptr_of("priceSettings"), codes::REQUIRED, "is required");
+            }
+            None
+        }
+    };
+    let mut extra = doc.clone();
+    for key in ITEM_PROPERTY_KEYS {
+        extra.remove(key);
+    }
+    let (sales_period, price_settings) = (sales_period?, price_settings?);
+    (errors.len() == before).then_some(ItemProps {
+        sales_period,
+        dynamic_pricing_period,
+        dynamic_pricing,
+        price_settings,
+        extra,
+    })
+}
+
+fn price_settings(ps: &Obj<'_>, errors: &mut Errors) -> Option<PriceSettings> {
+    ps.removed(
+        "constantPrice",
+        "constantPrice was removed in 3.0.0: set min and max to the same value",
+        errors,
+    );
+    let min = ps.req_money("min", true, errors);
+    let max = ps.req_money("max", true, errors);
+    let default = ps.req_money("default", true, errors);
+    let multiplier = match ps.opt_f64("multiplier", errors) {
+        Some(m) if m < 0.0 => {
+            errors.push(
+                ps.ptr_of("multiplier"),
+                codes::RANGE,
+                "must not be negative",
+            );
+            None
+        }
+        Some(m) => Some(m),
+        None if ps.has("multiplier") => None,
+        None => Some(1.0),
+    };
+    let (min, max, default, multiplier) = (min?, max?, default?, multiplier?);
+    if min > max {
+        errors.push(ps.ptr_of("max"), codes::RANGE, "must not be below min");
+        return None;
+    }
+    if default < min || default > max {
+        errors.push(
+            ps.ptr_of("default"),
+            codes::RANGE,
+            "must lie within [min, max]",
+        );
+        return None;
+    }
+    Some(PriceSettings {
+        min,
+        max,
+        default,
+        multiplier,
+    })
+}
+
+/// Reads a product properties document.
+pub fn product_props_from_doc(
+    doc: &Map<String, Value>,
+    ptr: &str,
+    errors: &mut Errors,
+) -> Option<ProductProps> {
+    let before = errors.len();
+    let o = Obj {
+        map: doc,
+        ptr: ptr.to_owned(),
+    };
+    o.removed(
+        "schedule",
+        "product schedules were removed in 3.0.0: use a pricingSchedule entry for the instance",
+        errors,
+    );
+    let capacity = o.opt_u64("capacity", errors);
+    let pricing_model = match o.get("pricingModel") {
+        None => Some(PricingModel::default()),
+        Some(v) => pricing_model(v, &o.ptr_of("pricingModel"), errors),
+    };
+    let expected_sales = match o.get("expectedSales") {
+        None => Some(1.0),
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(f) if (0.0..=1.0).contains(&f) => Some(f),
+            Some(f) if f > 1.0 && f.fract() == 0.0 => {
+                errors.push(
+                    o.ptr_of("expectedSales"),
+                    codes::REMOVED,
+                    "count-type expectedSales was removed in 3.0.0: give a fraction from 0 to 1.0",
+                );
+                None
+            }
+            _ => {
+                errors.push(
+                    o.ptr_of("expectedSales"),
+                    codes::RANGE,
+                    "must be a fraction from 0 to 1.0",
+                );
+                None
+            }
+        },
+        Some(Value::Object(m)) if m.contains_key("count") => {
+            errors.push(
+                o.ptr_of("expectedSales"),
+                codes::REMOVED,
+                "count-type expectedSales was removed in 3.0.0: give a fraction from 0 to 1.0",
+            );
+            None
+        }
+        Some(_) => {
+            errors.push(
+                o.ptr_of("expectedSales"),
+                codes::TYPE,
+                "must be a number from 0 to 1.0",
+            );
+            None
+        }
+    };
+    let recalculation = match o.opt_obj("recalculation", errors) {
+        Some(r) => match r.opt_f64("soldPercentStep", errors) {
+            Some(s) if s > 0.0 && s <= 100.0 => Some(Recalculation {
+                sold_percent_step: s,
+            }),
+            Some(_) => {
+                errors.push(
+                    r.ptr_of("soldPercentStep"),
+                    codes::RANGE,
+                    "must be in (0, 100]",
+                );
+                None
+            }
+            None => {
+                if !r.has("soldPercentStep") {
+                    errors.push(r.ptr_of("soldPercentStep"), codes::REQUIRED, "is required");
+                }
+                None
+            }
+        },
+        None => None,
+    };
+    let rounding = match o.opt_obj("rounding", errors) {
+        Some(r) => match r.opt_money("step", true, errors) {
+            Some(s) if s.micros() == 0 => {
+                errors.push(r.ptr_of("step"), codes::RANGE, "must be positive");
+                None
+            }
+            other => other,
+        },
+        None => None,
+    }
+    .map(|step| Rounding { step })
+    .unwrap_or_default();
+    let mut extra = doc.clone();
+    for key in PRODUCT_PROPERTY_KEYS {
+        extra.remove(key);
+    }
+    let (pricing_model, expected_sales) = (pricing_model?, expected_sales?);
+    (errors.len() == before).then_some(ProductProps {
+        capacity,
+        pricing_model,
+        expected_sales,
+        recalculation,
+        rounding,
+        extra,
+    })
+}
+
+fn pricing_model(v: &Value, ptr: &str, errors: &mut Errors) -> Option<PricingModel> {
+    let value = match v {
+        Value::String(s) => serde_json::json!({ "type": s }),
+        Value::Object(_) => v.clone(),
+        _ => {
+            errors.push(
+                ptr,
+                codes::TYPE,
+                "must be a model name or an object with `type`",
+            );
+            return None;
+        }
+    };
+    let model: PricingModel = match serde_json::from_value(value) {
+        Ok(m) => m,
+        Err(e) => {
+            errors.push(
+                ptr,
+                codes::FORMAT,
+                format!("is not a valid pricing model (pace, timeBased, tiers, fixed): {e}"),
+            );
+            return None;
+        }
+    };
+    let bad = |what: &str, errors: &mut Errors| {
+        errors.push(ptr, codes::RANGE, what.to_owned());
+    };
+    let step_ok = |m: &Option<f64>| m.is_none_or(|s| s > 0.0 && s.is_finite());
+    match &model {
+        PricingModel::Pace {
+            sensitivity,
+            curve,
+            max_step_change,
+        } => {
+            if !(*sensitivity >= 0.0 && *curve > 0.0 && step_ok(max_step_change)) {
+                bad(
+                    "pace needs sensitivity >= 0, curve > 0, maxStepChange > 0",
+                    errors,
+                );
+                return None;
+            }
+        }
+        PricingModel::TimeBased {
+            steps,
+            max_step_change,
+        } => {
+            if steps.is_empty()
+                || steps
+                    .iter()
+                    .any(|s| s.days_before < 0.0 || s.multiplier < 0.0)
+                || !step_ok(max_step_change)
+            {
+                bad(
+                    "timeBased needs steps with daysBefore >= 0 and multiplier >= 0",
+                    errors,
+                );
+                return None;
+            }
+        }
+        PricingModel::Tiers {
+            tiers,
+            max_step_change,
+        } => {
+            if tiers.is_empty()
+                || tiers.iter().any(|t| {
+                    t.multiplier < 0.0
+                        || t.up_to_sold_percent
+                            .is_some_and(|p| !(0.0..=100.0).contains(&p))
+                })
+                || !step_ok(max_step_change)
+            {
+                bad(
+                    "tiers needs tiers with multiplier >= 0 and upToSoldPercent in 0..100",
+                    errors,
+                );
+                return None;
+            }
+        }
+        PricingModel::Fixed { max_step_change } => {
+            if !step_ok(max_step_change) {
+                bad("maxStepChange must be > 0", errors);
+                return None;
+            }
+        }
+    }
+    Some(model)
+}
+
+/// Which document a change targets; decides the checks on patch values.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DocKind {
+    InstanceMeta,
+    Metadata,
+    ItemProperties,
+    ProductProperties,
+}
+
+fn parse_change(d: &Obj<'_>, kind: DocKind, errors: &mut Errors) -> Option<DocChange> {
+    match (d.get("patch"), d.get("update")) {
+        (Some(_), Some(_)) => {
+            errors.push(
+                d.ptr_of("update"),
+                codes::CONFLICT,
+                "give either patch or update, not both",
+            );
+            None
+        }
+        (None, None) => {
+            errors.push(
+                d.ptr_of("patch"),
+                codes::REQUIRED,
+                "is required (RFC 6902 JSON Patch operations)",
+            );
+            None
+        }
+        (Some(p), None) => {
+            let ptr = d.ptr_of("patch");
+            let patch: json_patch::Patch = match serde_json::from_value(p.clone()) {
+                Ok(patch) => patch,
+                Err(e) => {
+                    errors.push(
+                        ptr,
+                        codes::FORMAT,
+                        format!("is not a valid JSON Patch: {e}"),
+                    );
+                    return None;
+                }
+            };
+            let before = errors.len();
+            for (i, op) in patch.0.iter().enumerate() {
+                check_patch_op(op, &format!("{ptr}/{i}"), kind, errors);
+            }
+            (errors.len() == before).then_some(DocChange::Patch(patch))
+        }
+        (None, Some(_)) => {
+            let u = d.opt_obj("update", errors)?;
+            let before = errors.len();
+            for (k, v) in u.map {
+                check_value_at(
+                    &format!("/{}", crate::validate::escape_token(k)),
+                    v,
+                    &u.ptr_of(k),
+                    kind,
+                    errors,
+                );
+            }
+            (errors.len() == before).then(|| DocChange::Update(u.map.clone()))
+        }
+    }
+}
+
+/// Checks what is decidable from a patch operation alone: removed fields, negative prices,
+/// unknown date tags, expectedSales out of range.
+fn check_patch_op(op: &json_patch::PatchOperation, ptr: &str, kind: DocKind, errors: &mut Errors) {
+    use json_patch::PatchOperation as Op;
+    let (path, value) = match op {
+        Op::Add(a) => (a.path.as_str(), &a.value),
+        Op::Replace(r) => (r.path.as_str(), &r.value),
+        _ => return,
+    };
+    check_value_at(path, value, &format!("{ptr}/value"), kind, errors);
+}
+
+/// Checks `value` placed at document `path` (a JSON Pointer into the target document).
+fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &mut Errors) {
+    let tokens: Vec<&str> = path.split('/').skip(1).collect();
+    match kind {
+        DocKind::InstanceMeta => check_meta_value(&tokens, value, ptr, errors),
+        DocKind::ItemProperties => match tokens.as_slice() {
+            [] => {
+                if let Some(map) = value.as_object() {
+                    item_props_partial(map, ptr, errors);
+                }
+            }
+            ["priceSettings"] => {
+                if let Some(map) = value.as_object() {
+                    price_settings_partial(map, ptr, errors);
+                }
+            }
+            ["priceSettings", "constantPrice"] => errors.push(
+                ptr,
+                codes::REMOVED,
+                "constantPrice was removed in 3.0.0: set min and max to the same value",
+            ),
+            ["priceSettings", "min" | "max" | "default" | "multiplier"] => {
+                if value.as_f64().is_some_and(|f| f < 0.0) {
+                    errors.push(ptr, codes::RANGE, "must not be negative");
+                }
+            }
+            ["expectedSales"] => errors.push(
+                ptr,
+                codes::REMOVED,
+                "expectedSales on items was removed in 3.0.0: set it on the product",
+            ),
+            _ => {}
+        },
+        DocKind::ProductProperties => match tokens.as_slice() {
+            ["schedule"] => errors.push(
+                ptr,
+                codes::REMOVED,
+                "product schedules were removed in 3.0.0: use a pricingSchedule entry for the instance",
+            ),
+            ["expectedSales"] => match value.as_f64() {
+                Some(f) if (0.0..=1.0).contains(&f) => {}
+                Some(f) if f > 1.0 && f.fract() == 0.0 => errors.push(
+                    ptr,
+                    codes::REMOVED,
+                    "count-type expectedSales was removed in 3.0.0: give a fraction from 0 to 1.0",
+                ),
+                _ => errors.push(ptr, codes::RANGE, "must be a fraction from 0 to 1.0"),
+            },
+            _ => {}
+        },
+        DocKind::Metadata => {}
+    }
+}
+
+/// Partial checks on an item properties fragment: only the removed and negative fields.
+fn item_props_partial(map: &Map<String, Value>, ptr: &str, errors: &mut Errors) {
+    let o = Obj {
+        map,
+        ptr: ptr.to_owned(),
+    };
+    o.removed(
+        "expectedSales",
+        "expectedSales on items was removed in 3.0.0: set it on the product",
+        errors,
+    );
+    if let Some(ps) = map.get("priceSettings").and_then(Value::as_object) {
+        price_settings_partial(ps, &o.ptr_of("priceSettings"), errors);
+    }
+}
+
+/// Partial checks on a priceSettings fragment: removed and negative fields.
+fn price_settings_partial(map: &Map<String, Value>, ptr: &str, errors: &mut Errors) {
+    let ps = Obj {
+        map,
+        ptr: ptr.to_owned(),
+    };
+    ps.removed(
+        "constantPrice",
+        "constantPrice was removed in 3.0.0: set min and max to the same value",
+        errors,
+    );
+    for key in ["min", "max", "default", "multiplier"] {
+        if ps.get(key).and_then(Value::as_f64).is_some_and(|f| f < 0.0) {
+            errors.push(ps.ptr_of(key), codes::RANGE, "must not be negative");
+        }
+    }
+}
+
+fn check_meta_value(tokens: &[&str], value: &Value, ptr: &str, errors: &mut Errors) {
+    match tokens {
+        [] => {
+            crate::meta::check_instance_meta(value, ptr, errors);
+        }
+        ["dates"] => crate::meta::check_dates(value, ptr, errors),
+        ["dates", _] => crate::meta::check_date_entry(value, ptr, errors),
+        ["dates", _, "tags"] => crate::meta::check_tags(value, ptr, errors),
+        ["dates", _, "tags", _] => crate::meta::check_tag(value, ptr, errors),
+        ["location"] => crate::meta::check_location(value, ptr, errors),
+        _ => {}
+    }
+}
+
+fn parse_item_sale(d: &Obj<'_>, errors: &mut Errors) -> Option<ItemSale> {
+    let before = errors.len();
+    let item_id = d.req_id::<ItemId>("itemId", errors);
+    let quantity = match d.get("quantity") {
+        None => Some(1),
+        Some(_) => match d.opt_i64("quantity", errors) {
+            Some(0) => {
+                errors.push(
+                    d.ptr_of("quantity"),
+                    codes::RANGE,
+                    "must not be 0 (negative = return)",
+                );
+                None
+            }
+            other => other,
+        },
+    };
+    let price = d.req_money("price", true, errors);
+    let base_price = d.opt_money("basePrice", true, errors);
+    let pool = d.opt_bool("pool", errors).unwrap_or(false);
+    let currency = d.opt_str("currency", errors).and_then(|c| {
+        if c.len() == 3 && c.bytes().all(|b| b.is_ascii_uppercase()) {
+            Some(c.to_owned())
+        } else {
+            errors.push(
+                d.ptr_of("currency"),
+                codes::FORMAT,
+                "must be an ISO 4217 code such as EUR",
+            );
+            None
+        }
+    });
+    let tax = d.opt_obj("tax", errors).and_then(|t| {
+        let vat_percent = match t.opt_f64("vatPercent", errors) {
+            Some(v) if !(0.0..=100.0).contains(&v) => {
+                errors.push(
+                    t.ptr_of("vatPercent"),
+                    codes::RANGE,
+                    "must be from 0 to 100",
+                );
+                None
+            }
+            other => other,
+        };
+        let amount = t.opt_money("amount", true, errors);
+        let included = t.opt_bool("included", errors);
+        Some(Tax {
+            vat_percent,
+            amount,
+            included,
+        })
+    });
+    let mut breakdown = Vec::new();
+    if let Some(lines) = d.opt_array("breakdown", errors) {
+        if lines.len() > 100 {
+            errors.push(d.ptr_of("breakdown"), codes::TOO_LARGE, "at most 100 lines");
+        }
+        for (i, line) in lines.iter().enumerate() {
+            let Some(l) = object(line, &format!("{}/{i}", d.ptr_of("breakdown")), errors) else {
+                continue;
+            };
+            let component = l.req_str("component", errors).and_then(|c| {
+                if c.is_empty() || c.len() > 128 {
+                    errors.push(
+                        l.ptr_of("component"),
+                        codes::FORMAT,
+                        "must be 1 to 128 characters",
+                    );
+                    None
+                } else {
+                    Some(c.to_owned())
+                }
+            });
+            let amount = l.req_money("amount", false, errors);
+            if let (Some(component), Some(amount)) = (component, amount) {
+                breakdown.push(BreakdownLine { component, amount });
+            }
+        }
+    }
+    let sold_at = d.opt_timestamp("soldAt", errors);
+    let (item_id, quantity, price) = (item_id?, quantity?, price?);
+    (errors.len() == before).then_some(ItemSale {
+        item_id,
+        quantity,
+        price,
+        base_price,
+        pool,
+        currency,
+        tax,
+        breakdown,
+        sold_at,
+    })
+}
+
+fn parse_item_quantity(d: &Obj<'_>, errors: &mut Errors) -> Option<EntryKind> {
+    let item_id = d.req_id::<ItemId>("itemId", errors);
+    let total = match d.opt_obj("change", errors) {
+        Some(change) => {
+            change.removed(
+                "relative",
+                "change.relative was removed: give the idempotent total in circulation as `total`",
+                errors,
+            );
+            if d.has("total") {
+                errors.push(
+                    change.ptr.clone(),
+                    codes::CONFLICT,
+                    "give either total or change.absolute",
+                );
+                None
+            } else if change.has("relative") {
+                None
+            } else {
+                change.req_u64("absolute", errors)
+            }
+        }
+        None => d.req_u64("total", errors),
+    };
+    Some(EntryKind::ItemQuantity {
+        item_id: item_id?,
+        total: total?,
+    })
+}
+
+fn parse_item_reservation(d: &Obj<'_>, errors: &mut Errors) -> Option<EntryKind> {
+    let target = match (d.has("itemId"), d.has("productId")) {
+        (true, true) => {
+            errors.push(
+                d.ptr_of("productId"),
+                codes::CONFLICT,
+                "give either itemId or productId, not both",
+            );
+            None
+        }
+        (false, false) => {
+            errors.push(
+                d.ptr_of("itemId"),
+                codes::REQUIRED,
+                "itemId or productId is required",
+            );
+            None
+        }
+        (true, false) => d
+            .opt_id::<ItemId>("itemId", errors)
+            .map(ReservationTarget::Item),
+        (false, true) => d
+            .opt_id::<ProductId>("productId", errors)
+            .map(ReservationTarget::Product),
+    };
+    let reserved = d.req_u64("reserved", errors);
+    Some(EntryKind::ItemReservation {
+        target: target?,
+        reserved: reserved?,
+    })
+}
+
+fn parse_schedule(d: &Obj<'_>, errors: &mut Errors) -> Option<Schedule> {
+    d.removed(
+        "productId",
+        "product schedules were removed in 3.0.0: the pricingSchedule applies to the instance",
+        errors,
+    );
+    match (d.get("interval"), d.get("times")) {
+        (Some(_), Some(_)) => {
+            errors.push(
+                d.ptr_of("times"),
+                codes::CONFLICT,
+                "give either interval or times, not both",
+            );
+            None
+        }
+        (None, None) => {
+            errors.push(
+                d.ptr_of("interval"),
+                codes::REQUIRED,
+                "interval or times is required",
+            );
+            None
+        }
+        (Some(_), None) => {
+            let s = d.opt_str("interval", errors)?;
+            match parse_iso_duration(s) {
+                Some(secs) if secs >= 60 => Some(Schedule::IntervalSeconds(secs)),
+                Some(_) => {
+                    errors.push(d.ptr_of("interval"), codes::RANGE, "must be at least PT1M");
+                    None
+                }
+                None => {
+                    errors.push(
+                        d.ptr_of("interval"),
+                        codes::FORMAT,
+                        "must be an ISO 8601 duration such as PT15M",
+                    );
+                    None
+                }
+            }
+        }
+        (None, Some(_)) => {
+            let times = d.opt_array("times", errors)?;
+            if times.is_empty() || times.len() > 1440 {
+                errors.push(d.ptr_of("times"), codes::RANGE, "must hold 1 to 1440 times");
+                return None;
+            }
+            let mut out = Vec::with_capacity(times.len());
+            for (i, t) in times.iter().enumerate() {
+                match t.as_str().and_then(parse_hh_mm) {
+                    Some(m) => out.push(m),
+                    None => errors.push(
+                        format!("{}/{i}", d.ptr_of("times")),
+                        codes::FORMAT,
+                        "must be a time of day HH:MM",
+                    ),
+                }
+            }
+            out.sort_unstable();
+            out.dedup();
+            (out.len() <= times.len() && !out.is_empty() && errors.is_empty())
+                .then_some(Schedule::TimesOfDay(out))
+        }
+    }
+}
+
+fn parse_hh_mm(s: &str) -> Option<u16> {
+    let (h, m) = s.split_once(':')?;
+    if h.len() != 2 || m.len() != 2 {
+        return None;
+    }
+    let (h, m): (u16, u16) = (h.parse().ok()?, m.parse().ok()?);
+    (h < 24 && m < 60).then_some(h * 60 + m)
+}
+
+fn parse_actions(d: &Obj<'_>, errors: &mut Errors) -> Option<Vec<InstanceAction>> {
+    let list = match d.opt_array("actions", errors) {
+        Some(l) => l,
+        None => {
+            if !d.has("actions") {
+                errors.push(d.ptr_of("actions"), codes::REQUIRED, "is required");
+            }
+            return None;
+        }
+    };
+    if list.is_empty() || list.len() > 100 {
+        errors.push(
+            d.ptr_of("actions"),
+            codes::RANGE,
+            "must hold 1 to 100 actions",
+        );
+        return None;
+    }
+    let before = errors.len();
+    let mut out = Vec::with_capacity(list.len());
+    for (i, a) in list.iter().enumerate() {
+        let Some(a) = object(a, &format!("{}/{i}", d.ptr_of("actions")), errors) else {
+            continue;
+        };
+        let action = match a.req_str("action", errors) {
+            Some("enable") => Some(ActionKind::Enable),
+            Some("disable") => Some(ActionKind::Disable),
+            Some(_) => {
+                errors.push(
+                    a.ptr_of("action"),
+                    codes::FORMAT,
+                    "must be enable or disable",
+                );
+                None
+            }
+            None => None,
+        };
+        let date = a.req_timestamp("date", errors);
+        if let (Some(action), Some(date)) = (action, date) {
+            out.push(InstanceAction { action, date });
+        }
+    }
+    (errors.len() == before).then_some(out)
+}
+
+#[cfg(test)]
+mod tests;

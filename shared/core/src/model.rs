@@ -1,0 +1,137 @@
+//! Records of the management side: projects, instances, events, log records, messages.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::ids::{InstanceId, InstanceKey, ProjectId, TenantId, TransactionId};
+use crate::time::Timestamp;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Project {
+    pub project_id: ProjectId,
+    #[serde(skip_serializing)]
+    #[serde(default = "unknown_tenant")]
+    pub tenant: TenantId,
+    pub name: String,
+    pub created_at: Timestamp,
+}
+
+fn unknown_tenant() -> TenantId {
+    TenantId::from_claim("?").unwrap_or_else(|| unreachable!("non-empty"))
+}
+
+/// An instance's configuration (written by the management API, not by entries).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Instance {
+    pub project_id: ProjectId,
+    pub instance_id: InstanceId,
+    pub name: String,
+    /// Scheduled pricing needs this set (INTERFACE.md).
+    pub active: bool,
+    pub time_zone: Option<String>,
+    pub deactivation_date: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl Instance {
+    pub fn key(&self) -> InstanceKey {
+        InstanceKey::new(self.project_id.clone(), self.instance_id.clone())
+    }
+
+    /// Past its deactivation date an instance is inactive for good.
+    pub fn is_deactivated(&self, now: Timestamp) -> bool {
+        self.deactivation_date.is_some_and(|d| d <= now)
+    }
+
+    /// Active as seen at `now`: the flag, unless the deactivation date has passed.
+    pub fn is_active(&self, now: Timestamp) -> bool {
+        self.active && !self.is_deactivated(now)
+    }
+}
+
+/// An entry as handed to the log for appending.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEntry {
+    pub transaction_id: Option<TransactionId>,
+    pub received_at: Timestamp,
+    /// Compact JWS: the client's verbatim, or ours (ES256).
+    pub jwt: String,
+}
+
+/// What the log did with one new entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOutcome {
+    Accepted {
+        sequence: u64,
+    },
+    /// Same (instance, transactionId) seen before: the first one's sequence.
+    Duplicate {
+        sequence: u64,
+    },
+}
+
+/// One stored log entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogRecord {
+    pub sequence: u64,
+    pub transaction_id: Option<TransactionId>,
+    pub received_at: Timestamp,
+    pub jwt: String,
+}
+
+/// An event waiting for delivery to subscribers (webhooks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    /// Deterministic where the event derives from the log, so a replay yields the same id.
+    pub id: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub project_id: ProjectId,
+    pub instance_id: InstanceId,
+    pub created_at: Timestamp,
+    pub data: Value,
+}
+
+/// Work messages between stages. A message is a wake-up, not the data.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Message {
+    /// Apply the unapplied tail of an instance's log.
+    #[serde(rename_all = "camelCase")]
+    ProcessInstance { key: InstanceKey },
+}
+
+impl Message {
+    /// Messages of one group are handled in order, one at a time (FIFO group).
+    pub fn group(&self) -> String {
+        match self {
+            Message::ProcessInstance { key } => format!("{}/{}", key.project_id, key.instance_id),
+        }
+    }
+
+    /// Pending messages with the same key are merged (content-based deduplication).
+    pub fn dedupe_key(&self) -> String {
+        match self {
+            Message::ProcessInstance { key } => format!("process:{key}"),
+        }
+    }
+}
+
+/// A page of a listing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next: Option<String>,
+}
+
+/// Paging parameters, validated by the API (limit 1..=1000).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    pub cursor: Option<String>,
+    pub limit: usize,
+}

@@ -1,0 +1,162 @@
+//! Ports: what the domain needs from storage and messaging. Every port has an embedded
+//! adapter (SQLite) and an AWS adapter (DynamoDB, SQS), and one contract suite runs against
+//! both. The shapes follow the stricter of the two: conditional writes, bounded atomic
+//! commits (TransactWriteItems: 100 actions), items of at most 400 KB, at-least-once messages.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::ids::{InstanceKey, ProjectId, TenantId};
+use crate::model::{
+    AppendOutcome, Event, Instance, LogRecord, Message, NewEntry, Page, PageRequest, Project,
+};
+use crate::state::{Header, InstanceState, ItemState, ProductState};
+
+/// The most records one state commit may write (header and events included), so that an
+/// AWS commit fits one TransactWriteItems call.
+pub const MAX_COMMIT_RECORDS: usize = 90;
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    /// A conditional write lost: the record exists, or another writer got there first.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("not found")]
+    NotFound,
+    /// Worth retrying: throttling, timeouts, a busy database.
+    #[error("temporarily unavailable: {0}")]
+    Unavailable(String),
+    #[error("storage failure: {0}")]
+    Failed(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+pub trait ProjectStore: Send + Sync + 'static {
+    /// Creates a project; `Conflict` when the id is taken.
+    fn create_project(&self, project: &Project) -> impl Future<Output = StoreResult<()>> + Send;
+    fn get_project(
+        &self,
+        id: &ProjectId,
+    ) -> impl Future<Output = StoreResult<Option<Project>>> + Send;
+    fn list_projects(
+        &self,
+        tenant: &TenantId,
+        page: &PageRequest,
+    ) -> impl Future<Output = StoreResult<Page<Project>>> + Send;
+}
+
+pub trait InstanceStore: Send + Sync + 'static {
+    /// Creates the instance and its initial state header; `Conflict` when the id is taken.
+    fn create_instance(
+        &self,
+        instance: &Instance,
+        header: &Header,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+    fn get_instance(
+        &self,
+        key: &InstanceKey,
+    ) -> impl Future<Output = StoreResult<Option<Instance>>> + Send;
+    fn list_instances(
+        &self,
+        project: &ProjectId,
+        page: &PageRequest,
+    ) -> impl Future<Output = StoreResult<Page<Instance>>> + Send;
+    /// Replaces an existing instance record; `NotFound` when there is none.
+    fn put_instance(&self, instance: &Instance) -> impl Future<Output = StoreResult<()>> + Send;
+}
+
+/// The append-only entry log of each instance.
+pub trait EntryLog: Send + Sync + 'static {
+    /// Appends in order, deduplicating per (instance, transactionId), also within `entries`.
+    /// Sequences start at 1 and have no gaps. Outcomes are in input order.
+    fn append(
+        &self,
+        key: &InstanceKey,
+        entries: Vec<NewEntry>,
+    ) -> impl Future<Output = StoreResult<Vec<AppendOutcome>>> + Send;
+    /// Entries with sequence > `after`, ascending, at most `limit`.
+    fn read(
+        &self,
+        key: &InstanceKey,
+        after: u64,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<LogRecord>>> + Send;
+    /// The highest sequence appended so far (0 when empty).
+    fn last_sequence(&self, key: &InstanceKey) -> impl Future<Output = StoreResult<u64>> + Send;
+}
+
+/// One atomic step of the entry processor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Commit {
+    /// The header's applied sequence this commit builds on (optimistic concurrency).
+    pub expected_applied: u64,
+    pub header: Header,
+    pub items: Vec<ItemState>,
+    pub products: Vec<ProductState>,
+    /// Events to deliver; written in the same atomic step.
+    pub events: Vec<Event>,
+}
+
+impl Commit {
+    pub fn record_count(&self) -> usize {
+        1 + self.items.len() + self.products.len() + self.events.len()
+    }
+}
+
+/// The derived state of instances.
+pub trait StateStore: Send + Sync + 'static {
+    /// The whole state; the default state when the instance has none yet.
+    fn load_state(
+        &self,
+        key: &InstanceKey,
+    ) -> impl Future<Output = StoreResult<InstanceState>> + Send;
+    /// The applied sequence alone (a cheap freshness check for cached states).
+    fn applied_sequence(&self, key: &InstanceKey) -> impl Future<Output = StoreResult<u64>> + Send;
+    /// Writes the commit atomically if the stored applied sequence is still
+    /// `expected_applied`; `Conflict` otherwise (and nothing is written).
+    fn commit(
+        &self,
+        key: &InstanceKey,
+        commit: Commit,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+}
+
+/// Events waiting for delivery (the webhooks issue delivers them).
+pub trait EventStore: Send + Sync + 'static {
+    /// Events of an instance in creation order, after the event id `after`.
+    fn list_events(
+        &self,
+        key: &InstanceKey,
+        after: Option<&str>,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<Event>>> + Send;
+}
+
+/// A received message; `receipt` acknowledges it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    pub receipt: String,
+    pub message: Message,
+    /// 1 on first delivery.
+    pub receive_count: u32,
+}
+
+/// Work queues with SQS semantics: at-least-once, FIFO per group, visibility timeouts.
+pub trait WorkQueue: Send + Sync + 'static {
+    fn send(&self, message: &Message) -> impl Future<Output = StoreResult<()>> + Send;
+    /// Up to `max` visible messages, hidden for `visibility`; at most one in flight per group.
+    fn receive(
+        &self,
+        max: usize,
+        visibility: Duration,
+    ) -> impl Future<Output = StoreResult<Vec<Received>>> + Send;
+    /// Deletes a handled message.
+    fn ack(&self, receipt: &str) -> impl Future<Output = StoreResult<()>> + Send;
+    /// Makes a message visible again after `delay` (a failed attempt).
+    fn retry_later(
+        &self,
+        receipt: &str,
+        delay: Duration,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+}

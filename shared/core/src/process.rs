@@ -1,0 +1,287 @@
+//! The entry processor: applies the unapplied tail of an instance's log in order.
+//!
+//! Idempotent by construction: it always starts from the stored applied sequence, and each
+//! commit is conditional on it, so a crash half way, a duplicated wake-up or two processors
+//! racing all end in the same state.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::entry::{ParseOptions, parse_entry};
+use crate::ids::InstanceKey;
+use crate::jws::decode_jws_payload;
+use crate::model::{Event, LogRecord};
+use crate::ports::{Commit, EntryLog, MAX_COMMIT_RECORDS, StateStore, StoreError, StoreResult};
+use crate::state::{Dirty, InstanceState, Rejection, rejection_codes};
+use crate::time::Timestamp;
+use crate::validate::Errors;
+
+/// Log entries read per round trip.
+const READ_BATCH: usize = 500;
+/// Conflicts tolerated before giving up (another processor keeps winning).
+const MAX_CONFLICTS: usize = 5;
+/// States kept warm between runs.
+const CACHE_CAPACITY: usize = 256;
+
+/// What one run did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ProcessReport {
+    pub applied: u64,
+    pub rejected: u64,
+    pub commits: u64,
+    pub applied_seq: u64,
+}
+
+/// One entry that failed semantically, as reported in `entries.rejected`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RejectedEntry {
+    pub sequence: u64,
+    pub transaction_id: Option<String>,
+    pub entry_type: String,
+    pub rejection: Rejection,
+}
+
+/// Applies log tails, keeping recently used states in memory.
+#[derive(Default)]
+pub struct Processor {
+    cache: Mutex<HashMap<InstanceKey, InstanceState>>,
+}
+
+impl Processor {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applies everything after the stored applied sequence. `now` stamps events.
+    pub async fn process<L: EntryLog, S: StateStore>(
+        &self,
+        log: &L,
+        store: &S,
+        key: &InstanceKey,
+        now: Timestamp,
+    ) -> StoreResult<ProcessReport> {
+        let mut conflicts = 0;
+        loop {
+            let state = self.checkout(store, key).await?;
+            match run(log, store, key, state, now).await {
+                Ok((report, state)) => {
+                    self.checkin(key, state);
+                    return Ok(report);
+                }
+                Err(StoreError::Conflict(_)) if conflicts < MAX_CONFLICTS => {
+                    // Someone else advanced the state: start again from what is stored.
+                    conflicts += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn checkout<S: StateStore>(
+        &self,
+        store: &S,
+        key: &InstanceKey,
+    ) -> StoreResult<InstanceState> {
+        let cached = self.lock().remove(key);
+        if let Some(state) = cached {
+            if store.applied_sequence(key).await? == state.header.applied_seq {
+                return Ok(state);
+            }
+        }
+        store.load_state(key).await
+    }
+
+    fn checkin(&self, key: &InstanceKey, state: InstanceState) {
+        let mut cache = self.lock();
+        if cache.len() >= CACHE_CAPACITY {
+            if let Some(evict) = cache.keys().next().cloned() {
+                cache.remove(&evict);
+            }
+        }
+        cache.insert(key.clone(), state);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<InstanceKey, InstanceState>> {
+        // A poisoned cache only loses warm states; recover it.
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+async fn run<L: EntryLog, S: StateStore>(
+    log: &L,
+    store: &S,
+    key: &InstanceKey,
+    mut state: InstanceState,
+    now: Timestamp,
+) -> StoreResult<(ProcessReport, InstanceState)> {
+    let mut report = ProcessReport::default();
+    let mut dirty = Dirty::default();
+    let mut rejected: Vec<RejectedEntry> = Vec::new();
+    let mut committed = state.header.applied_seq;
+    loop {
+        let records = log.read(key, state.header.applied_seq, READ_BATCH).await?;
+        if records.is_empty() {
+            break;
+        }
+        for record in &records {
+            match apply_record(&mut state, record, &mut dirty) {
+                Ok(()) => report.applied += 1,
+                Err(r) => {
+                    report.rejected += 1;
+                    rejected.push(r);
+                }
+            }
+            // Keep each commit within one atomic write of the AWS store.
+            if dirty.record_count() + 1 >= MAX_COMMIT_RECORDS {
+                commit(
+                    store,
+                    key,
+                    &state,
+                    &mut dirty,
+                    &mut rejected,
+                    committed,
+                    now,
+                )
+                .await?;
+                committed = state.header.applied_seq;
+                report.commits += 1;
+            }
+        }
+    }
+    if dirty.record_count() > 0 {
+        commit(
+            store,
+            key,
+            &state,
+            &mut dirty,
+            &mut rejected,
+            committed,
+            now,
+        )
+        .await?;
+        report.commits += 1;
+    }
+    report.applied_seq = state.header.applied_seq;
+    Ok((report, state))
+}
+
+/// Decodes, validates and applies one stored entry.
+pub fn apply_record(
+    state: &mut InstanceState,
+    record: &LogRecord,
+    dirty: &mut Dirty,
+) -> Result<(), RejectedEntry> {
+    let fail = |entry_type: String, rejection: Rejection| RejectedEntry {
+        sequence: record.sequence,
+        transaction_id: record.transaction_id.as_ref().map(|t| t.to_string()),
+        entry_type,
+        rejection,
+    };
+    let parsed = decode_jws_payload(&record.jwt)
+        .map_err(|e| e.to_string())
+        .and_then(|payload| {
+            let mut errors = Errors::default();
+            let entry_type = payload
+                .get("type")
+                .and_then(|t| t.as_str())
+                .unwrap_or("unknown")
+                .to_owned();
+            parse_entry(&payload, "", ParseOptions::default(), &mut errors)
+                .ok_or_else(|| {
+                    errors
+                        .list
+                        .first()
+                        .map(|e| format!("{} {}", e.pointer, e.message))
+                        .unwrap_or_default()
+                })
+                .map(|entry| (entry, entry_type))
+        });
+    let (entry, entry_type) = match parsed {
+        Ok(ok) => ok,
+        Err(message) => {
+            // Validated at submission, so only a rule change can bring us here.
+            state.header.applied_seq = record.sequence;
+            dirty.header = true;
+            return Err(fail(
+                "unknown".into(),
+                Rejection {
+                    code: rejection_codes::INVALID_ENTRY.into(),
+                    message,
+                    pointer: String::new(),
+                },
+            ));
+        }
+    };
+    state
+        .apply_logged(&entry, record.sequence, dirty)
+        .map_err(|r| fail(entry_type, r))
+}
+
+async fn commit<S: StateStore>(
+    store: &S,
+    key: &InstanceKey,
+    state: &InstanceState,
+    dirty: &mut Dirty,
+    rejected: &mut Vec<RejectedEntry>,
+    expected_applied: u64,
+    now: Timestamp,
+) -> StoreResult<()> {
+    let mut events = Vec::new();
+    if !rejected.is_empty() {
+        events.push(rejected_event(key, rejected, now));
+    }
+    let commit = Commit {
+        expected_applied,
+        header: state.header.clone(),
+        items: dirty
+            .items
+            .iter()
+            .filter_map(|id| state.items.get(id).cloned())
+            .collect(),
+        products: dirty
+            .products
+            .iter()
+            .filter_map(|id| state.products.get(id).cloned())
+            .collect(),
+        events,
+    };
+    store.commit(key, commit).await?;
+    dirty.clear();
+    rejected.clear();
+    Ok(())
+}
+
+/// The `entries.rejected` event of a run of entries; its id is derived from the range so
+/// that a replay produces the same id.
+pub fn rejected_event(key: &InstanceKey, rejected: &[RejectedEntry], now: Timestamp) -> Event {
+    let first = rejected.first().map_or(0, |r| r.sequence);
+    let last = rejected.last().map_or(0, |r| r.sequence);
+    let mut hash = Sha256::new();
+    hash.update(format!("entries.rejected\n{key}\n{first}\n{last}"));
+    let digest = hash.finalize();
+    let id: String = digest[..13].iter().map(|b| format!("{b:02x}")).collect();
+    let errors: Vec<_> = rejected
+        .iter()
+        .map(|r| {
+            json!({
+                "sequence": r.sequence,
+                "transactionId": r.transaction_id,
+                "type": r.entry_type,
+                "code": r.rejection.code,
+                "message": r.rejection.message,
+                "pointer": r.rejection.pointer,
+            })
+        })
+        .collect();
+    Event {
+        id: format!("evt_{id}"),
+        event_type: "entries.rejected".into(),
+        project_id: key.project_id.clone(),
+        instance_id: key.instance_id.clone(),
+        created_at: now,
+        data: json!({ "errors": errors }),
+    }
+}

@@ -1,0 +1,593 @@
+//! The state of an instance as a fold over its entry log, and the apply step (semantic
+//! validation). Pure: no I/O, deterministic.
+//!
+//! State is kept as records (header, one per item, one per product) so that stores can
+//! persist only what an entry touched (DynamoDB items are limited to 400 KB each).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::entry::{
+    ActionKind, DocChange, Entry, EntryKind, InstanceAction, ItemProps, ProductProps,
+    ReservationTarget, Schedule, item_props_from_doc, product_props_from_doc,
+};
+use crate::ids::{ItemId, ProductId};
+use crate::money::Money;
+use crate::time::Timestamp;
+use crate::validate::Errors;
+
+/// Largest metadata or properties document after a change.
+pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
+
+/// Instance-wide state written by the entry processor.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Header {
+    /// The instance `meta` document (dates, location, ...).
+    pub meta: Map<String, Value>,
+    /// Sequence of the last log entry applied (0 = none).
+    pub applied_seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+    /// Scheduled-pricing window from deprecated instanceActions entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actions_window: Option<ActionsWindow>,
+}
+
+/// A possibly open-ended window; applies to items without their own dynamicPricingPeriod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionsWindow {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemState {
+    pub item_id: ItemId,
+    pub product_id: ProductId,
+    pub properties: ItemProps,
+    pub metadata: Map<String, Value>,
+    /// Net units sold (sales minus returns); never negative.
+    pub sold: u64,
+    /// Units reserved on this item.
+    pub reserved: u64,
+    /// Total in circulation from itemQuantity, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// Deprecated registration quantity: sets up a missing product capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub legacy_quantity: Option<u64>,
+    /// Net revenue in millionths.
+    pub revenue_micros: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sale_at: Option<Timestamp>,
+    pub removed: bool,
+    /// Sequence of the last entry that changed this record.
+    pub seq: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProductState {
+    pub product_id: ProductId,
+    pub properties: ProductProps,
+    pub metadata: Map<String, Value>,
+    /// Product-level reservation.
+    pub reserved: u64,
+    pub seq: u64,
+}
+
+/// The whole derived state of an instance.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InstanceState {
+    pub header: Header,
+    pub items: BTreeMap<ItemId, ItemState>,
+    pub products: BTreeMap<ProductId, ProductState>,
+}
+
+/// The records changed since the last commit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dirty {
+    pub header: bool,
+    pub items: BTreeSet<ItemId>,
+    pub products: BTreeSet<ProductId>,
+}
+
+impl Dirty {
+    pub fn record_count(&self) -> usize {
+        usize::from(self.header) + self.items.len() + self.products.len()
+    }
+
+    pub fn clear(&mut self) {
+        *self = Dirty::default();
+    }
+}
+
+/// A semantic error: the entry is valid on its own but cannot be applied to this state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejection {
+    pub code: String,
+    pub message: String,
+    /// JSON Pointer into the entry.
+    pub pointer: String,
+}
+
+fn reject(code: &str, pointer: &str, message: impl Into<String>) -> Rejection {
+    Rejection {
+        code: code.to_owned(),
+        message: message.into(),
+        pointer: pointer.to_owned(),
+    }
+}
+
+/// Codes of [`Rejection::code`].
+pub mod rejection_codes {
+    pub const UNKNOWN_PRODUCT: &str = "unknownProduct";
+    pub const UNKNOWN_ITEM: &str = "unknownItem";
+    pub const ALREADY_REGISTERED: &str = "alreadyRegistered";
+    pub const ITEM_REMOVED: &str = "itemRemoved";
+    pub const PATCH_FAILED: &str = "patchFailed";
+    pub const INVALID_DOCUMENT: &str = "invalidDocument";
+    pub const DOCUMENT_TOO_LARGE: &str = "documentTooLarge";
+    pub const TOTAL_BELOW_SOLD_AND_RESERVED: &str = "totalBelowSoldAndReserved";
+    pub const RETURN_EXCEEDS_SOLD: &str = "returnExceedsSold";
+    pub const INVALID_ENTRY: &str = "invalidEntry";
+}
+use rejection_codes as rc;
+
+/// Counts of an item or product as shown in summaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub sold: u64,
+    pub reserved: u64,
+    pub available: u64,
+    pub oversold: u64,
+}
+
+/// Per-product aggregates over its (not removed) items.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProductTotals {
+    pub sold: u64,
+    /// Item reservations plus the product reservation.
+    pub reserved: u64,
+    pub legacy_capacity: Option<u64>,
+}
+
+impl InstanceState {
+    /// Applies one logged entry: on success the touched records are marked dirty; on
+    /// rejection nothing but the applied sequence changes. Either way `applied_seq = seq`.
+    pub fn apply_logged(
+        &mut self,
+        entry: &Entry,
+        seq: u64,
+        dirty: &mut Dirty,
+    ) -> Result<(), Rejection> {
+        let result = self.apply(entry, seq, dirty);
+        self.header.applied_seq = seq;
+        dirty.header = true;
+        result
+    }
+
+    /// The apply step: all or nothing for one entry.
+    pub fn apply(&mut self, entry: &Entry, seq: u64, dirty: &mut Dirty) -> Result<(), Rejection> {
+        match &entry.kind {
+            EntryKind::ProductRegistration(r) => {
+                if let Some(existing) = self.products.get_mut(&r.product_id) {
+                    if r.strict {
+                        return Err(reject(
+                            rc::ALREADY_REGISTERED,
+                            "/data/productId",
+                            format!("product {} is already registered (strict)", r.product_id),
+                        ));
+                    }
+                    existing.properties = r.props.clone();
+                    if let Some(m) = &r.metadata {
+                        existing.metadata = m.clone();
+                    }
+                    existing.seq = seq;
+                } else {
+                    self.products.insert(
+                        r.product_id.clone(),
+                        ProductState {
+                            product_id: r.product_id.clone(),
+                            properties: r.props.clone(),
+                            metadata: r.metadata.clone().unwrap_or_default(),
+                            reserved: 0,
+                            seq,
+                        },
+                    );
+                }
+                dirty.products.insert(r.product_id.clone());
+            }
+            EntryKind::ItemRegistration(r) => {
+                if !self.products.contains_key(&r.product_id) {
+                    return Err(reject(
+                        rc::UNKNOWN_PRODUCT,
+                        "/data/productId",
+                        format!(
+                            "product {} is not registered (products are never created implicitly)",
+                            r.product_id
+                        ),
+                    ));
+                }
+                if let Some(existing) = self.items.get_mut(&r.item_id) {
+                    if existing.removed {
+                        return Err(removed_error(&r.item_id));
+                    }
+                    if r.strict {
+                        return Err(reject(
+                            rc::ALREADY_REGISTERED,
+                            "/data/itemId",
+                            format!("item {} is already registered (strict)", r.item_id),
+                        ));
+                    }
+                    existing.product_id = r.product_id.clone();
+                    existing.properties = r.props.clone();
+                    if let Some(m) = &r.metadata {
+                        existing.metadata = m.clone();
+                    }
+                    if r.legacy_quantity.is_some() {
+                        existing.legacy_quantity = r.legacy_quantity;
+                    }
+                    existing.seq = seq;
+                } else {
+                    self.items.insert(
+                        r.item_id.clone(),
+                        ItemState {
+                            item_id: r.item_id.clone(),
+                            product_id: r.product_id.clone(),
+                            properties: r.props.clone(),
+                            metadata: r.metadata.clone().unwrap_or_default(),
+                            sold: 0,
+                            reserved: 0,
+                            total: None,
+                            legacy_quantity: r.legacy_quantity,
+                            revenue_micros: 0,
+                            last_sale_at: None,
+                            removed: false,
+                            seq,
+                        },
+                    );
+                }
+                dirty.items.insert(r.item_id.clone());
+            }
+            EntryKind::ItemRemoval { item_id } => {
+                let item = self.live_item_mut(item_id)?;
+                item.removed = true;
+                item.seq = seq;
+                dirty.items.insert(item_id.clone());
+            }
+            EntryKind::InstanceMetadata(change) => {
+                let meta = changed_document(&self.header.meta, change, |doc, errors| {
+                    crate::meta::check_instance_meta(doc, "", errors);
+                })?;
+                self.header.meta = meta;
+                dirty.header = true;
+            }
+            EntryKind::ItemMetadata { item_id, change } => {
+                let item = self.live_item_mut(item_id)?;
+                item.metadata = changed_document(&item.metadata, change, |_, _| {})?;
+                item.seq = seq;
+                dirty.items.insert(item_id.clone());
+            }
+            EntryKind::ProductMetadata { product_id, change } => {
+                let product = self.product_mut(product_id)?;
+                product.metadata = changed_document(&product.metadata, change, |_, _| {})?;
+                product.seq = seq;
+                dirty.products.insert(product_id.clone());
+            }
+            EntryKind::ItemProperties { item_id, change } => {
+                let item = self.live_item_mut(item_id)?;
+                let doc = props_document(&item.properties);
+                let mut props = None;
+                changed_document(&doc, change, |doc, errors| {
+                    if let Some(map) = doc.as_object() {
+                        props = item_props_from_doc(map, "", errors);
+                    }
+                })?;
+                item.properties = props.ok_or_else(|| invalid("properties are not an object"))?;
+                item.seq = seq;
+                dirty.items.insert(item_id.clone());
+            }
+            EntryKind::ProductProperties { product_id, change } => {
+                let product = self.product_mut(product_id)?;
+                let doc = props_document(&product.properties);
+                let mut props = None;
+                changed_document(&doc, change, |doc, errors| {
+                    if let Some(map) = doc.as_object() {
+                        props = product_props_from_doc(map, "", errors);
+                    }
+                })?;
+                product.properties =
+                    props.ok_or_else(|| invalid("properties are not an object"))?;
+                product.seq = seq;
+                dirty.products.insert(product_id.clone());
+            }
+            EntryKind::ItemSale(sale) => {
+                let item = self.live_item_mut(&sale.item_id)?;
+                let sold = item.sold as i128 + sale.quantity as i128;
+                if sold < 0 {
+                    return Err(reject(
+                        rc::RETURN_EXCEEDS_SOLD,
+                        "/data/quantity",
+                        format!(
+                            "a return of {} exceeds the {} units sold",
+                            -sale.quantity, item.sold
+                        ),
+                    ));
+                }
+                let revenue = item.revenue_micros as i128
+                    + sale.price.micros() as i128 * sale.quantity as i128;
+                item.sold = u64::try_from(sold).unwrap_or(u64::MAX);
+                item.revenue_micros =
+                    i64::try_from(revenue).unwrap_or(if revenue < 0 { i64::MIN } else { i64::MAX });
+                if let Some(at) = sale.sold_at.or(entry.timestamp) {
+                    item.last_sale_at = Some(item.last_sale_at.map_or(at, |l| l.max(at)));
+                }
+                item.seq = seq;
+                let mut from_pool = 0;
+                if sale.pool && sale.quantity > 0 {
+                    // Sell reserved units: free the item's reservation first, then the product's.
+                    let q = sale.quantity.unsigned_abs();
+                    let from_item = q.min(item.reserved);
+                    item.reserved -= from_item;
+                    from_pool = q - from_item;
+                }
+                let product_id = item.product_id.clone();
+                dirty.items.insert(sale.item_id.clone());
+                if from_pool > 0
+                    && let Some(product) = self.products.get_mut(&product_id)
+                    && product.reserved > 0
+                {
+                    product.reserved -= from_pool.min(product.reserved);
+                    product.seq = seq;
+                    dirty.products.insert(product_id);
+                }
+            }
+            EntryKind::ItemQuantity { item_id, total } => {
+                let item = self.live_item_mut(item_id)?;
+                if *total < item.sold.saturating_add(item.reserved) {
+                    return Err(reject(
+                        rc::TOTAL_BELOW_SOLD_AND_RESERVED,
+                        "/data/total",
+                        format!(
+                            "total {total} is below sold ({}) plus reserved ({})",
+                            item.sold, item.reserved
+                        ),
+                    ));
+                }
+                item.total = Some(*total);
+                item.seq = seq;
+                dirty.items.insert(item_id.clone());
+            }
+            EntryKind::ItemReservation { target, reserved } => match target {
+                ReservationTarget::Item(item_id) => {
+                    let item = self.live_item_mut(item_id)?;
+                    item.reserved = *reserved;
+                    item.seq = seq;
+                    dirty.items.insert(item_id.clone());
+                }
+                ReservationTarget::Product(product_id) => {
+                    let product = self.product_mut(product_id)?;
+                    product.reserved = *reserved;
+                    product.seq = seq;
+                    dirty.products.insert(product_id.clone());
+                }
+            },
+            EntryKind::PricingSchedule(schedule) => {
+                self.header.schedule = Some(schedule.clone());
+                dirty.header = true;
+            }
+            EntryKind::InstanceActions(actions) => {
+                self.header.actions_window = Some(actions_window(actions));
+                dirty.header = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn live_item_mut(&mut self, item_id: &ItemId) -> Result<&mut ItemState, Rejection> {
+        match self.items.get_mut(item_id) {
+            None => Err(reject(
+                rc::UNKNOWN_ITEM,
+                "/data/itemId",
+                format!("item {item_id} is not registered"),
+            )),
+            Some(item) if item.removed => Err(removed_error(item_id)),
+            Some(item) => Ok(item),
+        }
+    }
+
+    fn product_mut(&mut self, product_id: &ProductId) -> Result<&mut ProductState, Rejection> {
+        self.products.get_mut(product_id).ok_or_else(|| {
+            reject(
+                rc::UNKNOWN_PRODUCT,
+                "/data/productId",
+                format!("product {product_id} is not registered"),
+            )
+        })
+    }
+
+    /// Aggregates sold and reserved per product in one pass over the items.
+    pub fn product_totals(&self) -> BTreeMap<&ProductId, ProductTotals> {
+        let mut totals: BTreeMap<&ProductId, ProductTotals> = self
+            .products
+            .values()
+            .map(|p| {
+                (
+                    &p.product_id,
+                    ProductTotals {
+                        reserved: p.reserved,
+                        ..ProductTotals::default()
+                    },
+                )
+            })
+            .collect();
+        for item in self.items.values().filter(|i| !i.removed) {
+            if let Some(t) = totals.get_mut(&item.product_id) {
+                t.sold = t.sold.saturating_add(item.sold);
+                t.reserved = t.reserved.saturating_add(item.reserved);
+                if let Some(q) = item.legacy_quantity {
+                    t.legacy_capacity = Some(t.legacy_capacity.unwrap_or(0).saturating_add(q));
+                }
+            }
+        }
+        totals
+    }
+
+    /// The capacity in force: the product's own, else the sum of legacy item quantities.
+    pub fn effective_capacity(product: &ProductState, totals: &ProductTotals) -> Option<u64> {
+        product.properties.capacity.or(totals.legacy_capacity)
+    }
+
+    /// Counts of a product (capacity shared by its items and reservations).
+    pub fn product_counts(product: &ProductState, totals: &ProductTotals) -> Counts {
+        let raw = Self::effective_capacity(product, totals)
+            .map(|c| c as i128 - totals.sold as i128 - totals.reserved as i128);
+        counts(totals.sold, totals.reserved, raw)
+    }
+
+    /// Counts of an item: the tighter of its own total and its product's availability.
+    pub fn item_counts(
+        &self,
+        item: &ItemState,
+        totals: &BTreeMap<&ProductId, ProductTotals>,
+    ) -> Counts {
+        let own = item
+            .total
+            .map(|t| t as i128 - item.sold as i128 - item.reserved as i128);
+        let product = self.products.get(&item.product_id).and_then(|p| {
+            let t = totals.get(&item.product_id).copied().unwrap_or_default();
+            Self::effective_capacity(p, &t).map(|c| c as i128 - t.sold as i128 - t.reserved as i128)
+        });
+        let raw = match (own, product) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        counts(item.sold, item.reserved, raw)
+    }
+}
+
+/// `raw` is what would be available, possibly negative; `None` = no limit is known, which
+/// shows as nothing available.
+fn counts(sold: u64, reserved: u64, raw: Option<i128>) -> Counts {
+    let raw = raw.unwrap_or(0);
+    Counts {
+        sold,
+        reserved,
+        available: u64::try_from(raw.max(0)).unwrap_or(u64::MAX),
+        oversold: u64::try_from((-raw).max(0)).unwrap_or(u64::MAX),
+    }
+}
+
+fn removed_error(item_id: &ItemId) -> Rejection {
+    reject(
+        rc::ITEM_REMOVED,
+        "/data/itemId",
+        format!("item {item_id} was removed permanently"),
+    )
+}
+
+fn invalid(message: &str) -> Rejection {
+    reject(rc::INVALID_DOCUMENT, "/data", message)
+}
+
+fn props_document<T: Serialize>(props: &T) -> Map<String, Value> {
+    match serde_json::to_value(props) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    }
+}
+
+/// Applies `change` to a copy of `doc`, then runs `check` on the result and the size rule.
+fn changed_document(
+    doc: &Map<String, Value>,
+    change: &DocChange,
+    check: impl FnOnce(&Value, &mut Errors),
+) -> Result<Map<String, Value>, Rejection> {
+    let mut value = Value::Object(doc.clone());
+    change
+        .apply_to(&mut value)
+        .map_err(|e| reject(rc::PATCH_FAILED, "/data/patch", e))?;
+    let Value::Object(map) = value else {
+        return Err(invalid("the changed document must stay a JSON object"));
+    };
+    let value = Value::Object(map);
+    let mut errors = Errors::default();
+    check(&value, &mut errors);
+    if let Some(first) = errors.list.first() {
+        let more = errors.len() - 1;
+        let suffix = if more > 0 {
+            format!(" (and {more} more)")
+        } else {
+            String::new()
+        };
+        return Err(reject(
+            rc::INVALID_DOCUMENT,
+            "/data/patch",
+            format!(
+                "the changed document breaks a rule at {}: {}{suffix}",
+                if first.pointer.is_empty() {
+                    "/"
+                } else {
+                    &first.pointer
+                },
+                first.message
+            ),
+        ));
+    }
+    let size = serde_json::to_vec(&value)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
+    if size > MAX_DOCUMENT_BYTES {
+        return Err(reject(
+            rc::DOCUMENT_TOO_LARGE,
+            "/data/patch",
+            format!("the changed document has {size} bytes; at most {MAX_DOCUMENT_BYTES}"),
+        ));
+    }
+    match value {
+        Value::Object(map) => Ok(map),
+        _ => Err(invalid("the changed document must stay a JSON object")),
+    }
+}
+
+/// Converts deprecated enable/disable actions into one window: the last enable and the
+/// first disable after it (or the last disable when nothing enables).
+fn actions_window(actions: &[InstanceAction]) -> ActionsWindow {
+    let mut sorted = actions.to_vec();
+    sorted.sort_by_key(|a| a.date);
+    let last_enable = sorted
+        .iter()
+        .rev()
+        .find(|a| a.action == ActionKind::Enable)
+        .map(|a| a.date);
+    let until = match last_enable {
+        Some(from) => sorted
+            .iter()
+            .find(|a| a.action == ActionKind::Disable && a.date > from)
+            .map(|a| a.date),
+        None => sorted
+            .iter()
+            .rev()
+            .find(|a| a.action == ActionKind::Disable)
+            .map(|a| a.date),
+    };
+    ActionsWindow {
+        from: last_enable,
+        until,
+    }
+}
+
+/// Money helper for summaries.
+pub fn revenue(item: &ItemState) -> Money {
+    Money::from_micros(item.revenue_micros)
+}
+
+#[cfg(test)]
+mod tests;

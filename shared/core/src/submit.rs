@@ -1,0 +1,184 @@
+//! Submission of entries: the request shape, syntactic validation (all or nothing), limits,
+//! transaction ids and the signed form of each entry.
+
+use serde_json::{Map, Value};
+
+use crate::entry::{ParseOptions, parse_entry};
+use crate::ids::TransactionId;
+use crate::jws::{Signer, decode_jws_payload};
+use crate::model::NewEntry;
+use crate::time::Timestamp;
+use crate::validate::{Errors, FieldError, codes};
+
+pub const MAX_ENTRIES_PER_REQUEST: usize = 1_000;
+pub const MAX_ENTRY_BYTES: usize = 64 * 1024;
+/// Errors listed in one 400 response; the count of the rest is given in the detail.
+pub const MAX_REPORTED_ERRORS: usize = 100;
+
+/// Why a submission is refused as a whole.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubmitError {
+    /// 400: the body or some entries are invalid; nothing is stored.
+    Invalid(Vec<FieldError>),
+    /// 413: a limit is exceeded.
+    TooLarge {
+        detail: String,
+        errors: Vec<FieldError>,
+    },
+}
+
+/// A validated submission, ready for the log.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    pub entries: Vec<NewEntry>,
+}
+
+/// Parses `{requestId?, entries: [...]}` or a bare array, validates every entry, and signs the
+/// plain ones. `now` is the time of receipt.
+pub fn prepare(body: &Value, signer: &Signer, now: Timestamp) -> Result<Submission, SubmitError> {
+    let mut errors = Errors::default();
+    let (list, base, request_id) = match body {
+        Value::Array(list) => (list, String::new(), None),
+        Value::Object(map) => {
+            let request_id = match map.get("requestId") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => match TransactionId::parse(s.as_str()) {
+                    Ok(_) if s.len() <= 100 => Some(s.as_str()),
+                    _ => {
+                        errors.push(
+                            "/requestId",
+                            codes::FORMAT,
+                            "must be 1 to 100 characters from A-Z a-z 0-9 . _ : ~ -",
+                        );
+                        None
+                    }
+                },
+                Some(_) => {
+                    errors.push("/requestId", codes::TYPE, "must be a string");
+                    None
+                }
+            };
+            match map.get("entries") {
+                Some(Value::Array(list)) => (list, "/entries".to_owned(), request_id),
+                Some(_) => {
+                    errors.push("/entries", codes::TYPE, "must be an array");
+                    return Err(SubmitError::Invalid(errors.list));
+                }
+                None => {
+                    errors.push("/entries", codes::REQUIRED, "is required");
+                    return Err(SubmitError::Invalid(errors.list));
+                }
+            }
+        }
+        _ => {
+            errors.push(
+                "",
+                codes::TYPE,
+                "must be an object with `entries` or an array of entries",
+            );
+            return Err(SubmitError::Invalid(errors.list));
+        }
+    };
+    if list.is_empty() {
+        errors.push(base.clone(), codes::RANGE, "must hold at least one entry");
+    }
+    if list.len() > MAX_ENTRIES_PER_REQUEST {
+        return Err(SubmitError::TooLarge {
+            detail: format!(
+                "{} entries in one request; at most {MAX_ENTRIES_PER_REQUEST}",
+                list.len()
+            ),
+            errors: vec![],
+        });
+    }
+    let opts = ParseOptions { now: Some(now) };
+    let mut too_large = Vec::new();
+    let mut prepared = Vec::with_capacity(list.len());
+    for (index, raw) in list.iter().enumerate() {
+        let ptr = format!("{base}/{index}");
+        // A client JWS is stored verbatim; its payload is the entry.
+        let (payload, verbatim) = match raw {
+            Value::String(jws) => {
+                if jws.len() > MAX_ENTRY_BYTES {
+                    too_large.push(entry_too_large(&ptr, jws.len()));
+                    continue;
+                }
+                match decode_jws_payload(jws) {
+                    Ok(p) => (std::borrow::Cow::Owned(p), Some(jws.as_str())),
+                    Err(e) => {
+                        errors.push(ptr, codes::FORMAT, e.to_string());
+                        continue;
+                    }
+                }
+            }
+            other => (std::borrow::Cow::Borrowed(other), None),
+        };
+        let Some(entry) = parse_entry(&payload, &ptr, opts, &mut errors) else {
+            continue;
+        };
+        let transaction_id = entry
+            .transaction_id
+            .clone()
+            .or_else(|| request_id.and_then(|r| TransactionId::parse(format!("{r}#{index}")).ok()));
+        prepared.push((
+            index,
+            payload,
+            verbatim,
+            transaction_id,
+            entry.transaction_id.is_some(),
+        ));
+    }
+    if !too_large.is_empty() {
+        return Err(SubmitError::TooLarge {
+            detail: format!("an entry may hold at most {MAX_ENTRY_BYTES} bytes"),
+            errors: too_large,
+        });
+    }
+    if !errors.is_empty() {
+        return Err(SubmitError::Invalid(errors.list));
+    }
+    let mut entries = Vec::with_capacity(prepared.len());
+    for (index, payload, verbatim, transaction_id, own_id) in prepared {
+        let jwt = match verbatim {
+            Some(jws) => jws.to_owned(),
+            None => {
+                // Record the derived transaction id in the signed payload, so the stored
+                // entry says how it was deduplicated.
+                let bytes = match (&transaction_id, own_id, payload.as_ref()) {
+                    (Some(t), false, Value::Object(map)) => {
+                        let mut map: Map<String, Value> = map.clone();
+                        map.insert("transactionId".into(), Value::String(t.to_string()));
+                        serde_json::to_vec(&map)
+                    }
+                    _ => serde_json::to_vec(payload.as_ref()),
+                }
+                .unwrap_or_default();
+                if bytes.len() > MAX_ENTRY_BYTES {
+                    too_large.push(entry_too_large(&format!("{base}/{index}"), bytes.len()));
+                    continue;
+                }
+                signer.sign_jws(&bytes)
+            }
+        };
+        entries.push(NewEntry {
+            transaction_id,
+            received_at: now,
+            jwt,
+        });
+    }
+    if !too_large.is_empty() {
+        return Err(SubmitError::TooLarge {
+            detail: format!("an entry may hold at most {MAX_ENTRY_BYTES} bytes"),
+            errors: too_large,
+        });
+    }
+    Ok(Submission { entries })
+}
+
+fn entry_too_large(ptr: &str, size: usize) -> FieldError {
+    FieldError {
+        pointer: ptr.to_owned(),
+        code: codes::TOO_LARGE.into(),
+        message: format!("has {size} bytes; at most {MAX_ENTRY_BYTES}"),
+    }
+}
