@@ -1,0 +1,1 @@
+//! Contract suites of the ports (filled in by the embedded-adapter work).
