@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::ids::{ItemId, ProductId, TransactionId};
 use crate::money::Money;
 use crate::time::{Period, Timestamp, parse_iso_duration};
-use crate::validate::{Errors, Obj, codes, object};
+use crate::validate::{Errors, Obj, codes, escape_token, object};
 
 /// Largest accepted future skew of an entry timestamp.
 pub const MAX_FUTURE_SKEW_MS: i64 = 5 * 60 * 1000;
@@ -362,10 +362,7 @@ pub fn parse_entry(v: &Value, ptr: &str, opts: ParseOptions, errors: &mut Errors
             errors.push(o.ptr_of("type"), codes::REMOVED, replacement);
             None
         }
-        None => {
-            let Some(d) = data else { return None };
-            parse_kind(type_name, &d, &o, errors)
-        }
+        None => parse_kind(type_name, &data?, &o, errors),
     };
     let kind = kind?;
     (errors.len() == before).then_some(Entry {
@@ -459,7 +456,15 @@ fn parse_product_registration(d: &Obj<'_>, errors: &mut Errors) -> Option<EntryK
             doc.insert(key.to_string(), v.clone());
         }
     }
+    let from = errors.len();
     let props = product_props_from_doc(&doc, &d.ptr, errors);
+    point_into_properties(
+        d,
+        &PRODUCT_PROPERTY_KEYS,
+        &PRODUCT_PROPERTY_KEYS,
+        from,
+        errors,
+    );
     let metadata = d.opt_map("metadata", errors);
     let strict = d.opt_bool("strict", errors).unwrap_or(false);
     let (product_id, props) = (product_id?, props?);
@@ -499,7 +504,15 @@ fn parse_item_registration(d: &Obj<'_>, errors: &mut Errors) -> Option<EntryKind
             doc.insert(key.to_string(), v.clone());
         }
     }
+    let from = errors.len();
     let props = item_props_from_doc(&doc, &d.ptr, errors);
+    // `quantity` of `data` is the legacy field; one in `properties` is checked there.
+    let keys: Vec<&str> = ITEM_PROPERTY_KEYS
+        .iter()
+        .copied()
+        .chain(["quantity"])
+        .collect();
+    point_into_properties(d, &keys, &ITEM_PROPERTY_KEYS, from, errors);
     let metadata = d.opt_map("metadata", errors);
     let legacy_quantity = d.opt_u64("quantity", errors);
     let strict = d.opt_bool("strict", errors).unwrap_or(false);
@@ -512,6 +525,33 @@ fn parse_item_registration(d: &Obj<'_>, errors: &mut Errors) -> Option<EntryKind
         legacy_quantity,
         strict,
     }))
+}
+
+/// Errors found since `from` in the fields `keys` that came from `data.properties` (not
+/// overlaid from `data`, see `overlaid`) point into `properties`, where the client wrote them.
+fn point_into_properties(
+    d: &Obj<'_>,
+    keys: &[&str],
+    overlaid: &[&str],
+    from: usize,
+    errors: &mut Errors,
+) {
+    let Some(props) = d.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    for key in keys {
+        if !props.contains_key(*key) || (overlaid.contains(key) && d.has(key)) {
+            continue;
+        }
+        let at = d.ptr_of(key);
+        for e in &mut errors.list[from..] {
+            if let Some(rest) = e.pointer.strip_prefix(&at)
+                && (rest.is_empty() || rest.starts_with('/'))
+            {
+                e.pointer = format!("{}/properties/{}{rest}", d.ptr, escape_token(key));
+            }
+        }
+    }
 }
 
 /// Reads an item properties document (registration fields or a patched document).
@@ -533,7 +573,7 @@ pub fn item_props_from_doc(
     );
     o.removed(
         "quantity",
-        "item quantity in properties is ignored since 3.0.0: use itemQuantity entries or product capacity",
+        "quantity is no longer an item property since 3.0.0 (it derives from product capacity and sales): use itemQuantity entries or the product capacity",
         errors,
     );
     let sales_key = if o.has("salesPeriod") {
@@ -864,7 +904,9 @@ fn parse_change(d: &Obj<'_>, kind: DocKind, errors: &mut Errors) -> Option<DocCh
         (None, Some(_)) => {
             let u = d.opt_obj("update", errors)?;
             let before = errors.len();
-            for (k, v) in u.map {
+            // null removes the key; the rules of `meta` are about present values.
+            let removes_meta = |v: &Value| v.is_null() && kind == DocKind::InstanceMeta;
+            for (k, v) in u.map.iter().filter(|(_, v)| !removes_meta(v)) {
                 check_value_at(
                     &format!("/{}", crate::validate::escape_token(k)),
                     v,
@@ -911,10 +953,10 @@ fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &
                 codes::REMOVED,
                 "constantPrice was removed in 3.0.0: set min and max to the same value",
             ),
-            ["priceSettings", "min" | "max" | "default" | "multiplier"] => {
-                if value.as_f64().is_some_and(|f| f < 0.0) {
-                    errors.push(ptr, codes::RANGE, "must not be negative");
-                }
+            ["priceSettings", "min" | "max" | "default" | "multiplier"]
+                if value.as_f64().is_some_and(|f| f < 0.0) =>
+            {
+                errors.push(ptr, codes::RANGE, "must not be negative");
             }
             ["expectedSales"] => errors.push(
                 ptr,
@@ -1024,7 +1066,7 @@ fn parse_item_sale(d: &Obj<'_>, errors: &mut Errors) -> Option<ItemSale> {
             None
         }
     });
-    let tax = d.opt_obj("tax", errors).and_then(|t| {
+    let tax = d.opt_obj("tax", errors).map(|t| {
         let vat_percent = match t.opt_f64("vatPercent", errors) {
             Some(v) if !(0.0..=100.0).contains(&v) => {
                 errors.push(
@@ -1038,11 +1080,11 @@ fn parse_item_sale(d: &Obj<'_>, errors: &mut Errors) -> Option<ItemSale> {
         };
         let amount = t.opt_money("amount", true, errors);
         let included = t.opt_bool("included", errors);
-        Some(Tax {
+        Tax {
             vat_percent,
             amount,
             included,
-        })
+        }
     });
     let mut breakdown = Vec::new();
     if let Some(lines) = d.opt_array("breakdown", errors) {
@@ -1108,6 +1150,8 @@ fn parse_item_quantity(d: &Obj<'_>, errors: &mut Errors) -> Option<EntryKind> {
                 change.req_u64("absolute", errors)
             }
         }
+        // `change` is there but not an object: already reported.
+        None if d.has("change") => None,
         None => d.req_u64("total", errors),
     };
     Some(EntryKind::ItemQuantity {
@@ -1190,6 +1234,7 @@ fn parse_schedule(d: &Obj<'_>, errors: &mut Errors) -> Option<Schedule> {
             }
         }
         (None, Some(_)) => {
+            let before = errors.len();
             let times = d.opt_array("times", errors)?;
             if times.is_empty() || times.len() > 1440 {
                 errors.push(d.ptr_of("times"), codes::RANGE, "must hold 1 to 1440 times");
@@ -1208,7 +1253,7 @@ fn parse_schedule(d: &Obj<'_>, errors: &mut Errors) -> Option<Schedule> {
             }
             out.sort_unstable();
             out.dedup();
-            (out.len() <= times.len() && !out.is_empty() && errors.is_empty())
+            (out.len() <= times.len() && !out.is_empty() && errors.len() == before)
                 .then_some(Schedule::TimesOfDay(out))
         }
     }

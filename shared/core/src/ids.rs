@@ -32,8 +32,30 @@ pub trait ParseId: Sized {
     fn parse_id(s: &str) -> Result<Self, IdError>;
 }
 
+/// Transaction ids follow the id rule, or are derived from a request id as
+/// `{requestId}#{index}` (DESIGN.md section 5). The derived form is stored inside the signed
+/// entry, so it must parse again when the log is replayed or the entry resubmitted.
+pub fn check_transaction_id(s: &str) -> Result<(), IdError> {
+    match s.rsplit_once('#') {
+        Some((request_id, index))
+            if !index.is_empty()
+                && index.len() <= 4
+                && index.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            if s.len() > 128 {
+                return Err(IdError::Length);
+            }
+            check_id(request_id)
+        }
+        _ => check_id(s),
+    }
+}
+
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
+        id_type!($(#[$doc])* $name, check_id);
+    };
+    ($(#[$doc:meta])* $name:ident, $check:path) => {
         $(#[$doc])*
         #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         #[serde(transparent)]
@@ -42,7 +64,7 @@ macro_rules! id_type {
         impl $name {
             pub fn parse(s: impl Into<String>) -> Result<Self, IdError> {
                 let s = s.into();
-                check_id(&s)?;
+                $check(&s)?;
                 Ok(Self(s))
             }
 
@@ -89,8 +111,9 @@ id_type!(
 id_type!(ItemId);
 id_type!(ProductId);
 id_type!(
-    /// Deduplicates entries per instance.
-    TransactionId
+    /// Deduplicates entries per instance. Client ids, or `{requestId}#{index}`.
+    TransactionId,
+    check_transaction_id
 );
 id_type!(MatchId);
 id_type!(
@@ -153,6 +176,25 @@ mod tests {
         assert_eq!(ItemId::parse("a b"), Err(IdError::Charset));
         assert_eq!(ItemId::parse("a/b"), Err(IdError::Charset));
         assert_eq!(ItemId::parse("é"), Err(IdError::Charset));
+    }
+
+    #[test]
+    fn transaction_ids_may_be_derived_from_a_request_id() {
+        assert!(TransactionId::parse("req-1#0").is_ok());
+        assert!(TransactionId::parse("req-1#999").is_ok());
+        assert!(TransactionId::parse(format!("{}#999", "r".repeat(100))).is_ok());
+        assert_eq!(TransactionId::parse("#1"), Err(IdError::Length));
+        assert_eq!(TransactionId::parse("a#"), Err(IdError::Charset));
+        assert_eq!(TransactionId::parse("a#b"), Err(IdError::Charset));
+        assert_eq!(TransactionId::parse("a#1#2"), Err(IdError::Charset));
+        assert_eq!(TransactionId::parse("a b#1"), Err(IdError::Charset));
+        assert_eq!(TransactionId::parse("a#12345"), Err(IdError::Charset));
+        assert_eq!(
+            TransactionId::parse(format!("{}#1", "r".repeat(127))),
+            Err(IdError::Length)
+        );
+        // Other ids keep the plain rule.
+        assert_eq!(ItemId::parse("a#1"), Err(IdError::Charset));
     }
 
     #[test]

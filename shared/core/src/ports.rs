@@ -13,7 +13,8 @@ use crate::model::{
 use crate::state::{Header, InstanceState, ItemState, ProductState};
 
 /// The most records one state commit may write (header and events included), so that an
-/// AWS commit fits one TransactWriteItems call.
+/// AWS commit fits one TransactWriteItems call. A larger commit is refused with
+/// `StoreError::Failed` and nothing is written; the processor never builds one.
 pub const MAX_COMMIT_RECORDS: usize = 90;
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -114,7 +115,9 @@ pub trait StateStore: Send + Sync + 'static {
     /// The applied sequence alone (a cheap freshness check for cached states).
     fn applied_sequence(&self, key: &InstanceKey) -> impl Future<Output = StoreResult<u64>> + Send;
     /// Writes the commit atomically if the stored applied sequence is still
-    /// `expected_applied`; `Conflict` otherwise (and nothing is written).
+    /// `expected_applied`; `Conflict` otherwise (and nothing is written). An instance
+    /// without a stored header counts as applied sequence 0. Events whose id is already
+    /// stored for the instance are skipped (a replay yields the same ids).
     fn commit(
         &self,
         key: &InstanceKey,
@@ -124,7 +127,8 @@ pub trait StateStore: Send + Sync + 'static {
 
 /// Events waiting for delivery (the webhooks issue delivers them).
 pub trait EventStore: Send + Sync + 'static {
-    /// Events of an instance in creation order, after the event id `after`.
+    /// Events of an instance in creation order, after the event id `after` (ids are unique
+    /// per instance); an unknown `after` id is `NotFound`.
     fn list_events(
         &self,
         key: &InstanceKey,
@@ -146,6 +150,8 @@ pub struct Received {
 pub trait WorkQueue: Send + Sync + 'static {
     fn send(&self, message: &Message) -> impl Future<Output = StoreResult<()>> + Send;
     /// Up to `max` visible messages, hidden for `visibility`; at most one in flight per group.
+    /// A message sent while another of the same dedupe key is in flight is delivered too
+    /// (it may carry work the in-flight one missed); only not-yet-received ones merge.
     fn receive(
         &self,
         max: usize,
@@ -153,10 +159,20 @@ pub trait WorkQueue: Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<Vec<Received>>> + Send;
     /// Deletes a handled message.
     fn ack(&self, receipt: &str) -> impl Future<Output = StoreResult<()>> + Send;
-    /// Makes a message visible again after `delay` (a failed attempt).
+    /// Makes a message visible again after `delay` (a failed attempt). Like SQS
+    /// ChangeMessageVisibility, its group stays locked during the delay.
     fn retry_later(
         &self,
         receipt: &str,
         delay: Duration,
     ) -> impl Future<Output = StoreResult<()>> + Send;
+}
+
+/// Finds instances whose log holds entries not applied yet: the repair sweep re-enqueues
+/// them, so a wake-up lost between append and send delays processing but loses nothing.
+pub trait Backlog: Send + Sync + 'static {
+    fn instances_behind(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<InstanceKey>>> + Send;
 }

@@ -86,20 +86,20 @@ impl Processor {
         key: &InstanceKey,
     ) -> StoreResult<InstanceState> {
         let cached = self.lock().remove(key);
-        if let Some(state) = cached {
-            if store.applied_sequence(key).await? == state.header.applied_seq {
-                return Ok(state);
-            }
+        if let Some(state) = cached
+            && store.applied_sequence(key).await? == state.header.applied_seq
+        {
+            return Ok(state);
         }
         store.load_state(key).await
     }
 
     fn checkin(&self, key: &InstanceKey, state: InstanceState) {
         let mut cache = self.lock();
-        if cache.len() >= CACHE_CAPACITY {
-            if let Some(evict) = cache.keys().next().cloned() {
-                cache.remove(&evict);
-            }
+        if cache.len() >= CACHE_CAPACITY
+            && let Some(evict) = cache.keys().next().cloned()
+        {
+            cache.remove(&evict);
         }
         cache.insert(key.clone(), state);
     }
@@ -131,7 +131,7 @@ async fn run<L: EntryLog, S: StateStore>(
                 Ok(()) => report.applied += 1,
                 Err(r) => {
                     report.rejected += 1;
-                    rejected.push(r);
+                    rejected.push(*r);
                 }
             }
             // Keep each commit within one atomic write of the AWS store.
@@ -173,12 +173,14 @@ pub fn apply_record(
     state: &mut InstanceState,
     record: &LogRecord,
     dirty: &mut Dirty,
-) -> Result<(), RejectedEntry> {
-    let fail = |entry_type: String, rejection: Rejection| RejectedEntry {
-        sequence: record.sequence,
-        transaction_id: record.transaction_id.as_ref().map(|t| t.to_string()),
-        entry_type,
-        rejection,
+) -> Result<(), Box<RejectedEntry>> {
+    let fail = |entry_type: String, rejection: Rejection| {
+        Box::new(RejectedEntry {
+            sequence: record.sequence,
+            transaction_id: record.transaction_id.as_ref().map(|t| t.to_string()),
+            entry_type,
+            rejection,
+        })
     };
     let parsed = decode_jws_payload(&record.jwt)
         .map_err(|e| e.to_string())

@@ -42,8 +42,9 @@ pub fn prepare(body: &Value, signer: &Signer, now: Timestamp) -> Result<Submissi
         Value::Object(map) => {
             let request_id = match map.get("requestId") {
                 None | Some(Value::Null) => None,
-                Some(Value::String(s)) => match TransactionId::parse(s.as_str()) {
-                    Ok(_) if s.len() <= 100 => Some(s.as_str()),
+                // The plain id rule: `#` is kept for the ids derived from it.
+                Some(Value::String(s)) => match crate::ids::check_id(s) {
+                    Ok(()) if s.len() <= 100 => Some(s.as_str()),
                     _ => {
                         errors.push(
                             "/requestId",

@@ -8,6 +8,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct Timestamp(pub DateTime<Utc>);
 
 impl Timestamp {
+    pub fn now() -> Self {
+        Self(Utc::now())
+    }
+
     pub fn parse(s: &str) -> Option<Self> {
         DateTime::parse_from_rfc3339(s)
             .ok()

@@ -1,0 +1,405 @@
+//! Submission of entries (DESIGN.md section 5): request shapes, transaction ids, signing,
+//! all-or-nothing validation with pointers, and limits.
+
+use std::sync::OnceLock;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use pricing_core::entry::{ParseOptions, parse_entry};
+use pricing_core::jws::{Signer, StoredKey, decode_jws_payload};
+use pricing_core::submit::{
+    MAX_ENTRIES_PER_REQUEST, MAX_ENTRY_BYTES, Submission, SubmitError, prepare,
+};
+use pricing_core::time::Timestamp;
+use pricing_core::validate::{Errors, FieldError, codes};
+use serde_json::{Value, json};
+
+fn ts(s: &str) -> Timestamp {
+    Timestamp::parse(s).expect("a valid timestamp")
+}
+
+fn now() -> Timestamp {
+    ts("2026-05-19T12:00:00Z")
+}
+
+fn signer() -> &'static Signer {
+    static SIGNER: OnceLock<Signer> = OnceLock::new();
+    SIGNER.get_or_init(|| {
+        let key = StoredKey::generate("k-test".into(), now()).expect("a key");
+        Signer::from_keys(&[key]).expect("a signer")
+    })
+}
+
+fn sale(item: &str) -> Value {
+    json!({"type": "itemSale", "data": {"itemId": item, "price": 19.99}})
+}
+
+fn sale_with_id(item: &str, tx: &str) -> Value {
+    json!({"type": "itemSale", "transactionId": tx, "data": {"itemId": item, "price": 19.99}})
+}
+
+#[track_caller]
+fn accepted(body: Value) -> Submission {
+    match prepare(&body, signer(), now()) {
+        Ok(s) => s,
+        Err(e) => panic!("refused: {e:#?}"),
+    }
+}
+
+#[track_caller]
+fn invalid(body: Value) -> Vec<FieldError> {
+    match prepare(&body, signer(), now()) {
+        Err(SubmitError::Invalid(errors)) => {
+            assert!(!errors.is_empty());
+            errors
+        }
+        other => panic!("expected a 400: {other:#?}"),
+    }
+}
+
+fn pc(errors: &[FieldError]) -> Vec<(&str, &str)> {
+    errors
+        .iter()
+        .map(|e| (e.pointer.as_str(), e.code.as_str()))
+        .collect()
+}
+
+fn payload(jwt: &str) -> Value {
+    decode_jws_payload(jwt).expect("a decodable JWS")
+}
+
+fn header(jwt: &str) -> Value {
+    let h = jwt.split('.').next().expect("a header");
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(h).expect("base64url")).expect("JSON")
+}
+
+/// A compact JWS as a client would send it, signed with a key we do not know.
+fn client_jws(payload: &Value) -> String {
+    let key = StoredKey::generate("client".into(), now()).expect("a key");
+    Signer::from_keys(&[key])
+        .expect("a signer")
+        .sign_jws(payload.to_string().as_bytes())
+}
+
+#[test]
+fn a_bare_array_is_accepted() {
+    let s = accepted(json!([sale("A"), sale_with_id("B", "tx-2")]));
+    assert_eq!(s.entries.len(), 2);
+    assert_eq!(s.entries[0].transaction_id, None);
+    assert_eq!(
+        s.entries[1].transaction_id.as_ref().map(|t| t.as_str()),
+        Some("tx-2")
+    );
+    for e in &s.entries {
+        assert_eq!(e.received_at, now());
+        assert!(signer().verify_jws(&e.jwt), "our signature verifies");
+    }
+    // The signed payload is the entry as sent.
+    assert_eq!(payload(&s.entries[0].jwt), sale("A"));
+    assert_eq!(payload(&s.entries[1].jwt), sale_with_id("B", "tx-2"));
+}
+
+#[test]
+fn an_object_with_entries_is_accepted() {
+    let s = accepted(json!({"entries": [sale("A")]}));
+    assert_eq!(s.entries.len(), 1);
+    assert_eq!(s.entries[0].transaction_id, None);
+    assert_eq!(payload(&s.entries[0].jwt), sale("A"));
+    // requestId null is no request id.
+    let s = accepted(json!({"requestId": null, "entries": [sale("A")]}));
+    assert_eq!(s.entries[0].transaction_id, None);
+}
+
+#[test]
+fn signed_entries_name_the_key_and_algorithm() {
+    let s = accepted(json!([sale("A")]));
+    let h = header(&s.entries[0].jwt);
+    assert_eq!(h["alg"], "ES256");
+    assert_eq!(h["kid"], "k-test");
+    assert_eq!(s.entries[0].jwt.split('.').count(), 3);
+    // The published key set has that key.
+    assert_eq!(signer().jwks()["keys"][0]["kid"], "k-test");
+    // A tampered payload does not verify.
+    let jwt = &s.entries[0].jwt;
+    let mut parts: Vec<&str> = jwt.split('.').collect();
+    let forged = URL_SAFE_NO_PAD.encode(sale("Z").to_string());
+    parts[1] = &forged;
+    assert!(!signer().verify_jws(&parts.join(".")));
+}
+
+#[test]
+fn a_request_id_gives_entries_without_one_a_derived_id() {
+    let s = accepted(json!({
+        "requestId": "req-42",
+        "entries": [sale("A"), sale_with_id("B", "own-1"), sale("C")]
+    }));
+    let ids: Vec<Option<&str>> = s
+        .entries
+        .iter()
+        .map(|e| e.transaction_id.as_ref().map(|t| t.as_str()))
+        .collect();
+    assert_eq!(ids, [Some("req-42#0"), Some("own-1"), Some("req-42#2")]);
+    // The derived id is inside the signed payload, so the record says how it was deduplicated.
+    let p0 = payload(&s.entries[0].jwt);
+    assert_eq!(p0["transactionId"], "req-42#0");
+    assert_eq!(p0["data"], sale("A")["data"]);
+    assert_eq!(payload(&s.entries[1].jwt), sale_with_id("B", "own-1"));
+    assert_eq!(payload(&s.entries[2].jwt)["transactionId"], "req-42#2");
+    for e in &s.entries {
+        assert!(signer().verify_jws(&e.jwt));
+    }
+}
+
+#[test]
+fn stored_entries_with_derived_ids_replay() {
+    // The processor parses stored payloads again; a derived id must not make them invalid.
+    let s = accepted(json!({"requestId": "r", "entries": [sale("A")]}));
+    let p = payload(&s.entries[0].jwt);
+    let mut errors = Errors::default();
+    let entry = parse_entry(&p, "", ParseOptions::default(), &mut errors);
+    assert!(errors.is_empty(), "{:#?}", errors.list);
+    let entry = entry.expect("an entry");
+    assert_eq!(entry.transaction_id, s.entries[0].transaction_id);
+    // And a client may resubmit the stored JWS verbatim.
+    let again = accepted(json!([s.entries[0].jwt.clone()]));
+    assert_eq!(again.entries[0].jwt, s.entries[0].jwt);
+    assert_eq!(again.entries[0].transaction_id, s.entries[0].transaction_id);
+}
+
+#[test]
+fn client_jws_strings_are_stored_verbatim() {
+    let with_id = client_jws(&sale_with_id("A", "client-tx"));
+    let without_id = client_jws(&sale("B"));
+    let s = accepted(json!({"requestId": "rq", "entries": [with_id, without_id, sale("C")]}));
+    assert_eq!(s.entries[0].jwt, with_id);
+    assert_eq!(s.entries[1].jwt, without_id);
+    assert_eq!(
+        s.entries[0].transaction_id.as_ref().map(|t| t.as_str()),
+        Some("client-tx")
+    );
+    // The client's payload is not rewritten; the derived id is still used for dedupe.
+    assert_eq!(
+        s.entries[1].transaction_id.as_ref().map(|t| t.as_str()),
+        Some("rq#1")
+    );
+    assert_eq!(payload(&s.entries[1].jwt), sale("B"));
+    // Client signatures are not verified by the service (INTERFACE.md), and not ours.
+    assert!(!signer().verify_jws(&with_id));
+    assert!(signer().verify_jws(&s.entries[2].jwt));
+    // A JWS whose signature part is garbage is accepted the same way.
+    let unsigned = format!(
+        "eyJhbGciOiJub25lIn0.{}.x",
+        URL_SAFE_NO_PAD.encode(sale("D").to_string())
+    );
+    let s = accepted(json!([unsigned.clone()]));
+    assert_eq!(s.entries[0].jwt, unsigned);
+}
+
+#[test]
+fn client_jws_payloads_are_validated() {
+    let bad_payload =
+        client_jws(&json!({"type": "itemSale", "data": {"itemId": "A", "price": -1}}));
+    assert_eq!(
+        pc(&invalid(json!({"entries": [sale("A"), bad_payload]}))),
+        [("/entries/1/data/price", codes::RANGE)]
+    );
+    assert_eq!(pc(&invalid(json!(["not.a-jws"]))), [("/0", codes::FORMAT)]);
+    assert_eq!(
+        pc(&invalid(json!({"entries": ["a.b.c.d"]}))),
+        [("/entries/0", codes::FORMAT)]
+    );
+    let not_json = format!("eyJhIjoxfQ.{}.sig", URL_SAFE_NO_PAD.encode("not json"));
+    assert_eq!(
+        pc(&invalid(json!({"entries": [not_json]}))),
+        [("/entries/0", codes::FORMAT)]
+    );
+}
+
+#[test]
+fn validation_is_all_or_nothing_with_pointers() {
+    let entries = json!([
+        sale("A"),
+        {"type": "itemRegistration", "data": {
+            "itemId": "I", "productId": "P",
+            "salesPeriod": {"start": "2026-06-01T00:00:00Z", "end": "2026-07-01T00:00:00Z"},
+            "priceSettings": {"min": -1, "max": 10, "default": 5}}},
+        {"data": {}},
+        sale("B"),
+        {"type": "itemQuantity", "data": {"itemId": "A", "change": {"relative": 2}}},
+        {"type": "itemSale", "timestamp": "2026-05-19T12:06:00Z", "data": {"itemId": "A", "price": 1}}
+    ]);
+    let errors = invalid(json!({"requestId": "r1", "entries": entries.clone()}));
+    assert_eq!(
+        pc(&errors),
+        [
+            ("/entries/1/data/priceSettings/min", codes::RANGE),
+            ("/entries/2/type", codes::REQUIRED),
+            ("/entries/4/data/change/relative", codes::REMOVED),
+            ("/entries/5/timestamp", codes::FUTURE),
+        ]
+    );
+    // The same entries as a bare array point from the root.
+    let errors = invalid(entries);
+    assert_eq!(errors[0].pointer, "/1/data/priceSettings/min");
+    assert_eq!(errors[3].pointer, "/5/timestamp");
+}
+
+#[test]
+fn request_shape_errors() {
+    assert_eq!(pc(&invalid(json!("entries"))), [("", codes::TYPE)]);
+    assert_eq!(pc(&invalid(json!(42))), [("", codes::TYPE)]);
+    assert_eq!(
+        pc(&invalid(json!({"requestId": "r"}))),
+        [("/entries", codes::REQUIRED)]
+    );
+    assert_eq!(
+        pc(&invalid(json!({"entries": {"0": sale("A")}}))),
+        [("/entries", codes::TYPE)]
+    );
+    assert_eq!(
+        pc(&invalid(json!({"entries": []}))),
+        [("/entries", codes::RANGE)]
+    );
+    assert_eq!(pc(&invalid(json!([]))), [("", codes::RANGE)]);
+    assert_eq!(
+        pc(&invalid(json!({"requestId": 7, "entries": [sale("A")]}))),
+        [("/requestId", codes::TYPE)]
+    );
+    assert_eq!(
+        pc(&invalid(
+            json!({"requestId": "has space", "entries": [sale("A")]})
+        )),
+        [("/requestId", codes::FORMAT)]
+    );
+    assert_eq!(
+        pc(&invalid(json!({"requestId": "", "entries": [sale("A")]}))),
+        [("/requestId", codes::FORMAT)]
+    );
+    // The request id follows the plain id rule: `#` is reserved for the derived ids.
+    assert_eq!(
+        pc(&invalid(
+            json!({"requestId": "r#1", "entries": [sale("A")]})
+        )),
+        [("/requestId", codes::FORMAT)]
+    );
+    // At most 100 characters, so that `{requestId}#{index}` stays a valid id.
+    accepted(json!({"requestId": "r".repeat(100), "entries": [sale("A")]}));
+    assert_eq!(
+        pc(&invalid(
+            json!({"requestId": "r".repeat(101), "entries": [sale("A")]})
+        )),
+        [("/requestId", codes::FORMAT)]
+    );
+    // A bad request id and bad entries are reported together.
+    assert_eq!(
+        pc(&invalid(
+            json!({"requestId": "a/b", "entries": [{"type": "itemSale", "data": {}}]})
+        )),
+        [
+            ("/requestId", codes::FORMAT),
+            ("/entries/0/data/itemId", codes::REQUIRED),
+            ("/entries/0/data/price", codes::REQUIRED),
+        ]
+    );
+}
+
+#[test]
+fn at_most_1000_entries() {
+    let list: Vec<Value> = (0..MAX_ENTRIES_PER_REQUEST)
+        .map(|i| sale(&format!("i{i}")))
+        .collect();
+    let s = accepted(json!({"requestId": "big", "entries": list}));
+    assert_eq!(s.entries.len(), 1000);
+    assert_eq!(
+        s.entries[999].transaction_id.as_ref().map(|t| t.as_str()),
+        Some("big#999")
+    );
+    let list: Vec<Value> = (0..=MAX_ENTRIES_PER_REQUEST)
+        .map(|i| sale(&format!("i{i}")))
+        .collect();
+    match prepare(&json!({"entries": list}), signer(), now()) {
+        Err(SubmitError::TooLarge { detail, .. }) => {
+            assert!(
+                detail.contains("1001") && detail.contains("1000"),
+                "{detail}"
+            )
+        }
+        other => panic!("expected 413: {other:#?}"),
+    }
+}
+
+fn big_sale(bytes: usize) -> Value {
+    let mut v = sale("A");
+    let base = v.to_string().len();
+    // `,"breakdown":[]` is not needed: pad through a component name is limited, so pad
+    // through an ignored field of data.
+    let pad = bytes - base - r#","pad":"""#.len();
+    v["data"]["pad"] = json!("x".repeat(pad));
+    assert_eq!(v.to_string().len(), bytes);
+    v
+}
+
+#[track_caller]
+fn too_large(body: Value) -> Vec<FieldError> {
+    match prepare(&body, signer(), now()) {
+        Err(SubmitError::TooLarge { detail, errors }) => {
+            assert!(detail.contains(&MAX_ENTRY_BYTES.to_string()), "{detail}");
+            errors
+        }
+        other => panic!("expected 413: {other:#?}"),
+    }
+}
+
+#[test]
+fn entries_are_limited_to_64_kib() {
+    accepted(json!([big_sale(MAX_ENTRY_BYTES)]));
+    let errors = too_large(json!({"entries": [sale("A"), big_sale(MAX_ENTRY_BYTES + 1)]}));
+    assert_eq!(pc(&errors), [("/entries/1", codes::TOO_LARGE)]);
+    assert!(errors[0].message.contains("65537"), "{}", errors[0].message);
+    // A client JWS counts as sent.
+    let jws = client_jws(&big_sale(60_000));
+    assert!(jws.len() > MAX_ENTRY_BYTES);
+    let errors = too_large(json!([sale("A"), sale("B"), jws]));
+    assert_eq!(pc(&errors), [("/2", codes::TOO_LARGE)]);
+    // A derived transaction id that pushes an entry over the limit counts too.
+    let errors = too_large(json!({"requestId": "r", "entries": [big_sale(MAX_ENTRY_BYTES)]}));
+    assert_eq!(pc(&errors), [("/entries/0", codes::TOO_LARGE)]);
+}
+
+#[test]
+fn timestamps_are_checked_against_the_time_of_receipt() {
+    let e = json!([{"type": "itemRemoval", "timestamp": "2026-05-19T12:05:00Z", "data": {"itemId": "A"}}]);
+    assert!(prepare(&e, signer(), now()).is_ok());
+    assert!(matches!(
+        prepare(&e, signer(), ts("2026-05-19T11:59:59Z")),
+        Err(SubmitError::Invalid(_))
+    ));
+}
+
+#[test]
+fn every_kind_can_be_submitted() {
+    let entries = json!([
+        {"type": "productRegistration", "data": {"productId": "P", "capacity": 10}},
+        {"type": "itemRegistration", "data": {"itemId": "A", "productId": "P",
+            "dates": {"start": "2026-06-01T00:00:00Z", "end": "2026-07-01T00:00:00Z"},
+            "priceSettings": {"min": 1, "max": 2, "default": 1.5}, "quantity": 5}},
+        {"type": "instanceMetadata", "data": {"patch": [{"op": "add", "path": "/dates", "value": []}]}},
+        {"type": "itemMetadata", "data": {"itemId": "A", "update": {"seat": "1"}}},
+        {"type": "itemProperties", "data": {"itemId": "A", "patch": []}},
+        {"type": "productMetadata", "data": {"productId": "P", "patch": [{"op": "add", "path": "/zone", "value": "N"}]}},
+        {"type": "productProperties", "data": {"productId": "P", "patch": []}},
+        {"type": "itemSale", "data": {"itemId": "A", "price": 1.5, "currency": "EUR",
+            "tax": {"vatPercent": 7}, "breakdown": [{"component": "base", "amount": 1.5}]}},
+        {"type": "itemQuantity", "data": {"itemId": "A", "change": {"absolute": 5}}},
+        {"type": "itemReservation", "data": {"productId": "P", "reserved": 1}},
+        {"type": "pricingSchedule", "data": {"interval": "PT30M"}},
+        {"type": "instanceActions", "data": {"actions": [{"action": "enable", "date": "2026-06-01T00:00:00Z"}]}},
+        {"type": "itemRemoval", "data": {"itemId": "A"}}
+    ]);
+    let s = accepted(json!({"requestId": "all", "entries": entries}));
+    assert_eq!(s.entries.len(), 13);
+    for (i, e) in s.entries.iter().enumerate() {
+        assert!(signer().verify_jws(&e.jwt));
+        assert_eq!(payload(&e.jwt)["transactionId"], format!("all#{i}"));
+    }
+}
