@@ -1,1 +1,221 @@
+//! Embedded adapters: every port of `pricing_core::ports` on one SQLite file (rusqlite,
+//! bundled SQLite), plus the data-dir helpers for key material ([`keys`]).
+//!
+//! [`EmbeddedStore`] is cheap to clone (an `Arc` inside). SQLite work runs on tokio's
+//! blocking pool (`spawn_blocking`), never on the async workers: writes go through one
+//! writer connection behind a mutex (SQLite allows one writer at a time anyway), reads go
+//! through a few read-only connections, which WAL mode lets run beside the writer.
+//!
+//! Ports implemented: ProjectStore, InstanceStore, EntryLog, StateStore, EventStore,
+//! WorkQueue, Backlog. Beyond the ports: [`EmbeddedStore::wait_for_work`] (a worker's
+//! idle wait that wakes on `send`), [`EmbeddedStore::path`].
+//!
+//! Schema (version 1, `PRAGMA user_version`; see `db.rs`): every record is JSON text in a
+//! `record` column beside the key columns queries need: `projects` (by tenant),
+//! `instances`, `entries` (one row per log entry, unique (instance, transactionId)),
+//! `log_heads` (last sequence per instance), `state_headers` (with `applied_seq` for the
+//! conditional commit), `state_items`, `state_products`, `events` (insertion order), and
+//! `queue` (group, dedupe key, visibility, receipt, receive count).
+//!
+//! Durability: WAL with `synchronous=NORMAL` by default ([`Durability::ProcessCrash`]):
+//! every commit is written to the WAL file before the call returns, so an acknowledged
+//! write survives the process being killed (`kill -9`, OOM, panic), which is what the
+//! service needs; only an OS crash or power cut can lose the last commits (never corrupt
+//! the file). [`Durability::PowerLoss`] (`synchronous=FULL`) survives those too, at one
+//! fsync per write transaction.
 
+mod backlog;
+mod db;
+mod events;
+mod instances;
+pub mod keys;
+mod log;
+mod projects;
+mod queue;
+mod state;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use pricing_core::ports::{StoreError, StoreResult};
+use rusqlite::Connection;
+use tokio::sync::Notify;
+
+pub use db::Durability;
+pub use keys::{load_or_create_signing_keys, read_private_file, write_private_file};
+
+use db::{DbError, DbResult};
+
+/// Read-only connections opened beside the writer of a database file.
+const READERS: usize = 3;
+
+/// Errors of opening a store or of the data-dir helpers.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbeddedError {
+    #[error("database {path}: {source}")]
+    Database {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("cannot {op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid: {detail}")]
+    Invalid { path: PathBuf, detail: String },
+    #[error(transparent)]
+    Key(#[from] pricing_core::jws::KeyError),
+}
+
+/// The embedded implementation of every port (SQLite).
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    writer: Mutex<Connection>,
+    /// Empty for an in-memory store: reads then use the writer.
+    readers: Vec<Mutex<Connection>>,
+    next_reader: AtomicUsize,
+    /// Woken by `send`, `ack` and `retry_later` (see `wait_for_work`).
+    work: Notify,
+    path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for EmbeddedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedStore")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EmbeddedStore {
+    /// Opens (creating it if needed) the database file at `path` with the default
+    /// durability ([`Durability::ProcessCrash`]). Missing parent directories are created.
+    pub fn open(path: &Path) -> Result<Self, EmbeddedError> {
+        Self::open_with(path, Durability::default())
+    }
+
+    /// Opens the database file at `path` with the given durability.
+    pub fn open_with(path: &Path, durability: Durability) -> Result<Self, EmbeddedError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| EmbeddedError::Io {
+                op: "create the directory",
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        let db_err = |source| EmbeddedError::Database {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut writer = db::open_writer(path, durability)?;
+        let found = db::migrate(&mut writer, path)?;
+        if found < db::SCHEMA_VERSION {
+            tracing::info!(path = %path.display(), from = found, to = db::SCHEMA_VERSION, "database schema created or migrated");
+        }
+        let readers = (0..READERS)
+            .map(|_| db::open_reader(path).map(Mutex::new))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(db_err)?;
+        let store = Self::from_parts(writer, readers, Some(path.to_path_buf()));
+        db::spawn_checkpointer(path, Arc::downgrade(&store.inner))?;
+        Ok(store)
+    }
+
+    /// A private in-memory database, for tests: same schema and semantics, nothing on disk.
+    pub fn open_in_memory() -> Result<Self, EmbeddedError> {
+        let path = Path::new(":memory:");
+        let mut writer = db::open_memory().map_err(|source| EmbeddedError::Database {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        db::migrate(&mut writer, path)?;
+        Ok(Self::from_parts(writer, Vec::new(), None))
+    }
+
+    fn from_parts(
+        writer: Connection,
+        readers: Vec<Mutex<Connection>>,
+        path: Option<PathBuf>,
+    ) -> Self {
+        EmbeddedStore {
+            inner: Arc::new(Inner {
+                writer: Mutex::new(writer),
+                readers,
+                next_reader: AtomicUsize::new(0),
+                work: Notify::new(),
+                path,
+            }),
+        }
+    }
+
+    /// The database file (`None` for an in-memory store).
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// Runs `f` on the writer connection on the blocking pool.
+    async fn on_writer<T, F>(&self, op: &'static str, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> DbResult<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        run_blocking(op, move || f(&mut lock(&inner.writer))).await
+    }
+
+    /// Runs `f` on a reader connection (the writer for an in-memory store).
+    async fn on_reader<T, F>(&self, op: &'static str, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> DbResult<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        run_blocking(op, move || f(&mut inner.reader())).await
+    }
+}
+
+impl Inner {
+    /// A free reader if there is one, else waits on the next one in turn.
+    fn reader(&self) -> MutexGuard<'_, Connection> {
+        if self.readers.is_empty() {
+            return lock(&self.writer);
+        }
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        let n = self.readers.len();
+        for i in 0..n {
+            if let Ok(guard) = self.readers[(start + i) % n].try_lock() {
+                return guard;
+            }
+        }
+        lock(&self.readers[start % n])
+    }
+}
+
+/// A poisoned connection mutex means a panic mid-call; any open transaction was rolled
+/// back when it unwound, so the connection is still usable.
+fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+async fn run_blocking<T, F>(op: &'static str, f: F) -> StoreResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> DbResult<T> + Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(result) => result.map_err(|e: DbError| e.into_store(op)),
+        Err(join) => Err(StoreError::Failed(format!("{op}: {join}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests;

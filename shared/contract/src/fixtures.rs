@@ -1,0 +1,165 @@
+//! Records for the suites, with ids unique to one run so that suites can share a store.
+
+use pricing_core::ids::{
+    InstanceId, InstanceKey, ItemId, ProductId, ProjectId, TenantId, TransactionId,
+};
+use pricing_core::model::{Event, Instance, Message, NewEntry, Project};
+use pricing_core::state::{Header, ItemState, ProductState};
+use pricing_core::time::Timestamp;
+use serde_json::{Map, Value, json};
+
+/// Ids of one suite run: everything it creates lives under its own project ids.
+#[derive(Debug, Clone)]
+pub struct Run {
+    prefix: String,
+}
+
+impl Run {
+    /// A fresh run; `what` names the suite in the ids (handy when reading a store).
+    pub fn new(what: &str) -> Self {
+        Run {
+            prefix: format!("{what}-{}", ProjectId::generate()),
+        }
+    }
+
+    /// A project id of this run: `{prefix}-{name}` (ordered by `name` within the run).
+    pub fn project_id(&self, name: &str) -> ProjectId {
+        ProjectId::parse(format!("{}-{name}", self.prefix)).expect("a valid project id")
+    }
+
+    /// An instance key in this run's project `project`.
+    pub fn key(&self, project: &str, instance: &str) -> InstanceKey {
+        InstanceKey::new(self.project_id(project), instance_id(instance))
+    }
+
+    pub fn tenant(&self, name: &str) -> TenantId {
+        TenantId::from_claim(&format!("{}-{name}", self.prefix)).expect("a valid tenant")
+    }
+
+    /// Whether a message is about one of this run's instances.
+    pub fn owns(&self, message: &Message) -> bool {
+        match message {
+            Message::ProcessInstance { key } => key.project_id.as_str().starts_with(&self.prefix),
+        }
+    }
+}
+
+pub fn instance_id(s: &str) -> InstanceId {
+    InstanceId::parse(s).expect("a valid instance id")
+}
+
+pub fn item_id(s: &str) -> ItemId {
+    ItemId::parse(s).expect("a valid item id")
+}
+
+pub fn product_id(s: &str) -> ProductId {
+    ProductId::parse(s).expect("a valid product id")
+}
+
+pub fn transaction_id(s: &str) -> TransactionId {
+    TransactionId::parse(s).expect("a valid transaction id")
+}
+
+pub fn at(s: &str) -> Timestamp {
+    Timestamp::parse(s).expect("an RFC 3339 timestamp")
+}
+
+pub fn project(id: &ProjectId, tenant: &TenantId, name: &str) -> Project {
+    Project {
+        project_id: id.clone(),
+        tenant: tenant.clone(),
+        name: name.to_owned(),
+        created_at: at("2026-01-02T03:04:05.678Z"),
+    }
+}
+
+pub fn instance(key: &InstanceKey, name: &str) -> Instance {
+    Instance {
+        project_id: key.project_id.clone(),
+        instance_id: key.instance_id.clone(),
+        name: name.to_owned(),
+        active: true,
+        time_zone: Some("Europe/Vienna".into()),
+        deactivation_date: None,
+        created_at: at("2026-01-02T03:04:05Z"),
+        updated_at: at("2026-01-02T03:04:05Z"),
+    }
+}
+
+pub fn header(applied_seq: u64, meta: Value) -> Header {
+    Header {
+        meta: as_map(meta),
+        applied_seq,
+        ..Header::default()
+    }
+}
+
+/// A log entry; the JWS is opaque to stores, so any compact-looking string does.
+pub fn new_entry(transaction: Option<&str>, n: usize) -> NewEntry {
+    NewEntry {
+        transaction_id: transaction.map(transaction_id),
+        received_at: at("2026-03-04T05:06:07.089Z"),
+        jwt: format!("eyJhbGciOiJFUzI1NiJ9.eyJuIjo{n}fQ.c2ln{n}"),
+    }
+}
+
+pub fn item(id: &str, product: &str, sold: u64, seq: u64) -> ItemState {
+    serde_json::from_value(json!({
+        "itemId": id,
+        "productId": product,
+        "properties": {
+            "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2026-06-01T00:00:00Z"},
+            "dynamicPricing": true,
+            "priceSettings": {"min": 10.5, "max": 99.25, "default": 42.125, "multiplier": 1.5},
+            "section": "A",
+        },
+        "metadata": {"row": 7, "seat": id},
+        "sold": sold,
+        "reserved": 2,
+        "total": 100,
+        "revenueMicros": sold * 42_125_000,
+        "lastSaleAt": "2026-02-03T04:05:06Z",
+        "removed": false,
+        "seq": seq,
+    }))
+    .expect("a valid item state")
+}
+
+pub fn product(id: &str, seq: u64) -> ProductState {
+    serde_json::from_value(json!({
+        "productId": id,
+        "properties": {
+            "capacity": 500,
+            "pricingModel": {"type": "pace", "sensitivity": 0.7},
+            "expectedSales": 0.9,
+            "rounding": {"step": 0.5},
+            "recalculation": {"soldPercentStep": 5.0},
+        },
+        "metadata": {"zone": "north"},
+        "reserved": 3,
+        "seq": seq,
+    }))
+    .expect("a valid product state")
+}
+
+pub fn event(key: &InstanceKey, id: &str, data: Value) -> Event {
+    Event {
+        id: id.to_owned(),
+        event_type: "entries.rejected".into(),
+        project_id: key.project_id.clone(),
+        instance_id: key.instance_id.clone(),
+        created_at: at("2026-03-04T05:06:07Z"),
+        data,
+    }
+}
+
+pub fn process(key: &InstanceKey) -> Message {
+    Message::ProcessInstance { key: key.clone() }
+}
+
+fn as_map(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}

@@ -1,0 +1,263 @@
+use std::time::Duration;
+
+use pricing_core::ids::InstanceKey;
+use pricing_core::model::Message;
+use pricing_core::ports::{Received, WorkQueue};
+use tokio::time::{Instant, sleep};
+
+use crate::fixtures::{Run, process};
+
+/// Timing of the queue suite. The defaults suit an in-process queue; a remote queue with
+/// whole-second visibility timeouts (SQS) wants `visibility: 1 s, slack: 1.5 s`.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueTiming {
+    /// The visibility timeout used for receives that are meant to expire.
+    pub visibility: Duration,
+    /// Extra time allowed after a visibility runs out before redelivery is expected.
+    pub slack: Duration,
+    /// How long to keep receiving while waiting for an expected message.
+    pub patience: Duration,
+}
+
+impl Default for QueueTiming {
+    fn default() -> Self {
+        QueueTiming {
+            visibility: Duration::from_millis(200),
+            slack: Duration::from_millis(250),
+            patience: Duration::from_secs(5),
+        }
+    }
+}
+
+/// WorkQueue with the default timing; see [`work_queue_contract_with`].
+pub async fn work_queue_contract<Q: WorkQueue>(queue: &Q) {
+    work_queue_contract_with(queue, QueueTiming::default()).await;
+}
+
+/// WorkQueue: at-least-once delivery, visibility timeouts and redelivery with a growing
+/// receive count and a fresh receipt, merging of a pending (never received) message with
+/// the same dedupe key but not of one already received, one message in flight per group
+/// (FIFO groups, oldest first within a group), `ack`, `retry_later`, and receipts that are
+/// unknown or expired being a harmless no-op.
+///
+/// Messages of other runs are acknowledged (deleted) when received: give the suite a
+/// queue no one else consumes.
+pub async fn work_queue_contract_with<Q: WorkQueue>(queue: &Q, timing: QueueTiming) {
+    let run = Run::new("queue");
+    let long = Duration::from_secs(60);
+    let t = Tester {
+        queue,
+        run: &run,
+        timing,
+    };
+
+    // Send twice before anyone receives: one message.
+    let k1 = run.key("p", "dedupe");
+    queue.send(&process(&k1)).await.expect("send");
+    queue
+        .send(&process(&k1))
+        .await
+        .expect("send the same message again");
+    let got = t.wait_for(&k1, long).await;
+    assert_eq!(got.receive_count, 1, "first delivery has receive count 1");
+    assert_eq!(got.message, process(&k1));
+    assert!(
+        t.receive_own(10, long).await.iter().all(|r| !is(r, &k1)),
+        "a pending message with the same dedupe key is merged into the first"
+    );
+    queue.ack(&got.receipt).await.expect("ack");
+    queue
+        .ack(&got.receipt)
+        .await
+        .expect("a second ack of the same receipt is Ok");
+    sleep(timing.visibility + timing.slack).await;
+    assert!(t.nothing_for(&k1).await, "an acknowledged message is gone");
+
+    // Unknown receipts are a no-op.
+    queue
+        .ack("no-such-receipt")
+        .await
+        .expect("ack of an unknown receipt is Ok");
+    queue
+        .retry_later("no-such-receipt", Duration::from_secs(1))
+        .await
+        .expect("retry_later of an unknown receipt is Ok");
+
+    // Visibility: a received message hides, then comes back (at-least-once).
+    let k2 = run.key("p", "visibility");
+    queue.send(&process(&k2)).await.expect("send");
+    let first = t.wait_for(&k2, timing.visibility).await;
+    assert_eq!(first.receive_count, 1);
+    assert!(
+        t.nothing_for(&k2).await,
+        "a received message is hidden while in flight"
+    );
+    sleep(timing.visibility + timing.slack).await;
+    let second = t.wait_for(&k2, long).await;
+    assert_eq!(
+        second.receive_count, 2,
+        "a message not acknowledged in time is redelivered"
+    );
+    assert_ne!(
+        second.receipt, first.receipt,
+        "each delivery has its own receipt"
+    );
+    queue
+        .ack(&first.receipt)
+        .await
+        .expect("an expired receipt is Ok to ack");
+    queue.ack(&second.receipt).await.expect("ack");
+    sleep(timing.visibility + timing.slack).await;
+    assert!(
+        t.nothing_for(&k2).await,
+        "acknowledged with the current receipt: gone"
+    );
+
+    // A message sent while an earlier one of the group is in flight is not merged, and
+    // waits for the group: FIFO, one in flight per group.
+    let k3 = run.key("p", "group");
+    queue.send(&process(&k3)).await.expect("send");
+    let a = t.wait_for(&k3, timing.visibility).await;
+    queue
+        .send(&process(&k3))
+        .await
+        .expect("send while in flight");
+    assert!(
+        t.nothing_for(&k3).await,
+        "a group with a message in flight hands out nothing"
+    );
+    sleep(timing.visibility + timing.slack).await;
+    let a2 = t.wait_for(&k3, long).await;
+    assert_eq!(
+        a2.receive_count, 2,
+        "after the visibility runs out, the group's oldest message comes back first"
+    );
+    assert!(t.nothing_for(&k3).await, "still one in flight per group");
+    queue.ack(&a2.receipt).await.expect("ack");
+    let b = t.wait_for(&k3, long).await;
+    assert_eq!(
+        b.receive_count, 1,
+        "the message sent while the first was in flight is delivered after it (not merged)"
+    );
+    assert_ne!(b.receipt, a.receipt);
+    queue.ack(&b.receipt).await.expect("ack");
+    sleep(timing.visibility + timing.slack).await;
+    assert!(
+        t.nothing_for(&k3).await,
+        "both messages of the group are gone"
+    );
+
+    // retry_later: visible again after the delay, still holding its group meanwhile.
+    let k4 = run.key("p", "retry");
+    queue.send(&process(&k4)).await.expect("send");
+    let r1 = t.wait_for(&k4, long).await;
+    queue
+        .retry_later(&r1.receipt, timing.visibility)
+        .await
+        .expect("retry_later");
+    assert!(t.nothing_for(&k4).await, "hidden during the retry delay");
+    sleep(timing.visibility + timing.slack).await;
+    let r2 = t.wait_for(&k4, long).await;
+    assert_eq!(r2.receive_count, 2, "redelivered after the retry delay");
+    queue
+        .retry_later(&r2.receipt, Duration::ZERO)
+        .await
+        .expect("retry_later without delay");
+    let r3 = t.wait_for(&k4, long).await;
+    assert_eq!(
+        r3.receive_count, 3,
+        "a retry without delay is visible at once"
+    );
+    queue.ack(&r3.receipt).await.expect("ack");
+
+    // Several groups: each message delivered once while in flight; `max` is honoured.
+    let keys: Vec<InstanceKey> = (0..5).map(|n| run.key("p", &format!("many-{n}"))).collect();
+    for k in &keys {
+        queue.send(&process(k)).await.expect("send");
+    }
+    let some = t.receive_own(2, long).await;
+    assert!(some.len() <= 2, "receive returns at most max messages");
+    let mut got: Vec<Received> = some;
+    let deadline = Instant::now() + timing.patience;
+    while got.len() < keys.len() && Instant::now() < deadline {
+        got.extend(t.receive_own(10, long).await);
+        sleep(Duration::from_millis(20)).await;
+    }
+    let mut seen: Vec<Message> = got.iter().map(|r| r.message.clone()).collect();
+    seen.sort_by_key(|m| m.group());
+    let mut want: Vec<Message> = keys.iter().map(process).collect();
+    want.sort_by_key(|m| m.group());
+    assert_eq!(
+        seen, want,
+        "every message is delivered, once while in flight"
+    );
+    for r in &got {
+        queue.ack(&r.receipt).await.expect("ack");
+    }
+    assert!(t.receive_own(10, long).await.is_empty(), "all acknowledged");
+}
+
+struct Tester<'a, Q> {
+    queue: &'a Q,
+    run: &'a Run,
+    timing: QueueTiming,
+}
+
+fn is(r: &Received, key: &InstanceKey) -> bool {
+    r.message == process(key)
+}
+
+impl<Q: WorkQueue> Tester<'_, Q> {
+    /// One receive; messages of other runs are acknowledged and dropped.
+    async fn receive_own(&self, max: usize, visibility: Duration) -> Vec<Received> {
+        let got = self.queue.receive(max, visibility).await.expect("receive");
+        let mut own = Vec::new();
+        for r in got {
+            if self.run.owns(&r.message) {
+                own.push(r);
+            } else {
+                self.queue
+                    .ack(&r.receipt)
+                    .await
+                    .expect("ack a stray message");
+            }
+        }
+        own
+    }
+
+    /// Receives until the message of `key` arrives; any other message of this run is a
+    /// failure (each step of the suite drains what it sends).
+    async fn wait_for(&self, key: &InstanceKey, visibility: Duration) -> Received {
+        let deadline = Instant::now() + self.timing.patience;
+        loop {
+            let mut got = self.receive_own(10, visibility).await;
+            assert!(
+                got.len() <= 1,
+                "only {key}'s message is expected, got {got:?}"
+            );
+            if let Some(r) = got.pop() {
+                assert!(is(&r, key), "expected {key}'s message, got {r:?}");
+                return r;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{key}'s message did not arrive within {:?}",
+                self.timing.patience
+            );
+            sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// True when a receive now hands out nothing for `key` (and nothing else of this run).
+    async fn nothing_for(&self, key: &InstanceKey) -> bool {
+        let got = self.receive_own(10, Duration::from_secs(60)).await;
+        for r in &got {
+            // Put back whatever came, so that a failing check does not hide later ones.
+            self.queue
+                .retry_later(&r.receipt, Duration::ZERO)
+                .await
+                .expect("retry_later");
+        }
+        got.iter().all(|r| !is(r, key)) && got.is_empty()
+    }
+}

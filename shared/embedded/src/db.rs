@@ -1,0 +1,353 @@
+//! Connections, pragmas, the schema and the mapping of SQLite errors onto `StoreError`.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use pricing_core::ports::StoreError;
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use crate::EmbeddedError;
+
+/// How long a connection waits for a lock held by another connection before giving up
+/// with `SQLITE_BUSY` (mapped to `StoreError::Unavailable`).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 64;
+/// WAL pages (4 KiB) after which the writer checkpoints by itself.
+const WRITER_CHECKPOINT_PAGES: i64 = 16_384;
+/// How often the background connection copies the WAL into the database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+/// The schema this code writes (`PRAGMA user_version`).
+pub(crate) const SCHEMA_VERSION: i64 = 1;
+
+/// What a write acknowledged by the store survives.
+///
+/// The store always runs in WAL mode. `ProcessCrash` (the default) uses
+/// `synchronous=NORMAL`: a commit is in the WAL file, in the operating system's page cache,
+/// before the call returns, so it survives the process being killed (`kill -9`, a panic,
+/// an OOM kill); the WAL is fsynced at checkpoints. A power loss or kernel crash may lose
+/// the last commits (never corrupt the database). `PowerLoss` uses `synchronous=FULL`:
+/// every commit fsyncs the WAL, at a cost of one fsync per write transaction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    #[default]
+    ProcessCrash,
+    PowerLoss,
+}
+
+impl Durability {
+    fn synchronous(self) -> &'static str {
+        match self {
+            Durability::ProcessCrash => "NORMAL",
+            Durability::PowerLoss => "FULL",
+        }
+    }
+}
+
+/// Errors inside a blocking database closure; turned into `StoreError` at the boundary.
+#[derive(Debug)]
+pub(crate) enum DbError {
+    Sqlite(rusqlite::Error),
+    Json(serde_json::Error),
+    Store(StoreError),
+}
+
+impl From<rusqlite::Error> for DbError {
+    fn from(e: rusqlite::Error) -> Self {
+        DbError::Sqlite(e)
+    }
+}
+
+impl From<serde_json::Error> for DbError {
+    fn from(e: serde_json::Error) -> Self {
+        DbError::Json(e)
+    }
+}
+
+impl From<StoreError> for DbError {
+    fn from(e: StoreError) -> Self {
+        DbError::Store(e)
+    }
+}
+
+pub(crate) type DbResult<T> = Result<T, DbError>;
+
+impl DbError {
+    /// Maps onto the port's error, naming the operation that failed.
+    pub(crate) fn into_store(self, op: &str) -> StoreError {
+        match self {
+            DbError::Sqlite(e) if is_busy(&e) => StoreError::Unavailable(format!("{op}: {e}")),
+            DbError::Sqlite(e) => {
+                tracing::error!(op, error = %e, "sqlite failure");
+                StoreError::Failed(format!("{op}: {e}"))
+            }
+            DbError::Json(e) => {
+                tracing::error!(op, error = %e, "stored record does not decode");
+                StoreError::Failed(format!("{op}: stored record does not decode: {e}"))
+            }
+            DbError::Store(e) => e,
+        }
+    }
+}
+
+pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+pub(crate) fn is_constraint(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation)
+}
+
+/// Opens the writer connection of a database file, sets it up and migrates the schema.
+pub(crate) fn open_writer(
+    path: &Path,
+    durability: Durability,
+) -> Result<Connection, EmbeddedError> {
+    let sqlite = |source| EmbeddedError::Database {
+        path: path.to_path_buf(),
+        source,
+    };
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .map_err(sqlite)?;
+    configure(&conn).map_err(sqlite)?;
+    // WAL: readers never block the writer, and a commit is one append to the WAL file.
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        .map_err(sqlite)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(EmbeddedError::Invalid {
+            path: path.to_path_buf(),
+            detail: format!("cannot switch to WAL mode (journal mode is {mode})"),
+        });
+    }
+    // Checkpoints run on a background connection (see `spawn_checkpointer`), off the
+    // write path; the writer only checkpoints itself past this WAL size, as a backstop.
+    conn.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)
+        .map_err(sqlite)?;
+    conn.pragma_update(None, "synchronous", durability.synchronous())
+        .map_err(sqlite)?;
+    Ok(conn)
+}
+
+/// Opens one more (read-only) connection to a database file in WAL mode.
+pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )?;
+    configure(&conn)?;
+    conn.pragma_update(None, "query_only", true)?;
+    Ok(conn)
+}
+
+/// Checkpoints the WAL every `CHECKPOINT_EVERY` from a connection of its own (PASSIVE: it
+/// never waits for nor blocks the writer and readers), so that appends do not pay for
+/// checkpoints. Ends once `alive` can no longer be upgraded (the store was dropped).
+pub(crate) fn spawn_checkpointer<T: Send + Sync + 'static>(
+    path: &Path,
+    alive: std::sync::Weak<T>,
+) -> Result<(), EmbeddedError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .and_then(|c| configure(&c).map(|()| c))
+    .map_err(|source| EmbeddedError::Database {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    std::thread::Builder::new()
+        .name("sqlite-checkpoint".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(CHECKPOINT_EVERY);
+                if alive.upgrade().is_none() {
+                    return;
+                }
+                if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                    tracing::debug!(error = %e, "background checkpoint failed");
+                }
+            }
+        })
+        .map_err(|source| EmbeddedError::Io {
+            op: "start the checkpoint thread for",
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok(())
+}
+
+/// A private in-memory database (one connection: readers share the writer).
+pub(crate) fn open_memory() -> rusqlite::Result<Connection> {
+    let conn = Connection::open_in_memory()?;
+    configure(&conn)?;
+    Ok(conn)
+}
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    // 32 MiB of page cache per connection (negative = KiB).
+    conn.pragma_update(None, "cache_size", -32_768)?;
+    Ok(())
+}
+
+/// Creates or checks the schema. Returns the version found before migrating.
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<i64, EmbeddedError> {
+    let found: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(|source| EmbeddedError::Database {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if found > SCHEMA_VERSION {
+        return Err(EmbeddedError::Invalid {
+            path: path.to_path_buf(),
+            detail: format!("schema version {found} is newer than this build's {SCHEMA_VERSION}"),
+        });
+    }
+    create_schema(conn, found).map_err(|source| EmbeddedError::Database {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(found)
+}
+
+fn create_schema(conn: &mut Connection, found: i64) -> rusqlite::Result<()> {
+    if found < 1 {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute_batch(SCHEMA_V1)?;
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+/// Version 1. Every record is a JSON text column (`record`) beside the key columns that
+/// queries need. Tables with large rows keep a rowid (SQLite advises against WITHOUT ROWID
+/// for rows larger than a few hundred bytes).
+const SCHEMA_V1: &str = r#"
+CREATE TABLE projects (
+    project_id  TEXT NOT NULL PRIMARY KEY,
+    tenant      TEXT NOT NULL,
+    record      TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX projects_by_tenant ON projects (tenant, project_id);
+
+CREATE TABLE instances (
+    project_id  TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    record      TEXT NOT NULL,
+    PRIMARY KEY (project_id, instance_id)
+);
+
+CREATE TABLE entries (
+    project_id     TEXT NOT NULL,
+    instance_id    TEXT NOT NULL,
+    seq            INTEGER NOT NULL,
+    transaction_id TEXT,
+    received_at    TEXT NOT NULL,
+    jwt            TEXT NOT NULL,
+    PRIMARY KEY (project_id, instance_id, seq)
+);
+-- The last sequence of each instance's log: the next sequence without scanning, and the
+-- backlog (log ahead of the applied state) from one row per instance.
+CREATE TABLE log_heads (
+    project_id  TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    last_seq    INTEGER NOT NULL,
+    PRIMARY KEY (project_id, instance_id)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX entries_by_transaction
+    ON entries (project_id, instance_id, transaction_id)
+    WHERE transaction_id IS NOT NULL;
+
+CREATE TABLE state_headers (
+    project_id  TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    applied_seq INTEGER NOT NULL,
+    record      TEXT NOT NULL,
+    PRIMARY KEY (project_id, instance_id)
+);
+
+CREATE TABLE state_items (
+    project_id  TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    item_id     TEXT NOT NULL,
+    record      TEXT NOT NULL,
+    PRIMARY KEY (project_id, instance_id, item_id)
+);
+
+CREATE TABLE state_products (
+    project_id  TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    product_id  TEXT NOT NULL,
+    record      TEXT NOT NULL,
+    PRIMARY KEY (project_id, instance_id, product_id)
+);
+
+CREATE TABLE events (
+    pos         INTEGER PRIMARY KEY AUTOINCREMENT,
+    project_id  TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    event_id    TEXT NOT NULL,
+    record      TEXT NOT NULL,
+    UNIQUE (project_id, instance_id, event_id)
+);
+CREATE INDEX events_by_instance ON events (project_id, instance_id, pos);
+
+CREATE TABLE queue (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    message_group TEXT NOT NULL,
+    dedupe_key    TEXT NOT NULL,
+    body          TEXT NOT NULL,
+    sent_at       INTEGER NOT NULL,
+    visible_at    INTEGER NOT NULL,
+    receipt       TEXT UNIQUE,
+    receive_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX queue_by_visibility ON queue (visible_at, id);
+CREATE INDEX queue_in_flight ON queue (message_group, visible_at) WHERE receipt IS NOT NULL;
+CREATE INDEX queue_unreceived ON queue (dedupe_key) WHERE receive_count = 0;
+"#;
+
+/// Wall-clock milliseconds since the epoch (queue times survive restarts).
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+pub(crate) fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A sequence or counter as an SQLite integer.
+pub(crate) fn to_i64(v: u64, what: &str) -> DbResult<i64> {
+    i64::try_from(v)
+        .map_err(|_| DbError::Store(StoreError::Failed(format!("{what} {v} too large"))))
+}
+
+pub(crate) fn to_u64(v: i64, what: &str) -> DbResult<u64> {
+    u64::try_from(v)
+        .map_err(|_| DbError::Store(StoreError::Failed(format!("stored {what} {v} is negative"))))
+}
+
+/// Reads a text column without copying it.
+pub(crate) fn text<'r>(row: &'r rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<&'r str> {
+    row.get_ref(idx)?.as_str().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))
+    })
+}

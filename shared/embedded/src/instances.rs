@@ -1,0 +1,114 @@
+//! InstanceStore: one row per instance; creating one also writes its initial state header.
+
+use pricing_core::ids::{InstanceKey, ProjectId};
+use pricing_core::model::{Instance, Page, PageRequest};
+use pricing_core::ports::{InstanceStore, StoreError, StoreResult};
+use pricing_core::state::Header;
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+
+use crate::EmbeddedStore;
+use crate::db::{is_constraint, text, to_i64};
+use crate::projects::{fetch_limit, page_of};
+
+impl InstanceStore for EmbeddedStore {
+    async fn create_instance(&self, instance: &Instance, header: &Header) -> StoreResult<()> {
+        let project = instance.project_id.to_string();
+        let id = instance.instance_id.to_string();
+        let encode = |e: serde_json::Error| StoreError::Failed(format!("create_instance: {e}"));
+        let record = serde_json::to_string(instance).map_err(encode)?;
+        let header_record = serde_json::to_string(header).map_err(encode)?;
+        let applied = header.applied_seq;
+        self.on_writer("create_instance", move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let conflict =
+                || StoreError::Conflict(format!("instance {project}/{id} exists")).into();
+            match tx
+                .prepare_cached(
+                    "INSERT INTO instances (project_id, instance_id, record) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![project, id, record])
+            {
+                Ok(_) => {}
+                Err(e) if is_constraint(&e) => return Err(conflict()),
+                Err(e) => return Err(e.into()),
+            }
+            match tx
+                .prepare_cached(
+                    "INSERT INTO state_headers (project_id, instance_id, applied_seq, record)
+                     VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![
+                    project,
+                    id,
+                    to_i64(applied, "applied sequence")?,
+                    header_record
+                ]) {
+                Ok(_) => {}
+                Err(e) if is_constraint(&e) => return Err(conflict()),
+                Err(e) => return Err(e.into()),
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_instance(&self, key: &InstanceKey) -> StoreResult<Option<Instance>> {
+        let project = key.project_id.to_string();
+        let id = key.instance_id.to_string();
+        self.on_reader("get_instance", move |conn| {
+            let record: Option<String> = conn
+                .prepare_cached(
+                    "SELECT record FROM instances WHERE project_id = ?1 AND instance_id = ?2",
+                )?
+                .query_row(params![project, id], |r| r.get(0))
+                .optional()?;
+            Ok(record.map(|r| serde_json::from_str(&r)).transpose()?)
+        })
+        .await
+    }
+
+    async fn list_instances(
+        &self,
+        project: &ProjectId,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Instance>> {
+        let project = project.to_string();
+        let after = page.cursor.clone().unwrap_or_default();
+        let limit = page.limit;
+        self.on_reader("list_instances", move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT record FROM instances WHERE project_id = ?1 AND instance_id > ?2
+                 ORDER BY instance_id LIMIT ?3",
+            )?;
+            let mut rows = stmt.query(params![project, after, fetch_limit(limit)])?;
+            let mut items = Vec::new();
+            while let Some(row) = rows.next()? {
+                items.push(serde_json::from_str::<Instance>(text(row, 0)?)?);
+            }
+            Ok(page_of(items, limit, |i: &Instance| {
+                i.instance_id.to_string()
+            }))
+        })
+        .await
+    }
+
+    async fn put_instance(&self, instance: &Instance) -> StoreResult<()> {
+        let project = instance.project_id.to_string();
+        let id = instance.instance_id.to_string();
+        let record = serde_json::to_string(instance)
+            .map_err(|e| StoreError::Failed(format!("put_instance: {e}")))?;
+        self.on_writer("put_instance", move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE instances SET record = ?3 WHERE project_id = ?1 AND instance_id = ?2",
+                )?
+                .execute(params![project, id, record])?;
+            if changed == 0 {
+                return Err(StoreError::NotFound.into());
+            }
+            Ok(())
+        })
+        .await
+    }
+}

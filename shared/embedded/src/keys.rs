@@ -1,0 +1,279 @@
+//! Key material in the data directory: the service's signing keys and other secrets, as
+//! private files (mode 0600) written atomically (temporary file, fsync, rename).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+
+use pricing_core::jws::{Signer, StoredKey};
+use pricing_core::time::Timestamp;
+use rand_core::{OsRng, RngCore};
+
+use crate::EmbeddedError;
+
+/// The file of the signing keys in the data directory: a JSON array of `StoredKey`.
+pub const SIGNING_KEYS_FILE: &str = "signing-keys.json";
+
+/// Loads the signing keys from `dir/signing-keys.json`, creating the file with one new
+/// active key on first use. Two processes starting at once end up with the same keys: the
+/// file is created only if absent, and the loser reads the winner's.
+pub fn load_or_create_signing_keys(dir: &Path) -> Result<Vec<StoredKey>, EmbeddedError> {
+    let path = dir.join(SIGNING_KEYS_FILE);
+    if let Some(bytes) = read_private_file(&path)? {
+        return parse_keys(&path, &bytes);
+    }
+    let now = Timestamp(chrono::Utc::now());
+    let kid = format!("k{}-{}", now.0.format("%Y%m%d"), random_hex(4));
+    let keys = vec![StoredKey::generate(kid, now)?];
+    let bytes = serde_json::to_vec_pretty(&keys).map_err(|e| EmbeddedError::Invalid {
+        path: path.clone(),
+        detail: e.to_string(),
+    })?;
+    if create_private_file(&path, &bytes)? {
+        tracing::info!(path = %path.display(), kid = %keys[0].kid, "created a signing key");
+        Ok(keys)
+    } else {
+        let bytes = read_private_file(&path)?.ok_or_else(|| EmbeddedError::Invalid {
+            path: path.clone(),
+            detail: "vanished while being created".into(),
+        })?;
+        parse_keys(&path, &bytes)
+    }
+}
+
+fn parse_keys(path: &Path, bytes: &[u8]) -> Result<Vec<StoredKey>, EmbeddedError> {
+    let invalid = |detail: String| EmbeddedError::Invalid {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let keys: Vec<StoredKey> =
+        serde_json::from_slice(bytes).map_err(|e| invalid(format!("not a key list: {e}")))?;
+    // Every key must decode and one must be active.
+    Signer::from_keys(&keys).map_err(|e| invalid(e.to_string()))?;
+    Ok(keys)
+}
+
+/// Writes `bytes` to `path` atomically, readable by the owner only (0600). A reader sees
+/// the old content or the new, never a mix; after return the content survives a crash.
+/// Missing parent directories are created (0700).
+pub fn write_private_file(path: &Path, bytes: &[u8]) -> Result<(), EmbeddedError> {
+    let tmp = write_temp(path, bytes)?;
+    fs::rename(&tmp, path).map_err(|source| {
+        let _ = fs::remove_file(&tmp);
+        io_err("rename into", path, source)
+    })?;
+    sync_parent(path)
+}
+
+/// Reads a private file; `None` when it does not exist. Warns when group or others may
+/// read it.
+pub fn read_private_file(path: &Path) -> Result<Option<Vec<u8>>, EmbeddedError> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("read", path, e)),
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = fs::metadata(path) {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                tracing::warn!(path = %path.display(), mode = format!("{mode:o}"), "secret file is readable by others than its owner");
+            }
+        }
+    }
+    Ok(Some(bytes))
+}
+
+/// Like [`write_private_file`], but only if `path` does not exist yet: returns false (and
+/// writes nothing) when it does.
+fn create_private_file(path: &Path, bytes: &[u8]) -> Result<bool, EmbeddedError> {
+    let tmp = write_temp(path, bytes)?;
+    let linked = fs::hard_link(&tmp, path);
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {
+            sync_parent(path)?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+        Err(_) => {
+            // No hard links on this file system: fall back to an existence check + rename.
+            if path.exists() {
+                return Ok(false);
+            }
+            write_private_file(path, bytes)?;
+            Ok(true)
+        }
+    }
+}
+
+/// Writes and fsyncs a private temporary file beside `path`.
+fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, EmbeddedError> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    create_private_dir(&dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        random_hex(6)
+    ));
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let result = options.open(&tmp).and_then(|mut f: File| {
+        f.write_all(bytes)?;
+        f.sync_all()
+    });
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(io_err("write", &tmp, e));
+    }
+    Ok(tmp)
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), EmbeddedError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder
+        .create(dir)
+        .map_err(|e| io_err("create the directory", dir, e))
+}
+
+/// Makes a rename in the directory durable.
+fn sync_parent(path: &Path) -> Result<(), EmbeddedError> {
+    #[cfg(unix)]
+    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_err("sync the directory", dir, e))?;
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
+fn io_err(op: &'static str, path: &Path, source: std::io::Error) -> EmbeddedError {
+    EmbeddedError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    OsRng.fill_bytes(&mut buf);
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_the_signing_keys_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = load_or_create_signing_keys(dir.path()).unwrap();
+        assert_eq!(keys.len(), 1);
+        assert!(Signer::from_keys(&keys).is_ok());
+        let again = load_or_create_signing_keys(dir.path()).unwrap();
+        assert_eq!(again[0].kid, keys[0].kid);
+        assert_eq!(again[0].pkcs8, keys[0].pkcs8);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(dir.path().join(SIGNING_KEYS_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        // No temporary files are left behind.
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from(SIGNING_KEYS_FILE)]);
+    }
+
+    #[test]
+    fn creates_the_data_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("a/b");
+        load_or_create_signing_keys(&data).unwrap();
+        assert!(data.join(SIGNING_KEYS_FILE).is_file());
+    }
+
+    #[test]
+    fn refuses_a_broken_key_file() {
+        let dir = tempfile::tempdir().unwrap();
+        write_private_file(&dir.path().join(SIGNING_KEYS_FILE), b"[]").unwrap();
+        let err = load_or_create_signing_keys(dir.path()).unwrap_err();
+        assert!(matches!(err, EmbeddedError::Invalid { .. }), "{err}");
+        write_private_file(&dir.path().join(SIGNING_KEYS_FILE), b"{").unwrap();
+        assert!(load_or_create_signing_keys(dir.path()).is_err());
+    }
+
+    #[test]
+    fn private_files_round_trip_and_replace() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        assert_eq!(read_private_file(&path).unwrap(), None);
+        write_private_file(&path, b"one").unwrap();
+        write_private_file(&path, b"two").unwrap();
+        assert_eq!(
+            read_private_file(&path).unwrap().as_deref(),
+            Some(&b"two"[..])
+        );
+        assert!(!create_private_file(&path, b"three").unwrap());
+        assert_eq!(
+            read_private_file(&path).unwrap().as_deref(),
+            Some(&b"two"[..])
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    #[test]
+    fn concurrent_creators_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let d = dir.path().to_path_buf();
+                std::thread::spawn(move || load_or_create_signing_keys(&d).unwrap())
+            })
+            .collect();
+        let kids: HashSetOf = handles
+            .into_iter()
+            .map(|h| h.join().unwrap()[0].kid.clone())
+            .collect();
+        assert_eq!(kids.len(), 1);
+    }
+
+    type HashSetOf = std::collections::HashSet<String>;
+}

@@ -1,0 +1,97 @@
+//! ProjectStore: one row per project, listed per tenant in project id order.
+
+use pricing_core::ids::{ProjectId, TenantId};
+use pricing_core::model::{Page, PageRequest, Project};
+use pricing_core::ports::{ProjectStore, StoreError, StoreResult};
+use rusqlite::{OptionalExtension, params};
+
+use crate::EmbeddedStore;
+use crate::db::{DbResult, is_constraint, text};
+
+impl ProjectStore for EmbeddedStore {
+    async fn create_project(&self, project: &Project) -> StoreResult<()> {
+        let id = project.project_id.to_string();
+        let tenant = project.tenant.to_string();
+        let record = serde_json::to_string(project)
+            .map_err(|e| StoreError::Failed(format!("create_project: {e}")))?;
+        self.on_writer("create_project", move |conn| {
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT INTO projects (project_id, tenant, record) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![id, tenant, record]);
+            match inserted {
+                Ok(_) => Ok(()),
+                Err(e) if is_constraint(&e) => {
+                    Err(StoreError::Conflict(format!("project {id} exists")).into())
+                }
+                Err(e) => Err(e.into()),
+            }
+        })
+        .await
+    }
+
+    async fn get_project(&self, id: &ProjectId) -> StoreResult<Option<Project>> {
+        let id = id.to_string();
+        self.on_reader("get_project", move |conn| {
+            let row = conn
+                .prepare_cached("SELECT tenant, record FROM projects WHERE project_id = ?1")?
+                .query_row(params![id], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                })
+                .optional()?;
+            row.map(|(tenant, record)| decode(&tenant, &record))
+                .transpose()
+        })
+        .await
+    }
+
+    async fn list_projects(
+        &self,
+        tenant: &TenantId,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Project>> {
+        let tenant = tenant.to_string();
+        let after = page.cursor.clone().unwrap_or_default();
+        let limit = page.limit;
+        self.on_reader("list_projects", move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT tenant, record FROM projects WHERE tenant = ?1 AND project_id > ?2
+                 ORDER BY project_id LIMIT ?3",
+            )?;
+            let mut rows = stmt.query(params![tenant, after, fetch_limit(limit)])?;
+            let mut items = Vec::new();
+            while let Some(row) = rows.next()? {
+                items.push(decode(text(row, 0)?, text(row, 1)?)?);
+            }
+            Ok(page_of(items, limit, |p: &Project| {
+                p.project_id.to_string()
+            }))
+        })
+        .await
+    }
+}
+
+fn decode(tenant: &str, record: &str) -> DbResult<Project> {
+    let mut project: Project = serde_json::from_str(record)?;
+    // The record's JSON form leaves the tenant out (it is never shown to clients).
+    project.tenant = TenantId::from_claim(tenant)
+        .ok_or_else(|| StoreError::Failed(format!("stored tenant {tenant:?} is not valid")))?;
+    Ok(project)
+}
+
+/// One more row than the page holds tells whether there is a next page.
+pub(crate) fn fetch_limit(limit: usize) -> i64 {
+    i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX)
+}
+
+/// Cuts the extra row off and makes the cursor: the key of the page's last item.
+pub(crate) fn page_of<T>(mut items: Vec<T>, limit: usize, key: impl Fn(&T) -> String) -> Page<T> {
+    let next = if items.len() > limit {
+        items.truncate(limit);
+        items.last().map(key)
+    } else {
+        None
+    };
+    Page { items, next }
+}

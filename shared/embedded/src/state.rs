@@ -1,0 +1,211 @@
+//! StateStore: the header, item and product records of each instance, and the commit that
+//! writes them (with events) conditionally on the header's applied sequence.
+
+use pricing_core::ids::InstanceKey;
+use pricing_core::ports::{Commit, MAX_COMMIT_RECORDS, StateStore, StoreError, StoreResult};
+use pricing_core::state::{Header, InstanceState, ItemState, ProductState};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use crate::EmbeddedStore;
+use crate::db::{DbResult, text, to_i64, to_u64};
+
+impl StateStore for EmbeddedStore {
+    async fn load_state(&self, key: &InstanceKey) -> StoreResult<InstanceState> {
+        let project = key.project_id.to_string();
+        let instance = key.instance_id.to_string();
+        self.on_reader("load_state", move |conn| {
+            load_state(conn, &project, &instance)
+        })
+        .await
+    }
+
+    async fn applied_sequence(&self, key: &InstanceKey) -> StoreResult<u64> {
+        let project = key.project_id.to_string();
+        let instance = key.instance_id.to_string();
+        self.on_reader("applied_sequence", move |conn| {
+            Ok(stored_applied(conn, &project, &instance)?.unwrap_or(0))
+        })
+        .await
+    }
+
+    async fn commit(&self, key: &InstanceKey, commit: Commit) -> StoreResult<()> {
+        if commit.record_count() > MAX_COMMIT_RECORDS {
+            return Err(StoreError::Failed(format!(
+                "commit: {} records exceed the limit of {MAX_COMMIT_RECORDS} per commit",
+                commit.record_count()
+            )));
+        }
+        let project = key.project_id.to_string();
+        let instance = key.instance_id.to_string();
+        let encoded = Encoded::new(&commit)
+            .map_err(|e| StoreError::Failed(format!("commit: encoding a record: {e}")))?;
+        let expected = commit.expected_applied;
+        self.on_writer("commit", move |conn| {
+            write_commit(conn, &project, &instance, expected, &encoded)
+        })
+        .await
+    }
+}
+
+/// A commit's records as JSON, encoded before taking the writer.
+struct Encoded {
+    applied: u64,
+    header: String,
+    items: Vec<(String, String)>,
+    products: Vec<(String, String)>,
+    events: Vec<(String, String)>,
+}
+
+impl Encoded {
+    fn new(c: &Commit) -> serde_json::Result<Self> {
+        Ok(Encoded {
+            applied: c.header.applied_seq,
+            header: serde_json::to_string(&c.header)?,
+            items: c
+                .items
+                .iter()
+                .map(|i| Ok((i.item_id.to_string(), serde_json::to_string(i)?)))
+                .collect::<serde_json::Result<_>>()?,
+            products: c
+                .products
+                .iter()
+                .map(|p| Ok((p.product_id.to_string(), serde_json::to_string(p)?)))
+                .collect::<serde_json::Result<_>>()?,
+            events: c
+                .events
+                .iter()
+                .map(|e| Ok((e.id.clone(), serde_json::to_string(e)?)))
+                .collect::<serde_json::Result<_>>()?,
+        })
+    }
+}
+
+fn stored_applied(conn: &Connection, project: &str, instance: &str) -> DbResult<Option<u64>> {
+    let applied: Option<i64> = conn
+        .prepare_cached(
+            "SELECT applied_seq FROM state_headers WHERE project_id = ?1 AND instance_id = ?2",
+        )?
+        .query_row(params![project, instance], |r| r.get(0))
+        .optional()?;
+    applied.map(|a| to_u64(a, "applied sequence")).transpose()
+}
+
+fn write_commit(
+    conn: &mut Connection,
+    project: &str,
+    instance: &str,
+    expected: u64,
+    c: &Encoded,
+) -> DbResult<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // A missing header is the default state: applied sequence 0.
+    let stored = stored_applied(&tx, project, instance)?.unwrap_or(0);
+    if stored != expected {
+        return Err(StoreError::Conflict(format!(
+            "state of {project}/{instance} is at sequence {stored}, not {expected}"
+        ))
+        .into());
+    }
+    tx.prepare_cached(
+        "INSERT INTO state_headers (project_id, instance_id, applied_seq, record)
+         VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (project_id, instance_id)
+         DO UPDATE SET applied_seq = excluded.applied_seq, record = excluded.record",
+    )?
+    .execute(params![
+        project,
+        instance,
+        to_i64(c.applied, "applied sequence")?,
+        c.header
+    ])?;
+    {
+        let mut item = tx.prepare_cached(
+            "INSERT INTO state_items (project_id, instance_id, item_id, record)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (project_id, instance_id, item_id) DO UPDATE SET record = excluded.record",
+        )?;
+        for (id, record) in &c.items {
+            item.execute(params![project, instance, id, record])?;
+        }
+        let mut product = tx.prepare_cached(
+            "INSERT INTO state_products (project_id, instance_id, product_id, record)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (project_id, instance_id, product_id)
+             DO UPDATE SET record = excluded.record",
+        )?;
+        for (id, record) in &c.products {
+            product.execute(params![project, instance, id, record])?;
+        }
+        // Event ids are deterministic: a replayed commit does not duplicate its events.
+        let mut event = tx.prepare_cached(
+            "INSERT INTO events (project_id, instance_id, event_id, record)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (project_id, instance_id, event_id) DO NOTHING",
+        )?;
+        for (id, record) in &c.events {
+            event.execute(params![project, instance, id, record])?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Header, items and products read in one transaction (a consistent snapshot).
+fn load_state(conn: &mut Connection, project: &str, instance: &str) -> DbResult<InstanceState> {
+    let tx = conn.transaction()?;
+    let mut state = InstanceState::default();
+    let header: Option<String> = tx
+        .prepare_cached(
+            "SELECT record FROM state_headers WHERE project_id = ?1 AND instance_id = ?2",
+        )?
+        .query_row(params![project, instance], |r| r.get(0))
+        .optional()?;
+    if let Some(header) = header {
+        state.header = serde_json::from_str::<Header>(&header)?;
+    }
+    {
+        let mut stmt = tx.prepare_cached(
+            "SELECT record FROM state_items WHERE project_id = ?1 AND instance_id = ?2",
+        )?;
+        let mut rows = stmt.query(params![project, instance])?;
+        let mut records = Vec::new();
+        while let Some(row) = rows.next()? {
+            records.push(text(row, 0)?.to_owned());
+        }
+        for item in decode_all::<ItemState>(&records)? {
+            state.items.insert(item.item_id.clone(), item);
+        }
+        let mut stmt = tx.prepare_cached(
+            "SELECT record FROM state_products WHERE project_id = ?1 AND instance_id = ?2",
+        )?;
+        let mut rows = stmt.query(params![project, instance])?;
+        while let Some(row) = rows.next()? {
+            let product: ProductState = serde_json::from_str(text(row, 0)?)?;
+            state.products.insert(product.product_id.clone(), product);
+        }
+    }
+    tx.commit()?;
+    Ok(state)
+}
+
+/// Records decoded in parallel halves when there are many: decoding dominates the load
+/// of a large state.
+fn decode_all<T: serde::de::DeserializeOwned + Send>(records: &[String]) -> DbResult<Vec<T>> {
+    const PARALLEL_FROM: usize = 2_048;
+    let decode = |part: &[String]| -> serde_json::Result<Vec<T>> {
+        part.iter().map(|r| serde_json::from_str(r)).collect()
+    };
+    if records.len() < PARALLEL_FROM {
+        return Ok(decode(records)?);
+    }
+    let (left, right) = records.split_at(records.len() / 2);
+    let (left, right) = std::thread::scope(|s| {
+        let handle = s.spawn(|| decode(right));
+        let left = decode(left);
+        (left, handle.join())
+    });
+    let right = right.map_err(|_| StoreError::Failed("load_state: a decoder panicked".into()))?;
+    let mut out = left?;
+    out.extend(right?);
+    Ok(out)
+}
