@@ -1,1 +1,180 @@
+//! The HTTP API as an axum `Router`, generic over the ports: served by `axum::serve` in the
+//! standalone process and by `lambda_http` on AWS.
 
+pub mod app;
+pub mod auth;
+pub mod entries;
+pub mod error;
+pub mod extract;
+pub mod instances;
+pub mod projects;
+pub mod system;
+pub mod util;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request};
+use axum::http::{HeaderValue, Method};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+
+pub use app::{App, Limits, Ports, Stores};
+pub use error::ApiError;
+
+/// Every route: (method, path). The OpenAPI document must describe exactly these; the 410
+/// routes answer any method and are listed with their documented method.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/health"),
+    ("GET", "/openapi.json"),
+    ("GET", "/webhooks/signatureVerificationKeys"),
+    ("POST", "/projects"),
+    ("GET", "/projects"),
+    ("GET", "/projects/{projectId}"),
+    ("POST", "/projects/{projectId}/instances"),
+    ("GET", "/projects/{projectId}/instances"),
+    ("GET", "/projects/{projectId}/instances/{instanceId}"),
+    ("PUT", "/projects/{projectId}/instances/{instanceId}"),
+    (
+        "GET",
+        "/projects/{projectId}/instances/{instanceId}/items/{itemId}",
+    ),
+    (
+        "GET",
+        "/projects/{projectId}/instances/{instanceId}/products/{productId}",
+    ),
+    (
+        "POST",
+        "/projects/{projectId}/instances/{instanceId}/entries",
+    ),
+    (
+        "GET",
+        "/projects/{projectId}/instances/{instanceId}/entries",
+    ),
+    ("POST", "/projects/{projectId}/publicKeys"),
+    ("GET", "/projects/{projectId}/publicKeys"),
+    ("POST", "/projects/{projectId}/instances/{instanceId}/items"),
+    ("POST", "/projects/{projectId}/subprojects"),
+];
+
+/// Builds the router over `app`.
+pub fn router<P: Ports>(app: Arc<App<P>>) -> Router {
+    Router::new()
+        .route("/health", get(system::health))
+        .route("/openapi.json", get(system::openapi))
+        .route(
+            "/webhooks/signatureVerificationKeys",
+            get(system::signature_keys::<P>),
+        )
+        .route(
+            "/projects",
+            get(projects::list::<P>).post(projects::create::<P>),
+        )
+        .route("/projects/{projectId}", get(projects::get::<P>))
+        .route(
+            "/projects/{projectId}/instances",
+            get(instances::list::<P>).post(instances::create::<P>),
+        )
+        .route(
+            "/projects/{projectId}/instances/{instanceId}",
+            get(instances::details::<P>).put(instances::update::<P>),
+        )
+        .route(
+            "/projects/{projectId}/instances/{instanceId}/items/{itemId}",
+            get(instances::item::<P>),
+        )
+        .route(
+            "/projects/{projectId}/instances/{instanceId}/products/{productId}",
+            get(instances::product::<P>),
+        )
+        .route(
+            "/projects/{projectId}/instances/{instanceId}/entries",
+            get(entries::log::<P>).post(entries::submit::<P>),
+        )
+        .route(
+            "/projects/{projectId}/publicKeys",
+            any(system::gone_public_keys),
+        )
+        .route(
+            "/projects/{projectId}/instances/{instanceId}/items",
+            any(system::gone_items),
+        )
+        .route(
+            "/projects/{projectId}/subprojects",
+            any(system::gone_subprojects),
+        )
+        .fallback(system::not_found)
+        .method_not_allowed_fallback(system::method_not_allowed)
+        .layer(middleware::from_fn(api_version))
+        .layer(middleware::from_fn(access_log))
+        .with_state(app)
+}
+
+/// Checks a requested `Api-Version` (3, 3.1 or 3.1.0; older minors of 3 are fine) and
+/// stamps every response with ours.
+async fn api_version(request: Request, next: Next) -> Response {
+    let requested = request
+        .headers()
+        .get("api-version")
+        .map(|v| v.to_str().unwrap_or("?").to_owned());
+    let mut response = match requested {
+        Some(v) if !version_supported(&v) => ApiError::bad_request(format!(
+            "Api-Version {v} is not supported; this service implements {}",
+            pricing_core::API_VERSION
+        ))
+        .into_response(),
+        _ => next.run(request).await,
+    };
+    response.headers_mut().insert(
+        "api-version",
+        HeaderValue::from_static(pricing_core::API_VERSION),
+    );
+    response
+}
+
+/// Same major, and a minor we implement.
+pub fn version_supported(v: &str) -> bool {
+    let parts: Vec<&str> = v.trim().split('.').collect();
+    if parts.is_empty() || parts.len() > 3 || parts.iter().any(|p| p.parse::<u32>().is_err()) {
+        return false;
+    }
+    let num = |i: usize| parts.get(i).map(|p| p.parse::<u32>().unwrap_or(u32::MAX));
+    num(0) == Some(3) && num(1).is_none_or(|minor| minor <= 1)
+}
+
+/// One structured line per request: method, route, status, latency. No bodies, no tokens.
+async fn access_log(request: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method: Method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".into());
+    let response = next.run(request).await;
+    let status = response.status().as_u16();
+    let micros = start.elapsed().as_micros() as u64;
+    if status >= 500 {
+        tracing::warn!(%method, route, status, micros, "request");
+    } else {
+        tracing::debug!(%method, route, status, micros, "request");
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_versions() {
+        for ok in ["3", "3.1", "3.1.0", "3.0", "3.0.2", "3.1.7"] {
+            assert!(version_supported(ok), "{ok}");
+        }
+        for bad in ["2", "4", "3.2", "3.2.0", "x", "", "3.1.0.1", "v3"] {
+            assert!(!version_supported(bad), "{bad}");
+        }
+    }
+}

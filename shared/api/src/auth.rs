@@ -1,0 +1,187 @@
+//! Authentication: who is calling (the tenant), from a bearer token.
+//!
+//! On AWS the API Gateway JWT authorizer has verified the token and the Lambda reads the
+//! claims; standalone verifies its own HS256 tokens. Both implement [`Authenticator`].
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use axum::http::request::Parts;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use pricing_core::ids::TenantId;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiError;
+
+/// Finds the caller's tenant in a request, or says why not (401).
+pub trait Authenticator: Send + Sync + 'static {
+    fn authenticate(&self, parts: &Parts) -> Result<TenantId, ApiError>;
+}
+
+/// The claims we read: the tenant is `tenant`, else `sub`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Claims {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    pub iss: String,
+    pub iat: i64,
+    pub exp: i64,
+}
+
+/// The tenant named by a set of claims.
+pub fn tenant_of(tenant: Option<&str>, sub: Option<&str>) -> Result<TenantId, ApiError> {
+    tenant
+        .filter(|t| !t.is_empty())
+        .or(sub)
+        .and_then(TenantId::from_claim)
+        .ok_or_else(|| {
+            ApiError::unauthorized("the token names no tenant (claim `tenant` or `sub`)")
+        })
+}
+
+/// The bearer token of a request.
+pub fn bearer(parts: &Parts) -> Result<&str, ApiError> {
+    let value = parts
+        .headers
+        .get(axum::http::header::AUTHORIZATION)
+        .ok_or_else(|| ApiError::unauthorized("an Authorization: Bearer token is required"))?;
+    let value = value
+        .to_str()
+        .map_err(|_| ApiError::unauthorized("the Authorization header is not ASCII"))?;
+    let (scheme, token) = value.split_once(' ').ok_or_else(|| {
+        ApiError::unauthorized("the Authorization header must be `Bearer <token>`")
+    })?;
+    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+        return Err(ApiError::unauthorized(
+            "the Authorization header must be `Bearer <token>`",
+        ));
+    }
+    Ok(token.trim())
+}
+
+/// Issues and verifies the standalone service's own tokens (HS256, secret in the data dir).
+/// Only HS256 is accepted: `alg: none` and algorithm confusion fail verification.
+pub struct LocalTokens {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+}
+
+pub const LOCAL_ISSUER: &str = "pricing-standalone";
+
+impl LocalTokens {
+    pub fn new(secret: &[u8]) -> Self {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.set_issuer(&[LOCAL_ISSUER]);
+        validation.set_required_spec_claims(&["exp", "iss"]);
+        validation.validate_aud = false;
+        validation.leeway = 30;
+        LocalTokens {
+            encoding: EncodingKey::from_secret(secret),
+            decoding: DecodingKey::from_secret(secret),
+            validation,
+        }
+    }
+
+    /// A token for `tenant` (also its subject), valid for `ttl_secs`.
+    pub fn issue(
+        &self,
+        tenant: &str,
+        ttl_secs: i64,
+    ) -> Result<String, jsonwebtoken::errors::Error> {
+        let now = chrono::Utc::now().timestamp();
+        let claims = Claims {
+            sub: Some(tenant.to_owned()),
+            tenant: Some(tenant.to_owned()),
+            iss: LOCAL_ISSUER.to_owned(),
+            iat: now,
+            exp: now + ttl_secs,
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+    }
+
+    pub fn verify(&self, token: &str) -> Result<Claims, ApiError> {
+        jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
+            .map(|d| d.claims)
+            .map_err(|e| {
+                tracing::debug!(error = %e, "token refused");
+                ApiError::unauthorized("the bearer token is invalid or expired")
+            })
+    }
+}
+
+impl Authenticator for LocalTokens {
+    fn authenticate(&self, parts: &Parts) -> Result<TenantId, ApiError> {
+        let claims = self.verify(bearer(parts)?)?;
+        tenant_of(claims.tenant.as_deref(), claims.sub.as_deref())
+    }
+}
+
+/// A token bucket per tenant (standalone; on AWS the stage throttling limits).
+pub struct RateLimiter {
+    rate_per_sec: f64,
+    burst: f64,
+    buckets: Mutex<HashMap<TenantId, (f64, Instant)>>,
+}
+
+impl RateLimiter {
+    pub fn new(rate_per_sec: f64, burst: f64) -> Self {
+        RateLimiter {
+            rate_per_sec,
+            burst,
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes one token; `Err(seconds)` until one is available.
+    pub fn check(&self, tenant: &TenantId) -> Result<(), u64> {
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let (tokens, last) = buckets.entry(tenant.clone()).or_insert((self.burst, now));
+        *tokens =
+            (*tokens + now.duration_since(*last).as_secs_f64() * self.rate_per_sec).min(self.burst);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(((1.0 - *tokens) / self.rate_per_sec).ceil() as u64)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_tokens_round_trip_and_refuse_other_algorithms() {
+        let tokens = LocalTokens::new(b"0123456789abcdef0123456789abcdef");
+        let t = tokens.issue("acme", 60).unwrap();
+        let claims = tokens.verify(&t).unwrap();
+        assert_eq!(claims.tenant.as_deref(), Some("acme"));
+        // alg none: header {"alg":"none"} with the same claims and no signature.
+        let payload = t.split('.').nth(1).unwrap();
+        let none = format!("eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.{payload}.");
+        assert!(tokens.verify(&none).is_err());
+        // Another secret.
+        let other = LocalTokens::new(b"another-secret-another-secret-00");
+        assert!(tokens.verify(&other.issue("acme", 60).unwrap()).is_err());
+        // Expired.
+        assert!(tokens.verify(&tokens.issue("acme", -120).unwrap()).is_err());
+    }
+
+    #[test]
+    fn buckets_refill() {
+        let limiter = RateLimiter::new(1000.0, 2.0);
+        let t = TenantId::from_claim("t").unwrap();
+        assert!(limiter.check(&t).is_ok());
+        assert!(limiter.check(&t).is_ok());
+        assert!(limiter.check(&t).is_err());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert!(limiter.check(&t).is_ok());
+    }
+}

@@ -1,0 +1,131 @@
+//! Entries: submission (syntactic validation, dedupe, append, wake the processor) and the log.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use pricing_core::model::{AppendOutcome, Message};
+use pricing_core::ports::{EntryLog, WorkQueue};
+use pricing_core::submit::{SubmitError, prepare};
+use serde_json::{Value, json};
+
+use crate::app::{App, Ports};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Caller, JsonBody};
+use crate::instances::owned_instance;
+use crate::util::now;
+
+/// POST .../entries: 200 with a summary; duplicates are reported, never a 409.
+#[tracing::instrument(skip_all, fields(project = %project_id, instance = %instance_id))]
+pub async fn submit<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path((project_id, instance_id)): Path<(String, String)>,
+    JsonBody(body): JsonBody,
+) -> ApiResult<Json<Value>> {
+    let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
+    let body =
+        body.ok_or_else(|| ApiError::invalid_field("/entries", "required", "is required"))?;
+    let submission = prepare(&body, &app.signer, now()).map_err(|e| match e {
+        SubmitError::Invalid(errors) => ApiError::validation(errors),
+        SubmitError::TooLarge { detail, errors } => ApiError::too_large(detail).with_errors(errors),
+    })?;
+    let key = instance.key();
+    let transaction_ids: Vec<Option<String>> = submission
+        .entries
+        .iter()
+        .map(|e| e.transaction_id.as_ref().map(ToString::to_string))
+        .collect();
+    let outcomes = app
+        .ports
+        .log()
+        .append(&key, submission.entries)
+        .await
+        .map_err(ApiError::store("appending entries"))?;
+    let accepted = outcomes
+        .iter()
+        .filter(|o| matches!(o, AppendOutcome::Accepted { .. }))
+        .count();
+    if accepted > 0 {
+        // The log is durable already; a lost wake-up is repaired by the sweep, so a failure
+        // here is logged, not answered as an error (the entries are accepted).
+        if let Err(e) = app
+            .ports
+            .queue()
+            .send(&Message::ProcessInstance { key: key.clone() })
+            .await
+        {
+            tracing::warn!(error = %e, "could not enqueue processing; the sweep will pick it up");
+        }
+    }
+    let entries: Vec<Value> = outcomes
+        .iter()
+        .zip(transaction_ids)
+        .enumerate()
+        .map(|(index, (outcome, transaction_id))| {
+            let (status, sequence) = match outcome {
+                AppendOutcome::Accepted { sequence } => ("accepted", sequence),
+                AppendOutcome::Duplicate { sequence } => ("duplicate", sequence),
+            };
+            json!({
+                "index": index,
+                "transactionId": transaction_id,
+                "status": status,
+                "sequence": sequence,
+            })
+        })
+        .collect();
+    tracing::info!(received = outcomes.len(), accepted, "entries submitted");
+    Ok(Json(json!({
+        "received": outcomes.len(),
+        "accepted": accepted,
+        "duplicates": outcomes.len() - accepted,
+        "entries": entries,
+    })))
+}
+
+/// GET .../entries?after=SEQ&limit=N: the log, each entry in its signed form.
+pub async fn log<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path((project_id, instance_id)): Path<(String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> ApiResult<Json<Value>> {
+    let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
+    let mut after: u64 = 0;
+    let mut limit: usize = 100;
+    for (k, v) in &query {
+        match k.as_str() {
+            // The cursor of this listing is the last sequence of the previous page.
+            "after" | "cursor" if !v.is_empty() => {
+                after = v.parse().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "{k} must be a sequence number (a non-negative integer)"
+                    ))
+                })?;
+            }
+            "limit" => {
+                limit = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::bad_request("limit must be an integer from 1 to 1000")
+                    })?;
+            }
+            _ => {}
+        }
+    }
+    let records = app
+        .ports
+        .log()
+        .read(&instance.key(), after, limit + 1)
+        .await
+        .map_err(ApiError::store("reading the log"))?;
+    let more = records.len() > limit;
+    let items: Vec<&_> = records.iter().take(limit).collect();
+    let next = more
+        .then(|| items.last().map(|r| r.sequence.to_string()))
+        .flatten();
+    Ok(Json(json!({ "items": items, "next": next })))
+}

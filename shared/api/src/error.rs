@@ -1,0 +1,186 @@
+//! RFC 9457 problem responses: the one error type of the HTTP boundary.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use pricing_core::ports::StoreError;
+use pricing_core::submit::MAX_REPORTED_ERRORS;
+use pricing_core::validate::FieldError;
+use serde_json::json;
+
+/// An error answered to the client as `application/problem+json`.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub title: &'static str,
+    pub detail: String,
+    pub errors: Vec<FieldError>,
+    /// Extra headers (WWW-Authenticate, Retry-After).
+    headers: Vec<(header::HeaderName, HeaderValue)>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, title: &'static str, detail: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            title,
+            detail: detail.into(),
+            errors: Vec::new(),
+            headers: Vec::new(),
+        }
+    }
+
+    pub fn with_errors(mut self, errors: Vec<FieldError>) -> Self {
+        self.errors = errors;
+        self
+    }
+
+    pub fn with_header(mut self, name: header::HeaderName, value: HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "Bad Request", detail)
+    }
+
+    /// 400 with one located error.
+    pub fn invalid_field(pointer: &str, code: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self::bad_request(format!("{pointer} {message}")).with_errors(vec![FieldError {
+            pointer: pointer.to_owned(),
+            code: code.to_owned(),
+            message,
+        }])
+    }
+
+    /// 400 listing located errors; long lists are cut to the first
+    /// [`MAX_REPORTED_ERRORS`] and the detail gives the full count.
+    pub fn validation(mut errors: Vec<FieldError>) -> Self {
+        let n = errors.len();
+        let listed = if n > MAX_REPORTED_ERRORS {
+            errors.truncate(MAX_REPORTED_ERRORS);
+            format!(" (the first {MAX_REPORTED_ERRORS} are listed)")
+        } else {
+            String::new()
+        };
+        Self::bad_request(format!(
+            "the request has {n} invalid field{}{listed}; nothing was stored",
+            if n == 1 { "" } else { "s" }
+        ))
+        .with_errors(errors)
+    }
+
+    pub fn unauthorized(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "Unauthorized", detail)
+            .with_header(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))
+    }
+
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "Not Found", detail)
+    }
+
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "Conflict", detail)
+    }
+
+    pub fn unprocessable(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Unprocessable Content",
+            detail,
+        )
+    }
+
+    pub fn gone(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::GONE, "Gone", detail)
+    }
+
+    pub fn too_large(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "Content Too Large", detail)
+    }
+
+    pub fn unsupported_media_type(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Unsupported Media Type",
+            detail,
+        )
+    }
+
+    pub fn method_not_allowed() -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method Not Allowed",
+            "this method is not allowed on this path; see /openapi.json",
+        )
+    }
+
+    pub fn rate_limited(retry_after_secs: u64) -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too Many Requests",
+            "the request rate of this tenant is over its limit",
+        )
+        .with_header(
+            header::RETRY_AFTER,
+            HeaderValue::from(retry_after_secs.max(1)),
+        )
+    }
+
+    /// A failure of ours: logged with a correlation id that the client sees; internals stay
+    /// in the log.
+    pub fn internal(context: &str, error: &dyn std::fmt::Display) -> Self {
+        let correlation = ulid::Ulid::new().to_string();
+        tracing::error!(%correlation, context, %error, "request failed");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal Server Error",
+            format!("the request failed on our side; correlation id {correlation}"),
+        )
+    }
+
+    pub fn unavailable(context: &str, error: &dyn std::fmt::Display) -> Self {
+        tracing::warn!(context, %error, "storage unavailable");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Service Unavailable",
+            "storage is busy; retry shortly",
+        )
+        .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
+    }
+
+    /// Maps a storage error met while doing `context`.
+    pub fn store(context: &'static str) -> impl FnOnce(StoreError) -> ApiError {
+        move |e| match e {
+            StoreError::Unavailable(_) => ApiError::unavailable(context, &e),
+            StoreError::NotFound => ApiError::not_found(format!("{context}: not found")),
+            StoreError::Conflict(_) | StoreError::Failed(_) => ApiError::internal(context, &e),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({
+            "type": "about:blank",
+            "title": self.title,
+            "status": self.status.as_u16(),
+            "detail": self.detail,
+        });
+        if !self.errors.is_empty() {
+            body["errors"] = serde_json::to_value(&self.errors).unwrap_or_default();
+        }
+        let mut response = (self.status, body.to_string()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        for (name, value) in self.headers {
+            headers.insert(name, value);
+        }
+        response
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

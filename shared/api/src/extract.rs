@@ -1,0 +1,102 @@
+//! Extractors: the caller, JSON bodies and paging, each failing with a problem response.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header;
+use axum::http::request::Parts;
+use pricing_core::ids::TenantId;
+use pricing_core::model::PageRequest;
+use serde_json::Value;
+
+use crate::app::{App, Ports};
+use crate::error::ApiError;
+
+/// The authenticated caller.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub tenant: TenantId,
+}
+
+impl<P: Ports> FromRequestParts<Arc<App<P>>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App<P>>) -> Result<Self, ApiError> {
+        let tenant = app.auth.authenticate(parts)?;
+        if let Some(limiter) = &app.rate_limit {
+            limiter.check(&tenant).map_err(ApiError::rate_limited)?;
+        }
+        Ok(Caller { tenant })
+    }
+}
+
+/// A JSON body: `application/json` (or `+json`), at most the body limit, valid JSON.
+/// An empty body reads as `None`.
+pub struct JsonBody(pub Option<Value>);
+
+impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request<Body>, app: &Arc<App<P>>) -> Result<Self, ApiError> {
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            });
+        let limit = app.limits.max_body_bytes;
+        let bytes = axum::body::to_bytes(req.into_body(), limit)
+            .await
+            .map_err(|_| ApiError::too_large(format!("the body may hold at most {limit} bytes")))?;
+        if bytes.is_empty() {
+            return Ok(JsonBody(None));
+        }
+        match content_type.as_deref() {
+            Some("application/json") => {}
+            Some(ct) if ct.starts_with("application/") && ct.ends_with("+json") => {}
+            Some(other) => {
+                return Err(ApiError::unsupported_media_type(format!(
+                    "the body must be application/json, not {other}"
+                )));
+            }
+            None => {
+                return Err(ApiError::unsupported_media_type(
+                    "the body must be application/json (set Content-Type)",
+                ));
+            }
+        }
+        serde_json::from_slice(&bytes)
+            .map(|v| JsonBody(Some(v)))
+            .map_err(|e| ApiError::invalid_field("", "json", format!("is not valid JSON: {e}")))
+    }
+}
+
+/// `?cursor=&limit=` with limit 1..=1000 (default 100).
+pub fn page_request(query: &[(String, String)]) -> Result<PageRequest, ApiError> {
+    let mut page = PageRequest {
+        cursor: None,
+        limit: 100,
+    };
+    for (k, v) in query {
+        match k.as_str() {
+            "cursor" if !v.is_empty() => page.cursor = Some(v.clone()),
+            "limit" => {
+                page.limit = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::bad_request("limit must be an integer from 1 to 1000")
+                    })?;
+            }
+            _ => {}
+        }
+    }
+    Ok(page)
+}

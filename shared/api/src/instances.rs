@@ -1,0 +1,366 @@
+//! Instances: create, list, details (with item summaries), update; item and product details.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use pricing_core::ids::{InstanceId, InstanceKey, ItemId, ProductId};
+use pricing_core::meta::check_instance_meta;
+use pricing_core::model::{Instance, Page};
+use pricing_core::ports::{EntryLog, InstanceStore, StateStore, StoreError};
+use pricing_core::state::{Header, InstanceState, MAX_DOCUMENT_BYTES};
+use pricing_core::validate::{Errors, codes, object};
+use serde_json::{Map, Value, json};
+
+use crate::app::{App, Ports};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Caller, JsonBody, page_request};
+use crate::projects::owned_project;
+use crate::util::{check_time_zone, now, reject_unknown_fields};
+
+pub fn instance_view(i: &Instance) -> Value {
+    let now = now();
+    json!({
+        "instanceId": i.instance_id,
+        "projectId": i.project_id,
+        "name": i.name,
+        "active": i.is_active(now),
+        "deactivated": i.is_deactivated(now),
+        "timeZone": i.time_zone,
+        "deactivationDate": i.deactivation_date,
+        "createdAt": i.created_at,
+        "updatedAt": i.updated_at,
+    })
+}
+
+/// The caller's instance, or 404.
+pub async fn owned_instance<P: Ports>(
+    app: &App<P>,
+    caller: &Caller,
+    project_id: &str,
+    instance_id: &str,
+) -> ApiResult<Instance> {
+    let project = owned_project(app, caller, project_id).await?;
+    let not_found = || ApiError::not_found(format!("instance {instance_id} does not exist"));
+    let id = InstanceId::parse(instance_id).map_err(|_| not_found())?;
+    app.ports
+        .instances()
+        .get_instance(&InstanceKey::new(project.project_id, id))
+        .await
+        .map_err(ApiError::store("reading an instance"))?
+        .ok_or_else(not_found)
+}
+
+pub async fn create<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path(project_id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let project = owned_project(&app, &caller, &project_id).await?;
+    let body = body.ok_or_else(|| {
+        ApiError::invalid_field("", codes::REQUIRED, "a JSON object is required (may be {})")
+    })?;
+    let mut errors = Errors::default();
+    let Some(o) = object(&body, "", &mut errors) else {
+        return Err(ApiError::validation(errors.list));
+    };
+    reject_unknown_fields(
+        &o,
+        &[
+            "instanceId",
+            "name",
+            "timeZone",
+            "active",
+            "deactivationDate",
+            "meta",
+        ],
+        &[],
+        &mut errors,
+    );
+    let instance_id = o.opt_id::<InstanceId>("instanceId", &mut errors);
+    let name = o
+        .opt_str("name", &mut errors)
+        .unwrap_or_default()
+        .to_owned();
+    let time_zone = check_time_zone(&o, "timeZone", &mut errors).flatten();
+    let active = o.opt_bool("active", &mut errors).unwrap_or(false);
+    let deactivation_date = o.opt_timestamp("deactivationDate", &mut errors);
+    let meta = match o.get("meta") {
+        Some(m) => {
+            check_instance_meta(m, "/meta", &mut errors);
+            m.as_object().cloned().unwrap_or_default()
+        }
+        None => Map::new(),
+    };
+    if serde_json::to_vec(&meta).map_or(0, |v| v.len()) > MAX_DOCUMENT_BYTES {
+        errors.push("/meta", codes::TOO_LARGE, "must be at most 64 KiB");
+    }
+    if name.len() > 256 {
+        errors.push("/name", codes::RANGE, "must be at most 256 characters");
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors.list));
+    }
+    let now = now();
+    let instance = Instance {
+        project_id: project.project_id.clone(),
+        instance_id: instance_id.unwrap_or_else(InstanceId::generate),
+        name,
+        active,
+        time_zone,
+        deactivation_date,
+        created_at: now,
+        updated_at: now,
+    };
+    let header = Header {
+        meta,
+        ..Header::default()
+    };
+    match app
+        .ports
+        .instances()
+        .create_instance(&instance, &header)
+        .await
+    {
+        Ok(()) => {}
+        Err(StoreError::Conflict(_)) => {
+            return Err(ApiError::conflict(format!(
+                "instance {} already exists in project {}",
+                instance.instance_id, instance.project_id
+            )));
+        }
+        Err(e) => return Err(ApiError::store("creating an instance")(e)),
+    }
+    tracing::info!(project = %instance.project_id, instance = %instance.instance_id, "instance created");
+    let mut view = instance_view(&instance);
+    view["meta"] = Value::Object(header.meta);
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+pub async fn list<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path(project_id): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> ApiResult<Json<Value>> {
+    let project = owned_project(&app, &caller, &project_id).await?;
+    let page = page_request(&query)?;
+    let Page { items, next } = app
+        .ports
+        .instances()
+        .list_instances(&project.project_id, &page)
+        .await
+        .map_err(ApiError::store("listing instances"))?;
+    let items: Vec<Value> = items.iter().map(instance_view).collect();
+    Ok(Json(json!({ "items": items, "next": next })))
+}
+
+async fn load_state<P: Ports>(app: &App<P>, instance: &Instance) -> ApiResult<InstanceState> {
+    app.ports
+        .state()
+        .load_state(&instance.key())
+        .await
+        .map_err(ApiError::store("reading instance state"))
+}
+
+/// Instance details with item and product summaries (no prices, no periods on items).
+pub async fn details<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path((project_id, instance_id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
+    let state = load_state(&app, &instance).await?;
+    let last_sequence = app
+        .ports
+        .log()
+        .last_sequence(&instance.key())
+        .await
+        .map_err(ApiError::store("reading the log head"))?;
+    let totals = state.product_totals();
+    let items: Vec<Value> = state
+        .items
+        .values()
+        .filter(|i| !i.removed)
+        .map(|item| {
+            let c = state.item_counts(item, &totals);
+            json!({
+                "itemId": item.item_id,
+                "productId": item.product_id,
+                "dynamicPricing": item.properties.dynamic_pricing,
+                "sold": c.sold,
+                "reserved": c.reserved,
+                "available": c.available,
+                "oversold": c.oversold,
+            })
+        })
+        .collect();
+    let products: Vec<Value> = state
+        .products
+        .values()
+        .map(|p| {
+            let t = totals.get(&p.product_id).copied().unwrap_or_default();
+            let c = InstanceState::product_counts(p, &t);
+            json!({
+                "productId": p.product_id,
+                "capacity": InstanceState::effective_capacity(p, &t),
+                "sold": c.sold,
+                "reserved": c.reserved,
+                "available": c.available,
+                "oversold": c.oversold,
+            })
+        })
+        .collect();
+    let mut view = instance_view(&instance);
+    view["meta"] = Value::Object(state.header.meta.clone());
+    view["items"] = Value::Array(items);
+    view["products"] = Value::Array(products);
+    view["processing"] = json!({
+        "appliedSequence": state.header.applied_seq,
+        "lastSequence": last_sequence,
+    });
+    Ok(Json(view))
+}
+
+/// PUT: name, active, timeZone, deactivationDate. Metadata changes go through entries.
+pub async fn update<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path((project_id, instance_id)): Path<(String, String)>,
+    JsonBody(body): JsonBody,
+) -> ApiResult<Json<Value>> {
+    let mut instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
+    let body = body
+        .ok_or_else(|| ApiError::invalid_field("", codes::REQUIRED, "a JSON object is required"))?;
+    let mut errors = Errors::default();
+    let Some(o) = object(&body, "", &mut errors) else {
+        return Err(ApiError::validation(errors.list));
+    };
+    for removed in ["addMeta", "replaceMeta"] {
+        o.removed(
+            removed,
+            "addMeta and replaceMeta were removed in 2.0.0: submit an instanceMetadata entry with a JSON Patch",
+            &mut errors,
+        );
+    }
+    o.removed(
+        "meta",
+        "instance metadata changes through an instanceMetadata entry (JSON Patch on /dates, /location, ...)",
+        &mut errors,
+    );
+    reject_unknown_fields(
+        &o,
+        &["name", "active", "timeZone", "deactivationDate"],
+        &["addMeta", "replaceMeta", "meta"],
+        &mut errors,
+    );
+    let name = o.opt_str("name", &mut errors).map(str::to_owned);
+    let active = o.opt_bool("active", &mut errors);
+    let time_zone = check_time_zone(&o, "timeZone", &mut errors);
+    let deactivation_date = if o.map.contains_key("deactivationDate") {
+        Some(o.opt_timestamp("deactivationDate", &mut errors))
+    } else {
+        None
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors.list));
+    }
+    let now = now();
+    if instance.is_deactivated(now) {
+        if active == Some(true) {
+            return Err(ApiError::unprocessable(
+                "the instance passed its deactivation date and cannot be activated again",
+            ));
+        }
+        if deactivation_date.is_some_and(|d| d != instance.deactivation_date) {
+            return Err(ApiError::unprocessable(
+                "the instance passed its deactivation date; the date can no longer change",
+            ));
+        }
+    }
+    if let Some(name) = name {
+        instance.name = name;
+    }
+    if let Some(active) = active {
+        instance.active = active;
+    }
+    if let Some(tz) = time_zone {
+        instance.time_zone = tz;
+    }
+    if let Some(d) = deactivation_date {
+        instance.deactivation_date = d;
+    }
+    instance.updated_at = now;
+    app.ports
+        .instances()
+        .put_instance(&instance)
+        .await
+        .map_err(ApiError::store("updating an instance"))?;
+    tracing::info!(project = %instance.project_id, instance = %instance.instance_id, "instance updated");
+    Ok(Json(instance_view(&instance)))
+}
+
+pub async fn item<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path((project_id, instance_id, item_id)): Path<(String, String, String)>,
+) -> ApiResult<Json<Value>> {
+    let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
+    let not_found = || ApiError::not_found(format!("item {item_id} does not exist"));
+    let id = ItemId::parse(item_id.as_str()).map_err(|_| not_found())?;
+    let state = load_state(&app, &instance).await?;
+    let item = state
+        .items
+        .get(&id)
+        .filter(|i| !i.removed)
+        .ok_or_else(not_found)?;
+    let totals = state.product_totals();
+    let c = state.item_counts(item, &totals);
+    Ok(Json(json!({
+        "itemId": item.item_id,
+        "productId": item.product_id,
+        "properties": item.properties,
+        "metadata": item.metadata,
+        "sold": c.sold,
+        "reserved": c.reserved,
+        "available": c.available,
+        "oversold": c.oversold,
+        "total": item.total,
+        "priceMatches": [],
+    })))
+}
+
+pub async fn product<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path((project_id, instance_id, product_id)): Path<(String, String, String)>,
+) -> ApiResult<Json<Value>> {
+    let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
+    let not_found = || ApiError::not_found(format!("product {product_id} does not exist"));
+    let id = ProductId::parse(product_id.as_str()).map_err(|_| not_found())?;
+    let state = load_state(&app, &instance).await?;
+    let product = state.products.get(&id).ok_or_else(not_found)?;
+    let totals = state.product_totals();
+    let t = totals.get(&id).copied().unwrap_or_default();
+    let c = InstanceState::product_counts(product, &t);
+    let items: Vec<&ItemId> = state
+        .items
+        .values()
+        .filter(|i| !i.removed && i.product_id == id)
+        .map(|i| &i.item_id)
+        .collect();
+    Ok(Json(json!({
+        "productId": product.product_id,
+        "properties": product.properties,
+        "metadata": product.metadata,
+        "capacity": InstanceState::effective_capacity(product, &t),
+        "sold": c.sold,
+        "reserved": c.reserved,
+        "productReserved": product.reserved,
+        "available": c.available,
+        "oversold": c.oversold,
+        "items": items,
+    })))
+}

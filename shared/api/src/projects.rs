@@ -1,0 +1,113 @@
+//! Projects: create, list and get; each belongs to the tenant that created it.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use pricing_core::ids::ProjectId;
+use pricing_core::model::{Page, Project};
+use pricing_core::ports::{ProjectStore, StoreError};
+use pricing_core::validate::{Errors, object};
+use serde_json::{Value, json};
+
+use crate::app::{App, Ports};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Caller, JsonBody, page_request};
+use crate::util::{now, reject_unknown_fields};
+
+pub fn project_view(p: &Project) -> Value {
+    json!({
+        "projectId": p.project_id,
+        "name": p.name,
+        "createdAt": p.created_at,
+    })
+}
+
+/// The caller's project, or 404 (also for another tenant's project: never reveal it).
+pub async fn owned_project<P: Ports>(
+    app: &App<P>,
+    caller: &Caller,
+    project_id: &str,
+) -> ApiResult<Project> {
+    let not_found = || ApiError::not_found(format!("project {project_id} does not exist"));
+    let id = ProjectId::parse(project_id).map_err(|_| not_found())?;
+    let project = app
+        .ports
+        .projects()
+        .get_project(&id)
+        .await
+        .map_err(ApiError::store("reading a project"))?
+        .ok_or_else(not_found)?;
+    if project.tenant != caller.tenant {
+        return Err(not_found());
+    }
+    Ok(project)
+}
+
+pub async fn create<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    JsonBody(body): JsonBody,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let body = body.unwrap_or_else(|| json!({}));
+    let mut errors = Errors::default();
+    let (project_id, name) = match object(&body, "", &mut errors) {
+        Some(o) => {
+            reject_unknown_fields(&o, &["projectId", "name"], &[], &mut errors);
+            let id = o.opt_id::<ProjectId>("projectId", &mut errors);
+            let name = o.opt_str("name", &mut errors).map(str::to_owned);
+            if name.as_ref().is_some_and(|n| n.len() > 256) {
+                errors.push("/name", "range", "must be at most 256 characters");
+            }
+            (id, name)
+        }
+        None => (None, None),
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors.list));
+    }
+    let project = Project {
+        project_id: project_id.unwrap_or_else(ProjectId::generate),
+        tenant: caller.tenant.clone(),
+        name: name.unwrap_or_default(),
+        created_at: now(),
+    };
+    match app.ports.projects().create_project(&project).await {
+        Ok(()) => {}
+        Err(StoreError::Conflict(_)) => {
+            return Err(ApiError::conflict(format!(
+                "project {} already exists",
+                project.project_id
+            )));
+        }
+        Err(e) => return Err(ApiError::store("creating a project")(e)),
+    }
+    tracing::info!(project = %project.project_id, "project created");
+    Ok((StatusCode::CREATED, Json(project_view(&project))))
+}
+
+pub async fn list<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Query(query): Query<Vec<(String, String)>>,
+) -> ApiResult<Json<Value>> {
+    let page = page_request(&query)?;
+    let Page { items, next } = app
+        .ports
+        .projects()
+        .list_projects(&caller.tenant, &page)
+        .await
+        .map_err(ApiError::store("listing projects"))?;
+    let items: Vec<Value> = items.iter().map(project_view).collect();
+    Ok(Json(json!({ "items": items, "next": next })))
+}
+
+pub async fn get<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path(project_id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let project = owned_project(&app, &caller, &project_id).await?;
+    Ok(Json(project_view(&project)))
+}
