@@ -1,0 +1,39 @@
+//! The standalone service: the shared API router and entry processor wired to the embedded
+//! adapters, plus what only a self-hosted process needs (its own token issuer and clients).
+
+pub mod cli;
+pub mod datadir;
+pub mod oauth;
+pub mod serve;
+pub mod worker;
+
+/// Structured logs to stderr; `RUST_LOG` filters (default: info), `LOG_FORMAT=json` for JSON.
+pub fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var("LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json")) {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Errors of the standalone process (start-up and CLI); each names what failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Setup(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+}

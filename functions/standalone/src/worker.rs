@@ -1,0 +1,119 @@
+//! Entry-processing workers: take "process instance" wake-ups from the durable queue and
+//! apply the instance's unapplied log tail. A failed attempt becomes visible again later.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pricing_core::model::Message;
+use pricing_core::ports::{Backlog, WorkQueue};
+use pricing_core::process::Processor;
+use pricing_core::time::Timestamp;
+use pricing_embedded::EmbeddedStore;
+use tokio::sync::watch;
+
+/// How long a received message stays hidden while it is worked on.
+const VISIBILITY: Duration = Duration::from_secs(60);
+/// Messages taken per receive.
+const BATCH: usize = 8;
+
+fn now() -> Timestamp {
+    Timestamp::now()
+}
+
+/// Delay before retrying a failed attempt: 1 s, 2 s, 4 s ... capped at 5 min.
+pub fn backoff(receive_count: u32) -> Duration {
+    Duration::from_secs(1u64 << receive_count.saturating_sub(1).min(8))
+        .min(Duration::from_secs(300))
+}
+
+/// Runs until `shutdown` turns true; finishes the message at hand first.
+pub async fn run(
+    store: EmbeddedStore,
+    processor: Arc<Processor>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let received = match store.receive(BATCH, VISIBILITY).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "receiving work failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        if received.is_empty() {
+            tokio::select! {
+                _ = store.wait_for_work(Duration::from_secs(1)) => {}
+                _ = shutdown.changed() => {}
+            }
+            continue;
+        }
+        for r in received {
+            let outcome = match &r.message {
+                Message::ProcessInstance { key } => processor
+                    .process(&store, &store, key, now())
+                    .await
+                    .map(|report| {
+                        tracing::debug!(
+                            instance = %key,
+                            applied = report.applied,
+                            rejected = report.rejected,
+                            sequence = report.applied_seq,
+                            "log tail applied"
+                        );
+                    }),
+            };
+            let done = match outcome {
+                Ok(()) => store.ack(&r.receipt).await,
+                Err(e) => {
+                    let delay = backoff(r.receive_count);
+                    tracing::warn!(error = %e, attempt = r.receive_count, ?delay, "processing failed; will retry");
+                    store.retry_later(&r.receipt, delay).await
+                }
+            };
+            if let Err(e) = done {
+                // The message reappears after its visibility timeout: nothing is lost.
+                tracing::warn!(error = %e, "could not settle a message");
+            }
+        }
+    }
+}
+
+/// The repair sweep: wakes the processor for every instance with an unapplied log tail.
+pub async fn sweep<S: Backlog + WorkQueue>(store: &S) {
+    match store.instances_behind(10_000).await {
+        Ok(keys) => {
+            for key in &keys {
+                if let Err(e) = store
+                    .send(&Message::ProcessInstance { key: key.clone() })
+                    .await
+                {
+                    tracing::warn!(error = %e, instance = %key, "sweep could not enqueue");
+                }
+            }
+            if !keys.is_empty() {
+                tracing::info!(
+                    instances = keys.len(),
+                    "sweep re-enqueued unapplied log tails"
+                );
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "sweep failed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(4), Duration::from_secs(8));
+        assert_eq!(backoff(40), Duration::from_secs(256));
+    }
+}

@@ -1,0 +1,404 @@
+//! End-to-end: the real `standalone` binary over HTTP. Submits entries under load, kills the
+//! process with SIGKILL mid-load, restarts it on the same data directory, and shows that
+//! nothing accepted was lost or applied twice.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+struct Service {
+    child: Child,
+    base: String,
+    stdout_lines: Vec<String>,
+}
+
+impl Service {
+    fn start(data: &Path) -> Service {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_standalone"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .arg(data)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start standalone");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut reader = BufReader::new(stdout);
+        let mut lines = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let base = loop {
+            assert!(
+                Instant::now() < deadline,
+                "the service did not print its address"
+            );
+            let mut line = String::new();
+            if reader.read_line(&mut line).expect("read stdout") == 0 {
+                panic!("the service exited early: {lines:?}");
+            }
+            let line = line.trim().to_owned();
+            lines.push(line.clone());
+            if let Some(addr) = line.strip_prefix("listening on ") {
+                break addr.to_owned();
+            }
+        };
+        // Keep draining stdout so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in reader.lines() {});
+        Service {
+            child,
+            base,
+            stdout_lines: lines,
+        }
+    }
+
+    fn kill9(&mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reap");
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "no graceful exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn token(data: &Path, tenant: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_standalone"))
+        .args(["token", "--tenant", tenant, "--data"])
+        .arg(data)
+        .output()
+        .expect("token subcommand");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .last()
+        .expect("a token line")
+        .to_owned()
+}
+
+async fn send(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    url: String,
+    token: &str,
+    body: Option<Value>,
+) -> reqwest::Result<(u16, Value)> {
+    let mut req = client.request(method, url).bearer_auth(token);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await?;
+    let status = resp.status().as_u16();
+    let body = resp.json::<Value>().await.unwrap_or(Value::Null);
+    Ok((status, body))
+}
+
+fn sale_batch(batch: usize, size: usize) -> Value {
+    let entries: Vec<Value> = (0..size)
+        .map(|i| {
+            json!({"type": "itemSale", "transactionId": format!("sale-{batch}-{i}"),
+                   "data": {"itemId": format!("item-{}", i % 4), "quantity": 1, "price": 25.5}})
+        })
+        .collect();
+    json!({ "entries": entries })
+}
+
+async fn wait_until_applied(client: &reqwest::Client, base: &str, token: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, details) = send(
+            client,
+            reqwest::Method::GET,
+            format!("{base}/projects/e2e/instances/show"),
+            token,
+            None,
+        )
+        .await
+        .expect("details");
+        assert_eq!(status, 200, "{details}");
+        let p = &details["processing"];
+        if p["appliedSequence"] == p["lastSequence"] {
+            return details;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processing did not catch up: {p}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_accepted_is_lost_or_applied_twice_across_sigkill() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let mut service = Service::start(&data);
+    assert!(
+        service
+            .stdout_lines
+            .iter()
+            .any(|l| l.contains("client_secret=")),
+        "the first start prints the local client: {:?}",
+        service.stdout_lines
+    );
+    let token = token(&data, "e2e-tenant");
+    let client = reqwest::Client::new();
+    let base = service.base.clone();
+    use reqwest::Method;
+
+    let (s, _) = send(
+        &client,
+        Method::POST,
+        format!("{base}/projects"),
+        &token,
+        Some(json!({"projectId": "e2e"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(s, 201);
+    let (s, _) = send(
+        &client,
+        Method::POST,
+        format!("{base}/projects/e2e/instances"),
+        &token,
+        Some(json!({"instanceId": "show"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(s, 201);
+    let mut setup = vec![
+        json!({"type": "productRegistration", "transactionId": "prod", "data": {"productId": "ga", "capacity": 100000}}),
+    ];
+    for i in 0..4 {
+        setup.push(
+            json!({"type": "itemRegistration", "transactionId": format!("reg-{i}"), "data": {
+            "itemId": format!("item-{i}"), "productId": "ga",
+            "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2030-01-01T00:00:00Z"},
+            "priceSettings": {"min": 10, "max": 100, "default": 25.5}}}),
+        );
+    }
+    let (s, body) = send(
+        &client,
+        Method::POST,
+        format!("{base}/projects/e2e/instances/show/entries"),
+        &token,
+        Some(json!({"entries": setup})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(s, 200, "{body}");
+
+    // Load: 4 concurrent senders of 100-entry batches; SIGKILL once some are acknowledged.
+    const BATCHES: usize = 60;
+    const SIZE: usize = 100;
+    let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut senders = Vec::new();
+    for lane in 0..4 {
+        let client = client.clone();
+        let base = base.clone();
+        let token = token.clone();
+        let acked = acked.clone();
+        senders.push(tokio::spawn(async move {
+            for batch in (lane..BATCHES).step_by(4) {
+                let url = format!("{base}/projects/e2e/instances/show/entries");
+                match send(
+                    &client,
+                    Method::POST,
+                    url,
+                    &token,
+                    Some(sale_batch(batch, SIZE)),
+                )
+                .await
+                {
+                    Ok((200, _)) => acked.lock().unwrap().push(batch),
+                    Ok((status, body)) => panic!("unexpected {status}: {body}"),
+                    Err(_) => return, // the service died under us
+                }
+            }
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.lock().unwrap().len() < 8 {
+        assert!(Instant::now() < deadline, "no batches acknowledged");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    service.kill9();
+    for s in senders {
+        s.await.expect("sender");
+    }
+    let acked: Vec<usize> = acked.lock().unwrap().clone();
+    assert!(acked.len() < BATCHES, "the kill landed mid-load");
+
+    // Restart on the same data. Everything acknowledged before the kill must be there:
+    // resending an acknowledged batch yields only duplicates.
+    let mut service = Service::start(&data);
+    assert!(
+        !service
+            .stdout_lines
+            .iter()
+            .any(|l| l.contains("client_secret=")),
+        "the client is created once"
+    );
+    let base = service.base.clone();
+    for batch in 0..BATCHES {
+        let (s, body) = send(
+            &client,
+            Method::POST,
+            format!("{base}/projects/e2e/instances/show/entries"),
+            &token,
+            Some(sale_batch(batch, SIZE)),
+        )
+        .await
+        .unwrap();
+        assert_eq!(s, 200, "{body}");
+        if acked.contains(&batch) {
+            assert_eq!(
+                body["accepted"], 0,
+                "batch {batch} was acknowledged before the kill but lost: {body}"
+            );
+            assert_eq!(body["duplicates"], SIZE);
+        }
+    }
+
+    // Every sale applied exactly once.
+    let details = wait_until_applied(&client, &base, &token).await;
+    let total_sold: u64 = details["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["sold"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total_sold, (BATCHES * SIZE) as u64, "{details}");
+    assert_eq!(
+        details["processing"]["lastSequence"],
+        (BATCHES * SIZE + 5) as u64
+    );
+    for item in details["items"].as_array().unwrap() {
+        assert_eq!(item["sold"], (BATCHES * SIZE / 4) as u64);
+    }
+
+    // The log is gapless and holds each transaction id once.
+    let mut seen = std::collections::HashSet::new();
+    let mut after = 0u64;
+    loop {
+        let (s, page) = send(
+            &client,
+            Method::GET,
+            format!("{base}/projects/e2e/instances/show/entries?after={after}&limit=1000"),
+            &token,
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(s, 200);
+        for e in page["items"].as_array().unwrap() {
+            after += 1;
+            assert_eq!(e["sequence"], after, "gapless sequences");
+            assert!(
+                seen.insert(e["transactionId"].as_str().unwrap().to_owned()),
+                "duplicate in the log"
+            );
+        }
+        if page["next"].is_null() {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), BATCHES * SIZE + 5);
+
+    let status = service.terminate();
+    assert!(status.success(), "graceful exit on SIGTERM: {status:?}");
+}
+
+#[tokio::test]
+async fn oauth_client_credentials_and_token_subcommand() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let service = Service::start(&data);
+    let find = |prefix: &str| {
+        service
+            .stdout_lines
+            .iter()
+            .find_map(|l| l.trim().strip_prefix(prefix).map(str::to_owned))
+            .unwrap_or_else(|| panic!("no {prefix} in {:?}", service.stdout_lines))
+    };
+    let (client_id, secret) = (find("client_id="), find("client_secret="));
+    let client = reqwest::Client::new();
+    let form = |secret: &str| {
+        format!("grant_type=client_credentials&client_id={client_id}&client_secret={secret}")
+    };
+    let resp = client
+        .post(format!("{}/oauth2/token", service.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&secret))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["token_type"], "Bearer");
+    assert_eq!(body["expires_in"], 3600);
+    let access = body["access_token"].as_str().unwrap().to_owned();
+    let resp = client
+        .get(format!("{}/projects", service.base))
+        .bearer_auth(&access)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let resp = client
+        .post(format!("{}/oauth2/token", service.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form("wrong"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"], "invalid_client");
+    // The token subcommand's tokens work against the running service too.
+    let t = token(&data, "cli-tenant");
+    let resp = client
+        .get(format!("{}/projects", service.base))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for f in ["clients.json", "token-secret", "signing-keys.json"] {
+            let mode = std::fs::metadata(data.join(f))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{f}");
+        }
+    }
+}
