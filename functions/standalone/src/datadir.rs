@@ -8,7 +8,8 @@ use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use pricing_api::auth::LocalTokens;
-use pricing_embedded::keys::{read_private_file, write_private_file};
+use pricing_embedded::EmbeddedError;
+use pricing_embedded::keys::load_or_create_private_file;
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
@@ -49,18 +50,20 @@ fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> Error + '_ {
     move |e| Error::Setup(format!("{what}: {e}"))
 }
 
-/// The HS256 secret of standalone tokens: created once, kept across restarts.
+/// The HS256 secret of standalone tokens: created once (also when `serve` and `token` race
+/// on a fresh directory), kept across restarts.
 pub fn token_secret(dir: &Path) -> Result<Vec<u8>, Error> {
     let path = dir.join(TOKEN_SECRET_FILE);
-    if let Some(bytes) = read_private_file(&path).map_err(setup("reading the token secret"))? {
-        return B64
-            .decode(bytes.trim_ascii())
-            .map_err(setup("the token secret file is damaged"));
-    }
-    let secret = random_bytes(32)?;
-    write_private_file(&path, B64.encode(&secret).as_bytes())
-        .map_err(setup("writing the token secret"))?;
-    Ok(secret)
+    let (bytes, _) = load_or_create_private_file(&path, || {
+        let secret = random_bytes(32).map_err(|e| EmbeddedError::Invalid {
+            path: path.clone(),
+            detail: e.to_string(),
+        })?;
+        Ok(B64.encode(secret).into_bytes())
+    })
+    .map_err(setup("the token secret"))?;
+    B64.decode(bytes.trim_ascii())
+        .map_err(setup("the token secret file is damaged"))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -97,30 +100,32 @@ impl Clients {
     /// Loads the clients; on the first start creates the local client and returns it.
     pub fn load_or_create(dir: &Path) -> Result<(Clients, Option<NewClient>), Error> {
         let path = Self::path(dir);
-        if let Some(bytes) = read_private_file(&path).map_err(setup("reading clients"))? {
-            let clients =
-                serde_json::from_slice(&bytes).map_err(setup("the clients file is damaged"))?;
-            return Ok((clients, None));
-        }
-        let client_id = format!("local-{}", B64.encode(random_bytes(6)?));
-        let client_secret = B64.encode(random_bytes(24)?);
-        let clients = Clients {
-            clients: vec![Client {
-                client_id: client_id.clone(),
-                secret_sha256: hash_secret(&client_secret),
+        let mut fresh = None;
+        let (bytes, created) = load_or_create_private_file(&path, || {
+            let invalid = |detail: String| EmbeddedError::Invalid {
+                path: path.clone(),
+                detail,
+            };
+            let random = |n| random_bytes(n).map_err(|e| invalid(e.to_string()));
+            let client = NewClient {
+                client_id: format!("local-{}", B64.encode(random(6)?)),
+                client_secret: B64.encode(random(24)?),
                 tenant: LOCAL_TENANT.into(),
-            }],
-        };
-        let json = serde_json::to_vec_pretty(&clients).map_err(setup("encoding clients"))?;
-        write_private_file(&path, &json).map_err(setup("writing clients"))?;
-        Ok((
-            clients,
-            Some(NewClient {
-                client_id,
-                client_secret,
-                tenant: LOCAL_TENANT.into(),
-            }),
-        ))
+            };
+            let clients = Clients {
+                clients: vec![Client {
+                    client_id: client.client_id.clone(),
+                    secret_sha256: hash_secret(&client.client_secret),
+                    tenant: client.tenant.clone(),
+                }],
+            };
+            fresh = Some(client);
+            serde_json::to_vec_pretty(&clients).map_err(|e| invalid(e.to_string()))
+        })
+        .map_err(setup("the clients file"))?;
+        let clients =
+            serde_json::from_slice(&bytes).map_err(setup("the clients file is damaged"))?;
+        Ok((clients, if created { fresh } else { None }))
     }
 
     /// The tenant of a client whose secret matches.
@@ -179,6 +184,21 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+    }
+
+    #[test]
+    fn concurrent_first_starts_agree_on_the_token_secret() {
+        // `serve` and `token` on a fresh directory at the same moment must not end up with
+        // different secrets (tokens of one would be refused by the other).
+        let dir = tempfile::tempdir().unwrap();
+        let secrets: Vec<Vec<u8>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| token_secret(dir.path()).unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(secrets.windows(2).all(|w| w[0] == w[1]));
+        assert_eq!(secrets[0], token_secret(dir.path()).unwrap());
     }
 
     #[test]

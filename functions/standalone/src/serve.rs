@@ -49,6 +49,12 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         source,
     })?;
 
+    // This process owns the database: whatever was in flight belongs to a dead process.
+    match store.release_in_flight().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(messages = n, "released work left in flight by the last run"),
+        Err(e) => tracing::warn!(error = %e, "could not release work left in flight"),
+    }
     let (stop, stopped) = watch::channel(false);
     let processor = Arc::new(Processor::new());
     let workers: Vec<_> = (0..args.workers.max(1))

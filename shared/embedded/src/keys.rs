@@ -19,26 +19,41 @@ pub const SIGNING_KEYS_FILE: &str = "signing-keys.json";
 /// file is created only if absent, and the loser reads the winner's.
 pub fn load_or_create_signing_keys(dir: &Path) -> Result<Vec<StoredKey>, EmbeddedError> {
     let path = dir.join(SIGNING_KEYS_FILE);
-    if let Some(bytes) = read_private_file(&path)? {
-        return parse_keys(&path, &bytes);
-    }
-    let now = Timestamp(chrono::Utc::now());
-    let kid = format!("k{}-{}", now.0.format("%Y%m%d"), random_hex(4));
-    let keys = vec![StoredKey::generate(kid, now)?];
-    let bytes = serde_json::to_vec_pretty(&keys).map_err(|e| EmbeddedError::Invalid {
-        path: path.clone(),
-        detail: e.to_string(),
-    })?;
-    if create_private_file(&path, &bytes)? {
-        tracing::info!(path = %path.display(), kid = %keys[0].kid, "created a signing key");
-        Ok(keys)
-    } else {
-        let bytes = read_private_file(&path)?.ok_or_else(|| EmbeddedError::Invalid {
+    let (bytes, created) = load_or_create_private_file(&path, || {
+        let now = Timestamp(chrono::Utc::now());
+        let kid = format!("k{}-{}", now.0.format("%Y%m%d"), random_hex(4));
+        let keys = vec![StoredKey::generate(kid, now)?];
+        serde_json::to_vec_pretty(&keys).map_err(|e| EmbeddedError::Invalid {
             path: path.clone(),
-            detail: "vanished while being created".into(),
-        })?;
-        parse_keys(&path, &bytes)
+            detail: e.to_string(),
+        })
+    })?;
+    let keys = parse_keys(&path, &bytes)?;
+    if created {
+        tracing::info!(path = %path.display(), kid = %keys[0].kid, "created a signing key");
     }
+    Ok(keys)
+}
+
+/// Reads the private file at `path`, or creates it with `make()` when it does not exist.
+/// Concurrent creators agree: the file is created only if absent and the loser reads the
+/// winner's content. Returns the content and whether this call created it.
+pub fn load_or_create_private_file(
+    path: &Path,
+    make: impl FnOnce() -> Result<Vec<u8>, EmbeddedError>,
+) -> Result<(Vec<u8>, bool), EmbeddedError> {
+    if let Some(bytes) = read_private_file(path)? {
+        return Ok((bytes, false));
+    }
+    let bytes = make()?;
+    if create_private_file(path, &bytes)? {
+        return Ok((bytes, true));
+    }
+    let existing = read_private_file(path)?.ok_or_else(|| EmbeddedError::Invalid {
+        path: path.to_path_buf(),
+        detail: "vanished while being created".into(),
+    })?;
+    Ok((existing, false))
 }
 
 fn parse_keys(path: &Path, bytes: &[u8]) -> Result<Vec<StoredKey>, EmbeddedError> {

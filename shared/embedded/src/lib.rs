@@ -43,7 +43,9 @@ use rusqlite::Connection;
 use tokio::sync::Notify;
 
 pub use db::Durability;
-pub use keys::{load_or_create_signing_keys, read_private_file, write_private_file};
+pub use keys::{
+    load_or_create_private_file, load_or_create_signing_keys, read_private_file, write_private_file,
+};
 
 use db::{DbError, DbResult};
 

@@ -185,6 +185,28 @@ enum Readiness {
 }
 
 impl EmbeddedStore {
+    /// Makes every in-flight message visible again at once. For a process that owns the
+    /// database alone (standalone) at start-up: messages in flight then belong to a process
+    /// that died, and waiting out their visibility would hold their groups for nothing.
+    /// Returns how many were released.
+    pub async fn release_in_flight(&self) -> StoreResult<usize> {
+        let released = self
+            .on_writer("release_in_flight", |conn| {
+                let now = now_ms();
+                Ok(conn
+                    .prepare_cached(
+                        "UPDATE queue SET receipt = NULL, visible_at = ?1
+                         WHERE receipt IS NOT NULL AND visible_at > ?1 AND visible_at < ?2",
+                    )?
+                    .execute(params![now, PARKED])?)
+            })
+            .await?;
+        if released > 0 {
+            self.inner.work.notify_waiters();
+        }
+        Ok(released)
+    }
+
     /// Waits until the queue may have work: returns at once when a message is receivable,
     /// early when something is sent (or a group is freed) in this process or when an
     /// in-flight message's visibility runs out, and at the latest after `max_wait`.

@@ -472,3 +472,34 @@ async fn the_wal_is_checkpointed_in_the_background() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test]
+async fn release_in_flight_hands_messages_out_again_at_once() {
+    let store = EmbeddedStore::open_in_memory().unwrap();
+    let run = Run::new("release");
+    let key = run.key("p", "i");
+    store.send(&process(&key)).await.unwrap();
+    let first = store.receive(1, Duration::from_secs(600)).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert!(
+        store
+            .receive(1, Duration::from_secs(600))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.release_in_flight().await.unwrap(), 1);
+    let again = store.receive(1, Duration::from_secs(600)).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].receive_count, 2);
+    // The old receipt is stale: acknowledging it does nothing.
+    store.ack(&first[0].receipt).await.unwrap();
+    store.ack(&again[0].receipt).await.unwrap();
+    assert!(
+        store
+            .receive(1, Duration::from_secs(600))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
