@@ -184,3 +184,36 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::to_bytes;
+
+    async fn render(e: ApiError) -> (StatusCode, axum::http::HeaderMap, serde_json::Value) {
+        let r = e.into_response();
+        let (status, headers) = (r.status(), r.headers().clone());
+        let body = to_bytes(r.into_body(), 1 << 20).await.unwrap();
+        (status, headers, serde_json::from_slice(&body).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_500_names_a_correlation_id_and_hides_internals() {
+        let e = StoreError::Failed("disk I/O error at /var/secret/path".into());
+        let (status, headers, body) = render(ApiError::store("reading a project")(e)).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(headers["content-type"], "application/problem+json");
+        let detail = body["detail"].as_str().unwrap();
+        assert!(detail.contains("correlation id"), "{detail}");
+        assert!(!body.to_string().contains("/var/secret"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn busy_storage_is_a_503_with_retry_after() {
+        let e = StoreError::Unavailable("database is locked".into());
+        let (status, headers, body) = render(ApiError::store("appending entries")(e)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(headers["retry-after"], "1");
+        assert!(!body.to_string().contains("locked"));
+    }
+}

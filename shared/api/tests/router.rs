@@ -601,6 +601,55 @@ async fn entries_are_validated_stored_signed_deduplicated_and_applied() {
 }
 
 #[tokio::test]
+async fn semantic_errors_become_entries_rejected_events() {
+    use pricing_core::ports::EventStore;
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    let body = json!({"entries": [
+        {"type": "itemSale", "transactionId": "lost-sale", "data": {"itemId": "ghost", "price": 10}},
+        {"type": "productRegistration", "transactionId": "ok", "data": {"productId": "ga", "capacity": 5}},
+    ]});
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/instances/i/entries",
+            Some("acme"),
+            Some(body),
+        )
+        .await;
+    assert_eq!(
+        r.status,
+        StatusCode::OK,
+        "the submission only checks syntax"
+    );
+    assert_eq!(r.body["accepted"], 2);
+    h.process("p", "i").await;
+    let key = InstanceKey::new(
+        ProjectId::parse("p").unwrap(),
+        InstanceId::parse("i").unwrap(),
+    );
+    let events = h.store.list_events(&key, None, 10).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].event_type, "entries.rejected");
+    let error = &events[0].data["errors"][0];
+    assert_eq!(error["transactionId"], "lost-sale");
+    assert_eq!(error["sequence"], 1);
+    assert_eq!(error["code"], "unknownItem");
+    assert_eq!(error["pointer"], "/data/itemId");
+    // The valid entry after it was applied.
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/i/products/ga",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+}
+
+#[tokio::test]
 async fn client_jws_entries_are_stored_verbatim() {
     let h = harness();
     h.project("acme", "p").await;
