@@ -82,23 +82,16 @@ pub async fn run(
     }
 }
 
-/// The repair sweep: wakes the processor for every instance with an unapplied log tail.
+/// The repair sweep at start-up: wakes the processor for every instance whose log is
+/// ahead of its state.
 pub async fn sweep<S: Backlog + WorkQueue>(store: &S) {
-    match store.instances_behind(10_000).await {
-        Ok(keys) => {
-            for key in &keys {
-                if let Err(e) = store
-                    .send(&Message::ProcessInstance { key: key.clone() })
-                    .await
-                {
-                    tracing::warn!(error = %e, instance = %key, "sweep could not enqueue");
-                }
+    match pricing_core::process::sweep(store, store, 10_000).await {
+        Ok(report) => {
+            for (key, error) in &report.failures {
+                tracing::warn!(instance = %key, %error, "sweep could not enqueue");
             }
-            if !keys.is_empty() {
-                tracing::info!(
-                    instances = keys.len(),
-                    "sweep re-enqueued unapplied log tails"
-                );
+            if report.enqueued > 0 {
+                tracing::info!(instances = report.enqueued, "sweep re-enqueued unapplied log tails");
             }
         }
         Err(e) => tracing::warn!(error = %e, "sweep failed"),

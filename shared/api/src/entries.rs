@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonBody};
+use crate::extract::{Caller, JsonBody, parse_limit};
 use crate::instances::owned_instance;
 use crate::util::now;
 
@@ -104,15 +104,7 @@ pub async fn log<P: Ports>(
                     ))
                 })?;
             }
-            "limit" => {
-                limit = v
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=1000).contains(n))
-                    .ok_or_else(|| {
-                        ApiError::bad_request("limit must be an integer from 1 to 1000")
-                    })?;
-            }
+            "limit" => limit = parse_limit(v)?,
             _ => {}
         }
     }

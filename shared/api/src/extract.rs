@@ -77,6 +77,19 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
     }
 }
 
+/// Largest page of any listing.
+pub const MAX_PAGE: usize = 1_000;
+
+/// A `limit` query value: an integer from 1 to [`MAX_PAGE`].
+pub fn parse_limit(v: &str) -> Result<usize, ApiError> {
+    v.parse()
+        .ok()
+        .filter(|n| (1..=MAX_PAGE).contains(n))
+        .ok_or_else(|| {
+            ApiError::bad_request(format!("limit must be an integer from 1 to {MAX_PAGE}"))
+        })
+}
+
 /// `?cursor=&limit=` with limit 1..=1000 (default 100).
 pub fn page_request(query: &[(String, String)]) -> Result<PageRequest, ApiError> {
     let mut page = PageRequest {
@@ -86,15 +99,7 @@ pub fn page_request(query: &[(String, String)]) -> Result<PageRequest, ApiError>
     for (k, v) in query {
         match k.as_str() {
             "cursor" if !v.is_empty() => page.cursor = Some(v.clone()),
-            "limit" => {
-                page.limit = v
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=1000).contains(n))
-                    .ok_or_else(|| {
-                        ApiError::bad_request("limit must be an integer from 1 to 1000")
-                    })?;
-            }
+            "limit" => page.limit = parse_limit(v)?,
             _ => {}
         }
     }

@@ -14,7 +14,10 @@ use crate::entry::{ParseOptions, parse_entry};
 use crate::ids::InstanceKey;
 use crate::jws::decode_jws_payload;
 use crate::model::{Event, LogRecord};
-use crate::ports::{Commit, EntryLog, MAX_COMMIT_RECORDS, StateStore, StoreError, StoreResult};
+use crate::model::Message;
+use crate::ports::{
+    Backlog, Commit, EntryLog, MAX_COMMIT_RECORDS, StateStore, StoreError, StoreResult, WorkQueue,
+};
 use crate::state::{Dirty, InstanceState, Rejection, rejection_codes};
 use crate::time::Timestamp;
 use crate::validate::Errors;
@@ -286,4 +289,29 @@ pub fn rejected_event(key: &InstanceKey, rejected: &[RejectedEntry], now: Timest
         created_at: now,
         data: json!({ "errors": errors }),
     }
+}
+
+/// What a repair sweep did; the caller logs the failures.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SweepReport {
+    pub enqueued: usize,
+    pub failures: Vec<(InstanceKey, StoreError)>,
+}
+
+/// The repair sweep: wakes the processor for every instance whose log is ahead of its
+/// state (at most `limit`), so a wake-up lost between append and send delays processing
+/// but loses nothing.
+pub async fn sweep<B: Backlog, Q: WorkQueue>(
+    backlog: &B,
+    queue: &Q,
+    limit: usize,
+) -> StoreResult<SweepReport> {
+    let mut report = SweepReport::default();
+    for key in backlog.instances_behind(limit).await? {
+        match queue.send(&Message::ProcessInstance { key: key.clone() }).await {
+            Ok(()) => report.enqueued += 1,
+            Err(e) => report.failures.push((key, e)),
+        }
+    }
+    Ok(report)
 }
