@@ -9,6 +9,7 @@ pub mod meta;
 pub mod model;
 pub mod money;
 pub mod ports;
+pub mod pricing;
 pub mod process;
 pub mod state;
 pub mod submit;

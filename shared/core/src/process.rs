@@ -13,8 +13,8 @@ use sha2::{Digest, Sha256};
 use crate::entry::{ParseOptions, parse_entry};
 use crate::ids::InstanceKey;
 use crate::jws::decode_jws_payload;
-use crate::model::{Event, LogRecord};
 use crate::model::Message;
+use crate::model::{Event, LogRecord};
 use crate::ports::{
     Backlog, Commit, EntryLog, MAX_COMMIT_RECORDS, StateStore, StoreError, StoreResult, WorkQueue,
 };
@@ -308,7 +308,10 @@ pub async fn sweep<B: Backlog, Q: WorkQueue>(
 ) -> StoreResult<SweepReport> {
     let mut report = SweepReport::default();
     for key in backlog.instances_behind(limit).await? {
-        match queue.send(&Message::ProcessInstance { key: key.clone() }).await {
+        match queue
+            .send(&Message::ProcessInstance { key: key.clone() })
+            .await
+        {
             Ok(()) => report.enqueued += 1,
             Err(e) => report.failures.push((key, e)),
         }

@@ -1,0 +1,408 @@
+//! The pricing engine (DESIGN.md section 6): pure, deterministic, no I/O.
+//!
+//! [`calculate`] prices the live items of an instance:
+//!
+//! 1. Eligibility ([`eligibility`]): `request` calculates every live item; `schedule` and
+//!    `sales` only items of an active instance with the dynamicPricing toggle on and `now`
+//!    inside their dynamic pricing period; `manual` calculates nothing. Items not calculated
+//!    keep their last price (or their default price when they never had one).
+//! 2. The product's model yields M ([`models`]); the model price is
+//!    `default * multiplier * M`, to the millionth, then capped by `maxStepChange` against
+//!    the previous price, clamped to `[min, max]` and rounded to the product's
+//!    `rounding.step` without leaving the bounds ([`rounding`]).
+//! 3. Price match rules ([`matches`]) replace the model price of calculated targets, in
+//!    dependency order: `source * ratio + offset`, clamped to the target's bounds and
+//!    rounded to the target product's step.
+//!
+//! Every price carries an [`Explanation`]. Trigger helpers (sold-percent crossings and
+//! schedule slots) are in [`triggers`].
+
+pub mod eligibility;
+pub mod explain;
+pub mod matches;
+pub mod models;
+pub mod rounding;
+pub mod triggers;
+
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+pub use eligibility::{dynamic_pricing_period, eligibility};
+pub use explain::{
+    BoundApplied, Explanation, Kept, KeptReason, KeptSource, MatchApplied, MatchSkipped,
+    ModelExplanation, ModelNote, RoundingApplied, StepCap, StepPoint,
+};
+pub use matches::{
+    MatchRuleError, MatchValidation, PriceMatch, SkipReason, SkippedMatch, validate_matches,
+};
+pub use models::{ProductInputs, main_date, product_multiplier};
+pub use rounding::{Bound, round_to_step, round_within};
+pub use triggers::{ScheduleSlots, schedule_slots, sold_percent_crossed};
+
+use crate::entry::{ItemProps, Rounding};
+use crate::ids::{ItemId, ProductId};
+use crate::money::Money;
+use crate::state::{InstanceState, ItemState};
+use crate::time::Timestamp;
+use models::Prepared;
+
+/// What started a calculation (DESIGN.md section 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Trigger {
+    /// The instance's pricing schedule.
+    Schedule,
+    /// A product's sold percent crossed a multiple of its soldPercentStep.
+    Sales,
+    /// calculatePrices: always calculates every live item.
+    Request,
+    /// A subscription's manual trigger: resends, calculates nothing.
+    Manual,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Schedule => "schedule",
+            Trigger::Sales => "sales",
+            Trigger::Request => "request",
+            Trigger::Manual => "manual",
+        }
+    }
+}
+
+impl fmt::Display for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether a price was calculated now or kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PriceStatus {
+    Calculated,
+    Kept,
+}
+
+/// The price of one live item after a calculation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemPrice {
+    pub item_id: ItemId,
+    pub price: Money,
+    /// The price before this calculation (`null` when the item never had one).
+    #[serde(default)]
+    pub previous_price: Option<Money>,
+    /// `price != previousPrice`; true for an item's first price.
+    pub changed: bool,
+    pub status: PriceStatus,
+    pub explanation: Explanation,
+}
+
+/// The result of [`calculate`]: every live item in item id order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Calculation {
+    pub trigger: Trigger,
+    pub calculated_at: Timestamp,
+    pub prices: Vec<ItemPrice>,
+    /// Price match rules that did not apply in this calculation, and why.
+    #[serde(default)]
+    pub skipped_matches: Vec<SkippedMatch>,
+}
+
+impl Calculation {
+    pub fn get(&self, item_id: &ItemId) -> Option<&ItemPrice> {
+        self.prices
+            .binary_search_by(|p| p.item_id.cmp(item_id))
+            .ok()
+            .map(|i| &self.prices[i])
+    }
+
+    /// Items priced by this calculation.
+    pub fn calculated(&self) -> impl Iterator<Item = &ItemPrice> {
+        self.prices
+            .iter()
+            .filter(|p| p.status == PriceStatus::Calculated)
+    }
+
+    /// Items that kept their price.
+    pub fn kept(&self) -> impl Iterator<Item = &ItemPrice> {
+        self.prices.iter().filter(|p| p.status == PriceStatus::Kept)
+    }
+
+    /// Items whose price differs from their previous one.
+    pub fn changed(&self) -> impl Iterator<Item = &ItemPrice> {
+        self.prices.iter().filter(|p| p.changed)
+    }
+}
+
+/// What the engine needs of a product, prepared once per calculation.
+struct ProductCtx {
+    prepared: Prepared,
+    step: Money,
+    max_step_change: Option<f64>,
+}
+
+impl ProductCtx {
+    fn unknown() -> Self {
+        ProductCtx {
+            prepared: Prepared::Constant {
+                m: 1.0,
+                explanation: ModelExplanation::Fixed {
+                    note: Some(ModelNote::UnknownProduct),
+                },
+            },
+            step: Rounding::default().step,
+            max_step_change: None,
+        }
+    }
+}
+
+/// Prices the live items of an instance (removed items never appear).
+///
+/// - `instance_active`: the instance's active flag as seen at `now` (see
+///   `model::Instance::is_active`).
+/// - `previous`: each item's last price; kept items keep it, `maxStepChange` caps against it.
+/// - `matches`: the instance's price match rules, in their stored order. Any rule set is
+///   accepted here (rules that cannot apply are skipped and listed); refuse bad sets with
+///   [`validate_matches`] when they are stored.
+pub fn calculate(
+    state: &InstanceState,
+    instance_active: bool,
+    trigger: Trigger,
+    now: Timestamp,
+    previous: &BTreeMap<ItemId, Money>,
+    matches: &[PriceMatch],
+) -> Calculation {
+    let totals = state.product_totals();
+    let main = models::main_date(&state.header.meta);
+    let products: BTreeMap<&ProductId, ProductCtx> = state
+        .products
+        .values()
+        .map(|p| {
+            let t = totals.get(&p.product_id).copied().unwrap_or_default();
+            let inputs = ProductInputs {
+                expected_sales: p.properties.expected_sales,
+                sold: t.sold,
+                capacity: InstanceState::effective_capacity(p, &t),
+                main_date: main,
+            };
+            let ctx = ProductCtx {
+                prepared: Prepared::new(&p.properties.pricing_model, &inputs, now),
+                step: p.properties.rounding.step,
+                max_step_change: models::max_step_change(&p.properties.pricing_model),
+            };
+            (&p.product_id, ctx)
+        })
+        .collect();
+    let unknown = ProductCtx::unknown();
+    let ctx_of = |product_id: &ProductId| products.get(product_id).unwrap_or(&unknown);
+
+    let mut prices = Vec::with_capacity(state.items.len());
+    // Both maps are ordered by item id: walk them together.
+    let mut prev_iter = previous.iter().peekable();
+    let mut cached: Option<(&ProductId, &ProductCtx)> = None;
+    for item in state.items.values().filter(|i| !i.removed) {
+        let prev = loop {
+            match prev_iter.peek() {
+                Some((id, _)) if **id < item.item_id => {
+                    prev_iter.next();
+                }
+                Some((id, p)) if **id == item.item_id => break Some(**p),
+                _ => break None,
+            }
+        };
+        let ctx = match cached {
+            Some((id, ctx)) if *id == item.product_id => ctx,
+            _ => {
+                let ctx = ctx_of(&item.product_id);
+                cached = Some((&item.product_id, ctx));
+                ctx
+            }
+        };
+        let priced = match eligibility(item, &state.header, instance_active, trigger, now) {
+            Ok(()) => model_price(&item.properties, ctx, prev, now),
+            Err((reason, period)) => kept_price(item, prev, reason, period),
+        };
+        prices.push(ItemPrice {
+            item_id: item.item_id.clone(),
+            changed: prev != Some(priced.0),
+            price: priced.0,
+            previous_price: prev,
+            status: priced.1,
+            explanation: priced.2,
+        });
+    }
+
+    let mut calculation = Calculation {
+        trigger,
+        calculated_at: now,
+        prices,
+        skipped_matches: Vec::new(),
+    };
+    apply_matches(&mut calculation, state, matches, &ctx_of);
+    calculation
+}
+
+fn kept_price(
+    item: &ItemState,
+    prev: Option<Money>,
+    reason: KeptReason,
+    period: Option<crate::time::Period>,
+) -> (Money, PriceStatus, Explanation) {
+    let (price, source) = match prev {
+        Some(p) => (p, KeptSource::PreviousPrice),
+        None => (
+            item.properties.price_settings.default,
+            KeptSource::DefaultPrice,
+        ),
+    };
+    (
+        price,
+        PriceStatus::Kept,
+        Explanation::kept(Kept {
+            reason,
+            source,
+            period,
+        }),
+    )
+}
+
+/// The model price of one item: raw -> maxStepChange -> bounds -> rounding.
+fn model_price(
+    props: &ItemProps,
+    ctx: &ProductCtx,
+    prev: Option<Money>,
+    now: Timestamp,
+) -> (Money, PriceStatus, Explanation) {
+    let ps = &props.price_settings;
+    let (m, model) = ctx.prepared.multiplier(&props.sales_period, now);
+    let raw = rounding::scale(ps.default, ps.multiplier * m);
+    let mut value = raw;
+    let mut max_step_change = None;
+    if let (Some(limit), Some(prev)) = (ctx.max_step_change, prev) {
+        let (capped, applied) = rounding::cap_step_change(value, prev, limit);
+        if applied {
+            max_step_change = Some(StepCap {
+                limit,
+                previous_price: prev,
+                from: value,
+                to: capped,
+            });
+            value = capped;
+        }
+    }
+    let (clamped, bound) = rounding::clamp(value, ps.min, ps.max);
+    let bound = bound.map(|bound| BoundApplied {
+        bound,
+        from: value,
+        to: clamped,
+    });
+    let rounded = round_within(clamped, ctx.step, ps.min, ps.max);
+    let explanation = Explanation {
+        model: Some(model),
+        product_multiplier: Some(m),
+        item_multiplier: Some(ps.multiplier),
+        default_price: Some(ps.default),
+        raw: Some(raw),
+        max_step_change,
+        bound,
+        rounding: Some(RoundingApplied {
+            step: ctx.step,
+            from: clamped,
+            to: rounded.value,
+            reclamped: rounded.reclamped,
+        }),
+        price_match: None,
+        match_skipped: None,
+        kept: None,
+    };
+    (rounded.value, PriceStatus::Calculated, explanation)
+}
+
+fn apply_matches<'a>(
+    calculation: &mut Calculation,
+    state: &InstanceState,
+    rules: &[PriceMatch],
+    ctx_of: &impl Fn(&ProductId) -> &'a ProductCtx,
+) {
+    if rules.is_empty() {
+        return;
+    }
+    let plan = matches::plan(rules, state);
+    let index =
+        |prices: &[ItemPrice], id: &ItemId| prices.binary_search_by(|p| p.item_id.cmp(id)).ok();
+    let skip = |calculation: &mut Calculation, rule: &PriceMatch, reason: SkipReason| {
+        if let Some(t) = index(&calculation.prices, &rule.item_id) {
+            let ex = &mut calculation.prices[t].explanation;
+            if ex.match_skipped.is_none() && ex.price_match.is_none() {
+                ex.match_skipped = Some(MatchSkipped {
+                    match_id: rule.match_id.clone(),
+                    reason,
+                });
+            }
+        }
+        calculation.skipped_matches.push(SkippedMatch {
+            match_id: rule.match_id.clone(),
+            item_id: rule.item_id.clone(),
+            source_item_id: rule.source_item_id.clone(),
+            reason,
+        });
+    };
+    for &(rule, reason) in &plan.skipped {
+        skip(calculation, rule, reason);
+    }
+    for rule in plan.order {
+        // The plan only holds rules whose items are live, so both are in `prices`.
+        let (Some(t), Some(s), Some(target)) = (
+            index(&calculation.prices, &rule.item_id),
+            index(&calculation.prices, &rule.source_item_id),
+            state.items.get(&rule.item_id),
+        ) else {
+            continue;
+        };
+        if calculation.prices[t].status == PriceStatus::Kept {
+            skip(calculation, rule, SkipReason::TargetKept);
+            continue;
+        }
+        let source_price = calculation.prices[s].price;
+        let ps = &target.properties.price_settings;
+        let step = ctx_of(&target.product_id).step;
+        let scaled = rounding::scale(source_price, rule.ratio);
+        let raw = Money::from_micros(scaled.micros().saturating_add(rule.offset.micros()));
+        let (clamped, bound) = rounding::clamp(raw, ps.min, ps.max);
+        let rounded = round_within(clamped, step, ps.min, ps.max);
+        let p = &mut calculation.prices[t];
+        p.explanation.price_match = Some(Box::new(MatchApplied {
+            match_id: rule.match_id.clone(),
+            source_item_id: rule.source_item_id.clone(),
+            source_price,
+            ratio: rule.ratio,
+            offset: rule.offset,
+            model_price: p.price,
+            raw,
+            bound: bound.map(|bound| BoundApplied {
+                bound,
+                from: raw,
+                to: clamped,
+            }),
+            rounding: RoundingApplied {
+                step,
+                from: clamped,
+                to: rounded.value,
+                reclamped: rounded.reclamped,
+            },
+        }));
+        p.price = rounded.value;
+        p.changed = p.previous_price != Some(p.price);
+    }
+}

@@ -1,0 +1,235 @@
+//! Money arithmetic of the engine: scaling by a factor, bounds, the step cap and rounding
+//! to a price step, all on integer millionths so that no float drift reaches a price.
+//!
+//! A factor (multiplier, M, ratio) is a float; the product `value * factor` is rounded to
+//! whole millionths once, and everything after that (clamping, capping, rounding to the
+//! step) is exact integer arithmetic.
+
+use serde::{Deserialize, Serialize};
+
+use crate::money::Money;
+
+/// Which bound of `[min, max]` was applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Bound {
+    Min,
+    Max,
+}
+
+fn saturate(v: i128) -> Money {
+    Money::from_micros(v.clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+}
+
+/// `value * factor`, rounded to the nearest millionth (half away from zero). Saturates at
+/// the ends of the range; a NaN factor gives zero (the bounds then decide the price).
+pub fn scale(value: Money, factor: f64) -> Money {
+    // Exact for |micros| < 2^53, i.e. amounts below 9e9, which covers every valid Money.
+    let x = value.micros() as f64 * factor;
+    // `as` saturates and maps NaN to 0.
+    Money::from_micros(x.round() as i64)
+}
+
+/// Clamps `value` to `[min, max]` and says which bound applied. Expects `min <= max`.
+pub fn clamp(value: Money, min: Money, max: Money) -> (Money, Option<Bound>) {
+    if value < min {
+        (min, Some(Bound::Min))
+    } else if value > max {
+        (max, Some(Bound::Max))
+    } else {
+        (value, None)
+    }
+}
+
+/// Caps the change of `value` against `previous` to `limit` (a fraction: 0.1 = 10 %).
+/// Returns the capped value and whether the cap applied.
+pub fn cap_step_change(value: Money, previous: Money, limit: f64) -> (Money, bool) {
+    if !(limit.is_finite() && limit >= 0.0) {
+        return (value, false);
+    }
+    let upper = scale(previous, 1.0 + limit);
+    let lower = scale(previous, 1.0 - limit);
+    let (lo, hi) = if lower <= upper {
+        (lower, upper)
+    } else {
+        (upper, lower)
+    };
+    if value > hi {
+        (hi, true)
+    } else if value < lo {
+        (lo, true)
+    } else {
+        (value, false)
+    }
+}
+
+/// Rounds to the nearest multiple of `step`, halves away from zero. A step that is not
+/// positive leaves the value as it is.
+pub fn round_to_step(value: Money, step: Money) -> Money {
+    let s = step.micros() as i128;
+    if s <= 0 {
+        return value;
+    }
+    let v = value.micros() as i128;
+    let (a, sign) = if v < 0 { (-v, -1) } else { (v, 1) };
+    let q = a / s;
+    let r = a % s;
+    let q = if 2 * r >= s { q + 1 } else { q };
+    saturate(sign * q * s)
+}
+
+/// The largest multiple of `step` at or below `value` (`step` > 0).
+fn floor_to_step(value: Money, step: Money) -> Money {
+    let s = step.micros() as i128;
+    saturate((value.micros() as i128).div_euclid(s) * s)
+}
+
+/// The smallest multiple of `step` at or above `value` (`step` > 0).
+fn ceil_to_step(value: Money, step: Money) -> Money {
+    let s = step.micros() as i128;
+    saturate(-((-(value.micros() as i128)).div_euclid(s) * s))
+}
+
+/// The result of [`round_within`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rounded {
+    pub value: Money,
+    /// Set when rounding left `[min, max]` and the value was moved back inside: to the
+    /// nearest step multiple inside the bounds, or to the bound itself when none fits.
+    pub reclamped: Option<Bound>,
+}
+
+/// Rounds a value that lies in `[min, max]` to `step` without leaving the bounds: when the
+/// nearest multiple is outside, the nearest multiple inside is taken, and when no multiple
+/// of the step lies inside the bounds, the bound itself.
+pub fn round_within(value: Money, step: Money, min: Money, max: Money) -> Rounded {
+    let r = round_to_step(value, step);
+    if step.micros() <= 0 {
+        let (value, reclamped) = clamp(r, min, max);
+        return Rounded { value, reclamped };
+    }
+    if r > max {
+        let inside = floor_to_step(max, step);
+        let value = if inside >= min { inside } else { max };
+        Rounded {
+            value,
+            reclamped: Some(Bound::Max),
+        }
+    } else if r < min {
+        let inside = ceil_to_step(min, step);
+        let value = if inside <= max { inside } else { min };
+        Rounded {
+            value,
+            reclamped: Some(Bound::Min),
+        }
+    } else {
+        Rounded {
+            value: r,
+            reclamped: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(s: &str) -> Money {
+        Money::from_f64(s.parse().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn rounds_half_away_from_zero_to_any_step() {
+        let cases = [
+            ("1.025", "0.05", "1.05"),
+            ("1.024999", "0.05", "1"),
+            ("1.075", "0.05", "1.1"),
+            ("10.25", "0.5", "10.5"),
+            ("10.249999", "0.5", "10"),
+            ("10.75", "0.5", "11"),
+            ("2.5", "1", "3"),
+            ("3.5", "1", "4"),
+            ("2.499999", "1", "2"),
+            ("0.005", "0.01", "0.01"),
+            ("0.004999", "0.01", "0"),
+            ("19.99", "0.01", "19.99"),
+            ("0", "0.05", "0"),
+            // A step that is not a "nice" number.
+            ("1.005", "0.03", "1.02"),
+            ("1.004999", "0.03", "0.99"),
+        ];
+        for (v, step, want) in cases {
+            assert_eq!(round_to_step(m(v), m(step)), m(want), "{v} to {step}");
+        }
+        // Negative values mirror positive ones.
+        assert_eq!(round_to_step(m("-2.5"), m("1")), m("-3"));
+        assert_eq!(round_to_step(m("-1.025"), m("0.05")), m("-1.05"));
+        // A zero step keeps the value.
+        assert_eq!(round_to_step(m("1.234567"), Money::ZERO), m("1.234567"));
+    }
+
+    #[test]
+    fn rounding_never_leaves_bounds_that_are_not_step_multiples() {
+        // [10.20, 10.80] with step 0.5: 10.76 rounds to 11 -> back to 10.5.
+        let r = round_within(m("10.76"), m("0.5"), m("10.2"), m("10.8"));
+        assert_eq!(r.value, m("10.5"));
+        assert_eq!(r.reclamped, Some(Bound::Max));
+        // 10.21 rounds to 10 -> up to 10.5.
+        let r = round_within(m("10.21"), m("0.5"), m("10.2"), m("10.8"));
+        assert_eq!(r.value, m("10.5"));
+        assert_eq!(r.reclamped, Some(Bound::Min));
+        // No multiple of 1 inside [10.2, 10.8]: the bound itself.
+        let r = round_within(m("10.7"), m("1"), m("10.2"), m("10.8"));
+        assert_eq!((r.value, r.reclamped), (m("10.8"), Some(Bound::Max)));
+        let r = round_within(m("10.3"), m("1"), m("10.2"), m("10.8"));
+        assert_eq!((r.value, r.reclamped), (m("10.2"), Some(Bound::Min)));
+        // The half step at the bound: 10.75 -> 11 > 10.8 -> 10.5 (nearest inside).
+        let r = round_within(m("10.75"), m("0.5"), m("10.2"), m("10.8"));
+        assert_eq!(r.value, m("10.5"));
+        // Inside and a multiple: untouched.
+        let r = round_within(m("10.5"), m("0.5"), m("10.2"), m("10.8"));
+        assert_eq!((r.value, r.reclamped), (m("10.5"), None));
+        // min == max, not a multiple: the bound.
+        let r = round_within(m("9.99"), m("0.05"), m("9.99"), m("9.99"));
+        assert_eq!(r.value, m("9.99"));
+        // Step 0.05 with bounds 0.97..1.03: 1.025 -> 1.05 > 1.03 -> 1.00.
+        let r = round_within(m("1.025"), m("0.05"), m("0.97"), m("1.03"));
+        assert_eq!(r.value, m("1"));
+    }
+
+    #[test]
+    fn scaling_has_no_float_drift() {
+        // 0.1 * 3 is 0.30000000000000004 in floats; in millionths it is exact.
+        assert_eq!(scale(m("0.1"), 3.0), m("0.3"));
+        assert_eq!(scale(m("10"), 1.1), m("11"));
+        assert_eq!(scale(m("19.99"), 1.025), m("20.48975"));
+        assert_eq!(scale(m("1"), 1.025), m("1.025"));
+        assert_eq!(round_to_step(scale(m("1"), 1.025), m("0.05")), m("1.05"));
+        assert_eq!(scale(m("1"), f64::NAN), Money::ZERO);
+        assert_eq!(scale(m("1"), f64::INFINITY).micros(), i64::MAX);
+    }
+
+    #[test]
+    fn step_change_is_capped_both_ways() {
+        assert_eq!(cap_step_change(m("150"), m("100"), 0.1), (m("110"), true));
+        assert_eq!(cap_step_change(m("50"), m("100"), 0.1), (m("90"), true));
+        assert_eq!(cap_step_change(m("105"), m("100"), 0.1), (m("105"), false));
+        assert_eq!(cap_step_change(m("110"), m("100"), 0.1), (m("110"), false));
+        // A limit above 100 % lets the price fall to anything down to zero.
+        assert_eq!(cap_step_change(m("0"), m("100"), 2.0), (m("0"), false));
+        assert_eq!(
+            cap_step_change(m("50"), m("100"), f64::NAN),
+            (m("50"), false)
+        );
+    }
+
+    #[test]
+    fn clamp_names_the_bound() {
+        assert_eq!(clamp(m("5"), m("10"), m("20")), (m("10"), Some(Bound::Min)));
+        assert_eq!(
+            clamp(m("25"), m("10"), m("20")),
+            (m("20"), Some(Bound::Max))
+        );
+        assert_eq!(clamp(m("15"), m("10"), m("20")), (m("15"), None));
+    }
+}

@@ -1,0 +1,851 @@
+//! Tests of [`calculate`]: models through the whole pipeline, bounds, maxStepChange,
+//! eligibility, price matches and explanations.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::testkit::*;
+use super::*;
+use crate::entry::{PricingModel, Tier, TimeStep};
+use crate::ids::MatchId;
+use crate::state::ActionsWindow;
+
+const NOW: &str = "2026-06-01T12:00:00Z";
+
+fn run(state: &InstanceState, trigger: Trigger) -> Calculation {
+    calculate(state, true, trigger, ts(NOW), &BTreeMap::new(), &[])
+}
+
+fn price(c: &Calculation, item: &str) -> Money {
+    c.get(&id(item)).unwrap().price
+}
+
+fn fixed(max_step_change: Option<f64>) -> PricingModel {
+    PricingModel::Fixed { max_step_change }
+}
+
+fn rule(m: &str, target: &str, source: &str, ratio: f64, offset: &str) -> PriceMatch {
+    PriceMatch {
+        match_id: MatchId::parse(m).unwrap(),
+        item_id: id(target),
+        source_item_id: id(source),
+        ratio,
+        offset: money(offset),
+    }
+}
+
+#[test]
+fn fixed_prices_are_default_times_multiplier_rounded_to_the_step() {
+    let mut b = Builder::new();
+    b.product(
+        "p",
+        Product {
+            step: "0.05",
+            ..Product::default()
+        },
+    );
+    b.item(
+        "a",
+        "p",
+        Item {
+            default: "19.99",
+            multiplier: 1.1,
+            ..Item::default()
+        },
+    );
+    let c = run(&b.state, Trigger::Schedule);
+    // 19.99 * 1.1 = 21.989 -> 22.00 at step 0.05.
+    let p = c.get(&id("a")).unwrap();
+    assert_eq!(p.price, money("22"));
+    assert_eq!(p.status, PriceStatus::Calculated);
+    assert_eq!((p.previous_price, p.changed), (None, true));
+    let ex = &p.explanation;
+    assert_eq!(ex.raw, Some(money("21.989")));
+    assert_eq!(ex.product_multiplier, Some(1.0));
+    assert_eq!(ex.item_multiplier, Some(1.1));
+    assert_eq!(ex.bound, None);
+    assert_eq!(
+        ex.rounding,
+        Some(RoundingApplied {
+            step: money("0.05"),
+            from: money("21.989"),
+            to: money("22"),
+            reclamped: None
+        })
+    );
+    assert_eq!(ex.model.as_ref().map(ModelExplanation::name), Some("fixed"));
+}
+
+#[test]
+fn pace_prices_follow_sales_against_expectations() {
+    let mut b = Builder::new();
+    b.product(
+        "p",
+        Product {
+            model: PricingModel::default(),
+            capacity: Some(100),
+            ..Product::default()
+        },
+    );
+    // Sales period 2026-01-01 .. 2027-01-01; at NOW tau = 151.5 / 365.
+    b.item(
+        "a",
+        "p",
+        Item {
+            sold: 40,
+            ..Item::default()
+        },
+    );
+    b.item("b", "p", Item::default());
+    let c = run(&b.state, Trigger::Schedule);
+    let tau = (ts(NOW).millis() - ts("2026-01-01T00:00:00Z").millis()) as f64
+        / (ts("2027-01-01T00:00:00Z").millis() - ts("2026-01-01T00:00:00Z").millis()) as f64;
+    let expected = tau.powf(1.5);
+    let m = ((0.4 + 0.01) / (expected + 0.01)).powf(0.5);
+    let want = round_to_step(rounding::scale(money("50"), m), money("0.01"));
+    // Product-level: both items see 40 of 100 sold.
+    assert_eq!(price(&c, "a"), want);
+    assert_eq!(price(&c, "b"), want);
+    assert!(want > money("50"), "ahead of pace raises the price");
+    let ex = &c.get(&id("a")).unwrap().explanation;
+    assert!(matches!(
+        ex.model,
+        Some(ModelExplanation::Pace { sold: 40, capacity: Some(100), actual: Some(a), .. }) if a == 0.4
+    ));
+    assert_eq!(ex.product_multiplier, Some(m));
+}
+
+#[test]
+fn time_based_and_tiers_through_the_engine() {
+    let mut b = Builder::new();
+    b.meta(
+        json!({"dates": [{"date": {"start": "2026-06-11T12:00:00Z", "end": "2026-06-11T23:00:00Z"},
+                             "tags": ["main"]}]}),
+    );
+    b.product(
+        "t",
+        Product {
+            model: PricingModel::TimeBased {
+                steps: vec![
+                    TimeStep {
+                        days_before: 0.0,
+                        multiplier: 1.5,
+                    },
+                    TimeStep {
+                        days_before: 20.0,
+                        multiplier: 1.0,
+                    },
+                ],
+                max_step_change: None,
+            },
+            ..Product::default()
+        },
+    );
+    b.product(
+        "s",
+        Product {
+            model: PricingModel::Tiers {
+                tiers: vec![
+                    Tier {
+                        up_to_sold_percent: Some(50.0),
+                        multiplier: 0.9,
+                    },
+                    Tier {
+                        up_to_sold_percent: None,
+                        multiplier: 1.2,
+                    },
+                ],
+                max_step_change: None,
+            },
+            capacity: Some(10),
+            ..Product::default()
+        },
+    );
+    b.item("t1", "t", Item::default());
+    b.item(
+        "s1",
+        "s",
+        Item {
+            sold: 6,
+            ..Item::default()
+        },
+    );
+    let c = run(&b.state, Trigger::Schedule);
+    // 10 days before: halfway, M = 1.25.
+    assert_eq!(price(&c, "t1"), money("62.5"));
+    // 60 % sold: the catch-all tier.
+    assert_eq!(price(&c, "s1"), money("60"));
+}
+
+#[test]
+fn bounds_apply_and_are_named() {
+    let mut b = Builder::new();
+    b.product("p", Product::default());
+    b.item(
+        "hi",
+        "p",
+        Item {
+            multiplier: 3.0,
+            ..Item::default()
+        },
+    );
+    b.item(
+        "lo",
+        "p",
+        Item {
+            multiplier: 0.1,
+            ..Item::default()
+        },
+    );
+    let c = run(&b.state, Trigger::Schedule);
+    assert_eq!(price(&c, "hi"), money("100"));
+    assert_eq!(
+        c.get(&id("hi")).unwrap().explanation.bound,
+        Some(BoundApplied {
+            bound: Bound::Max,
+            from: money("150"),
+            to: money("100")
+        })
+    );
+    assert_eq!(price(&c, "lo"), money("10"));
+    assert_eq!(
+        c.get(&id("lo")).unwrap().explanation.bound.map(|b| b.bound),
+        Some(Bound::Min)
+    );
+}
+
+#[test]
+fn rounding_stays_inside_bounds_that_are_not_step_multiples() {
+    let mut b = Builder::new();
+    b.product(
+        "p",
+        Product {
+            step: "1",
+            ..Product::default()
+        },
+    );
+    b.item(
+        "a",
+        "p",
+        Item {
+            min: "10.2",
+            max: "10.8",
+            default: "10.5",
+            ..Item::default()
+        },
+    );
+    b.item(
+        "b",
+        "p",
+        Item {
+            min: "10.2",
+            max: "11.7",
+            default: "10.3",
+            multiplier: 1.5, // 15.45 -> max 11.7 -> rounds to 12 -> back to 11
+            ..Item::default()
+        },
+    );
+    let c = run(&b.state, Trigger::Schedule);
+    // 10.5 rounds to 11 > 10.8 and no whole number fits: the bound.
+    assert_eq!(price(&c, "a"), money("10.8"));
+    assert_eq!(
+        c.get(&id("a"))
+            .unwrap()
+            .explanation
+            .rounding
+            .unwrap()
+            .reclamped,
+        Some(Bound::Max)
+    );
+    assert_eq!(price(&c, "b"), money("11"));
+}
+
+#[test]
+fn max_step_change_caps_against_the_previous_price() {
+    let mut b = Builder::new();
+    b.product(
+        "p",
+        Product {
+            model: fixed(Some(0.1)),
+            ..Product::default()
+        },
+    );
+    b.item(
+        "up",
+        "p",
+        Item {
+            multiplier: 1.6, // 80
+            ..Item::default()
+        },
+    );
+    b.item(
+        "down",
+        "p",
+        Item {
+            multiplier: 0.5, // 25
+            ..Item::default()
+        },
+    );
+    b.item(
+        "first",
+        "p",
+        Item {
+            multiplier: 1.6,
+            ..Item::default()
+        },
+    );
+    b.item(
+        "small",
+        "p",
+        Item {
+            multiplier: 1.02, // 51, within 10 % of 50
+            ..Item::default()
+        },
+    );
+    b.item(
+        "bounds",
+        "p",
+        Item {
+            max: "100",
+            multiplier: 1.0,
+            ..Item::default()
+        },
+    );
+    let previous: BTreeMap<ItemId, Money> = [
+        (id("up"), money("50")),
+        (id("down"), money("50")),
+        (id("small"), money("50")),
+        // A previous price above today's max: the bounds win over the cap.
+        (id("bounds"), money("200")),
+    ]
+    .into_iter()
+    .collect();
+    let c = calculate(&b.state, true, Trigger::Schedule, ts(NOW), &previous, &[]);
+    assert_eq!(price(&c, "up"), money("55"));
+    assert_eq!(
+        c.get(&id("up")).unwrap().explanation.max_step_change,
+        Some(StepCap {
+            limit: 0.1,
+            previous_price: money("50"),
+            from: money("80"),
+            to: money("55")
+        })
+    );
+    assert_eq!(price(&c, "down"), money("45"));
+    // No previous price: nothing to cap against.
+    assert_eq!(price(&c, "first"), money("80"));
+    assert_eq!(
+        c.get(&id("first")).unwrap().explanation.max_step_change,
+        None
+    );
+    assert_eq!(price(&c, "small"), money("51"));
+    assert_eq!(
+        c.get(&id("small")).unwrap().explanation.max_step_change,
+        None
+    );
+    // 50 capped to 180 by the step limit, then to max 100.
+    let p = c.get(&id("bounds")).unwrap();
+    assert_eq!(p.price, money("100"));
+    assert!(p.explanation.max_step_change.is_some());
+    assert_eq!(p.explanation.bound.map(|b| b.bound), Some(Bound::Max));
+    assert!(p.changed);
+}
+
+fn eligibility_state() -> Builder {
+    let mut b = Builder::new();
+    b.product("p", Product::default());
+    b.item(
+        "on",
+        "p",
+        Item {
+            multiplier: 1.2,
+            ..Item::default()
+        },
+    );
+    b.item(
+        "off",
+        "p",
+        Item {
+            multiplier: 1.2,
+            dynamic_pricing: false,
+            ..Item::default()
+        },
+    );
+    b.item(
+        "future",
+        "p",
+        Item {
+            multiplier: 1.2,
+            dynamic_pricing_period: Some(("2026-07-01T00:00:00Z", "2026-08-01T00:00:00Z")),
+            ..Item::default()
+        },
+    );
+    b.item(
+        "sales-over",
+        "p",
+        Item {
+            multiplier: 1.2,
+            sales: ("2026-01-01T00:00:00Z", "2026-05-01T00:00:00Z"),
+            ..Item::default()
+        },
+    );
+    b.item(
+        "own-period",
+        "p",
+        Item {
+            multiplier: 1.2,
+            // Sales are over, but its own dynamic pricing period runs.
+            sales: ("2026-01-01T00:00:00Z", "2026-05-01T00:00:00Z"),
+            dynamic_pricing_period: Some(("2026-05-01T00:00:00Z", "2026-07-01T00:00:00Z")),
+            ..Item::default()
+        },
+    );
+    b.item(
+        "removed",
+        "p",
+        Item {
+            multiplier: 1.2,
+            ..Item::default()
+        },
+    );
+    b.state.items.get_mut(&id("removed")).unwrap().removed = true;
+    b
+}
+
+#[test]
+fn scheduled_pricing_prices_only_eligible_items() {
+    let b = eligibility_state();
+    let previous: BTreeMap<ItemId, Money> = [(id("off"), money("42")), (id("removed"), money("1"))]
+        .into_iter()
+        .collect();
+    let c = calculate(&b.state, true, Trigger::Schedule, ts(NOW), &previous, &[]);
+    let ids: Vec<&str> = c.prices.iter().map(|p| p.item_id.as_str()).collect();
+    // Item id order; removed items never appear.
+    assert_eq!(ids, ["future", "off", "on", "own-period", "sales-over"]);
+    let calculated: Vec<&str> = c.calculated().map(|p| p.item_id.as_str()).collect();
+    assert_eq!(calculated, ["on", "own-period"]);
+    assert_eq!(price(&c, "on"), money("60"));
+    // Kept with its last price.
+    let off = c.get(&id("off")).unwrap();
+    assert_eq!(
+        (off.price, off.changed, off.status),
+        (money("42"), false, PriceStatus::Kept)
+    );
+    assert_eq!(
+        off.explanation.kept,
+        Some(Kept {
+            reason: KeptReason::DynamicPricingOff,
+            source: KeptSource::PreviousPrice,
+            period: None
+        })
+    );
+    // Never priced: its default.
+    let future = c.get(&id("future")).unwrap();
+    assert_eq!(future.price, money("50"));
+    let kept = future.explanation.kept.unwrap();
+    assert_eq!(
+        (kept.reason, kept.source),
+        (
+            KeptReason::OutsideDynamicPricingPeriod,
+            KeptSource::DefaultPrice
+        )
+    );
+    assert_eq!(kept.period.unwrap().start, ts("2026-07-01T00:00:00Z"));
+    assert_eq!(
+        c.get(&id("sales-over"))
+            .unwrap()
+            .explanation
+            .kept
+            .unwrap()
+            .reason,
+        KeptReason::OutsideDynamicPricingPeriod
+    );
+    // Sales triggers follow the same rules.
+    let s = calculate(&b.state, true, Trigger::Sales, ts(NOW), &previous, &[]);
+    assert_eq!(
+        s.calculated()
+            .map(|p| p.item_id.as_str())
+            .collect::<Vec<_>>(),
+        ["on", "own-period"]
+    );
+}
+
+#[test]
+fn an_inactive_instance_keeps_every_price_on_schedule() {
+    let b = eligibility_state();
+    let c = calculate(
+        &b.state,
+        false,
+        Trigger::Schedule,
+        ts(NOW),
+        &BTreeMap::new(),
+        &[],
+    );
+    assert_eq!(c.calculated().count(), 0);
+    assert!(
+        c.kept()
+            .all(|p| p.explanation.kept.unwrap().reason == KeptReason::InstanceInactive)
+    );
+    assert!(c.kept().all(|p| p.price == money("50")));
+}
+
+#[test]
+fn a_request_calculates_every_live_item() {
+    let b = eligibility_state();
+    let c = calculate(
+        &b.state,
+        false,
+        Trigger::Request,
+        ts(NOW),
+        &BTreeMap::new(),
+        &[],
+    );
+    assert_eq!(c.prices.len(), 5);
+    assert_eq!(c.kept().count(), 0);
+    assert!(c.prices.iter().all(|p| p.price == money("60")));
+}
+
+#[test]
+fn a_manual_trigger_calculates_nothing() {
+    let b = eligibility_state();
+    let c = calculate(
+        &b.state,
+        true,
+        Trigger::Manual,
+        ts(NOW),
+        &BTreeMap::new(),
+        &[],
+    );
+    assert_eq!(c.calculated().count(), 0);
+    assert!(
+        c.kept()
+            .all(|p| p.explanation.kept.unwrap().reason == KeptReason::ManualResend)
+    );
+}
+
+#[test]
+fn the_actions_window_clips_the_sales_period() {
+    let mut b = eligibility_state();
+    b.state.header.actions_window = Some(ActionsWindow {
+        from: Some(ts("2026-06-05T00:00:00Z")),
+        until: None,
+    });
+    let c = run(&b.state, Trigger::Schedule);
+    // "on" now starts on 2026-06-05; "own-period" has its own period and is unaffected;
+    // "sales-over" ends before the window opens: no period at all.
+    assert_eq!(
+        c.calculated()
+            .map(|p| p.item_id.as_str())
+            .collect::<Vec<_>>(),
+        ["own-period"]
+    );
+    let on = c.get(&id("on")).unwrap().explanation.kept.unwrap();
+    assert_eq!(on.reason, KeptReason::OutsideDynamicPricingPeriod);
+    assert_eq!(on.period.unwrap().start, ts("2026-06-05T00:00:00Z"));
+    assert_eq!(
+        c.get(&id("sales-over"))
+            .unwrap()
+            .explanation
+            .kept
+            .unwrap()
+            .reason,
+        KeptReason::NoDynamicPricingPeriod
+    );
+    // A window that closed before now.
+    b.state.header.actions_window = Some(ActionsWindow {
+        from: None,
+        until: Some(ts("2026-05-15T00:00:00Z")),
+    });
+    let c = run(&b.state, Trigger::Schedule);
+    assert_eq!(
+        c.calculated()
+            .map(|p| p.item_id.as_str())
+            .collect::<Vec<_>>(),
+        ["own-period"]
+    );
+}
+
+fn match_state() -> Builder {
+    let mut b = Builder::new();
+    b.product("p", Product::default());
+    b.product(
+        "half",
+        Product {
+            step: "0.5",
+            ..Product::default()
+        },
+    );
+    b.item("a", "p", Item::default()); // 50
+    b.item("b", "half", Item::default());
+    b.item("c", "p", Item::default());
+    b.item(
+        "narrow",
+        "p",
+        Item {
+            min: "40",
+            max: "45.555",
+            default: "42",
+            ..Item::default()
+        },
+    );
+    b.item(
+        "off",
+        "p",
+        Item {
+            dynamic_pricing: false,
+            ..Item::default()
+        },
+    );
+    b
+}
+
+#[test]
+fn matches_apply_in_dependency_order_with_target_bounds_and_step() {
+    let b = match_state();
+    // Given out of order: c follows b, b follows a.
+    let rules = [
+        rule("m2", "c", "b", 1.0, "-0.01"),
+        rule("m1", "b", "a", 1.13, "0"),
+    ];
+    let c = calculate(
+        &b.state,
+        true,
+        Trigger::Schedule,
+        ts(NOW),
+        &BTreeMap::new(),
+        &rules,
+    );
+    // b = 50 * 1.13 = 56.5 (step 0.5: stays); c = 56.5 - 0.01 = 56.49.
+    assert_eq!(price(&c, "b"), money("56.5"));
+    assert_eq!(price(&c, "c"), money("56.49"));
+    let m = c
+        .get(&id("c"))
+        .unwrap()
+        .explanation
+        .price_match
+        .clone()
+        .unwrap();
+    assert_eq!(m.match_id.as_str(), "m2");
+    assert_eq!(m.source_price, money("56.5"));
+    assert_eq!(m.model_price, money("50"));
+    assert_eq!(m.raw, money("56.49"));
+    assert!(c.skipped_matches.is_empty());
+}
+
+#[test]
+fn matches_clamp_to_the_target_and_round_to_its_step() {
+    let b = match_state();
+    let rules = [
+        rule("m1", "narrow", "a", 1.0, "0"), // 50 -> max 45.555 -> 45.56 > max -> 45.55
+        rule("m2", "b", "a", 0.1, "-100"),   // negative -> min 10
+        rule("m3", "c", "a", 1.0, "0.123"),  // 50.123 -> 50.12
+    ];
+    let c = calculate(
+        &b.state,
+        true,
+        Trigger::Schedule,
+        ts(NOW),
+        &BTreeMap::new(),
+        &rules,
+    );
+    assert_eq!(price(&c, "narrow"), money("45.55"));
+    let m = c
+        .get(&id("narrow"))
+        .unwrap()
+        .explanation
+        .price_match
+        .clone()
+        .unwrap();
+    assert_eq!(m.bound.map(|b| b.bound), Some(Bound::Max));
+    assert_eq!(m.rounding.reclamped, Some(Bound::Max));
+    assert_eq!(price(&c, "b"), money("10"));
+    assert_eq!(price(&c, "c"), money("50.12"));
+}
+
+#[test]
+fn a_kept_target_is_not_matched_but_a_kept_source_is_read() {
+    let b = match_state();
+    let previous: BTreeMap<ItemId, Money> = [(id("off"), money("30"))].into_iter().collect();
+    let rules = [
+        rule("from-off", "a", "off", 2.0, "0"),
+        rule("to-off", "off", "c", 1.0, "0"),
+    ];
+    let c = calculate(
+        &b.state,
+        true,
+        Trigger::Schedule,
+        ts(NOW),
+        &previous,
+        &rules,
+    );
+    assert_eq!(price(&c, "a"), money("60"));
+    assert_eq!(price(&c, "off"), money("30"));
+    assert_eq!(
+        c.get(&id("off")).unwrap().explanation.match_skipped,
+        Some(MatchSkipped {
+            match_id: MatchId::parse("to-off").unwrap(),
+            reason: SkipReason::TargetKept
+        })
+    );
+    assert_eq!(c.skipped_matches.len(), 1);
+    assert_eq!(c.skipped_matches[0].reason, SkipReason::TargetKept);
+}
+
+#[test]
+fn calculate_survives_invalid_rule_sets() {
+    let b = match_state();
+    let rules = [
+        rule("c1", "a", "b", 1.0, "0"),
+        rule("c2", "b", "a", 1.0, "0"),
+        rule("self", "c", "c", 1.0, "0"),
+        rule("gone", "c", "nobody", 1.0, "0"),
+        rule("ok", "narrow", "a", 1.0, "-10"),
+    ];
+    let c = calculate(
+        &b.state,
+        true,
+        Trigger::Schedule,
+        ts(NOW),
+        &BTreeMap::new(),
+        &rules,
+    );
+    assert_eq!(price(&c, "a"), money("50"));
+    assert_eq!(price(&c, "b"), money("50"));
+    assert_eq!(price(&c, "narrow"), money("40"));
+    let mut skipped: Vec<(&str, SkipReason)> = c
+        .skipped_matches
+        .iter()
+        .map(|s| (s.match_id.as_str(), s.reason))
+        .collect();
+    skipped.sort();
+    assert_eq!(
+        skipped,
+        [
+            ("c1", SkipReason::InCycle),
+            ("c2", SkipReason::InCycle),
+            ("gone", SkipReason::SourceMissing),
+            ("self", SkipReason::InCycle)
+        ]
+    );
+    assert_eq!(
+        c.get(&id("a"))
+            .unwrap()
+            .explanation
+            .match_skipped
+            .as_ref()
+            .unwrap()
+            .reason,
+        SkipReason::InCycle
+    );
+}
+
+#[test]
+fn unchanged_prices_are_flagged() {
+    let b = match_state();
+    let previous: BTreeMap<ItemId, Money> = [(id("a"), money("50")), (id("b"), money("49"))]
+        .into_iter()
+        .collect();
+    let c = calculate(&b.state, true, Trigger::Schedule, ts(NOW), &previous, &[]);
+    let a = c.get(&id("a")).unwrap();
+    assert_eq!((a.previous_price, a.changed), (Some(money("50")), false));
+    let bb = c.get(&id("b")).unwrap();
+    assert_eq!((bb.previous_price, bb.changed), (Some(money("49")), true));
+    assert_eq!(
+        c.changed().map(|p| p.item_id.as_str()).collect::<Vec<_>>(),
+        ["b", "c", "narrow", "off"]
+    );
+}
+
+#[test]
+fn explanations_serialize_as_camel_case_json() {
+    let mut b = Builder::new();
+    b.product(
+        "p",
+        Product {
+            model: fixed(Some(0.1)),
+            step: "0.5",
+            ..Product::default()
+        },
+    );
+    b.item(
+        "a",
+        "p",
+        Item {
+            multiplier: 1.6,
+            ..Item::default()
+        },
+    );
+    b.item("b", "p", Item::default());
+    let previous: BTreeMap<ItemId, Money> = [(id("a"), money("50"))].into_iter().collect();
+    let rules = [rule("m", "b", "a", 1.0, "1")];
+    let c = calculate(&b.state, true, Trigger::Request, ts(NOW), &previous, &rules);
+    let v = serde_json::to_value(&c).unwrap();
+    assert_eq!(
+        v,
+        json!({
+            "trigger": "request",
+            "calculatedAt": "2026-06-01T12:00:00Z",
+            "prices": [
+                {
+                    "itemId": "a", "price": 55.0, "previousPrice": 50.0, "changed": true,
+                    "status": "calculated",
+                    "explanation": {
+                        "model": {"type": "fixed"},
+                        "productMultiplier": 1.0, "itemMultiplier": 1.6, "defaultPrice": 50.0,
+                        "raw": 80.0,
+                        "maxStepChange": {"limit": 0.1, "previousPrice": 50.0, "from": 80.0, "to": 55.0},
+                        "rounding": {"step": 0.5, "from": 55.0, "to": 55.0}
+                    }
+                },
+                {
+                    "itemId": "b", "price": 56.0, "previousPrice": null, "changed": true,
+                    "status": "calculated",
+                    "explanation": {
+                        "model": {"type": "fixed"},
+                        "productMultiplier": 1.0, "itemMultiplier": 1.0, "defaultPrice": 50.0,
+                        "raw": 50.0,
+                        "rounding": {"step": 0.5, "from": 50.0, "to": 50.0},
+                        "match": {
+                            "matchId": "m", "sourceItemId": "a", "sourcePrice": 55.0,
+                            "ratio": 1.0, "offset": 1.0, "modelPrice": 50.0, "raw": 56.0,
+                            "rounding": {"step": 0.5, "from": 56.0, "to": 56.0}
+                        }
+                    }
+                }
+            ],
+            "skippedMatches": []
+        })
+    );
+    let back: Calculation = serde_json::from_value(v).unwrap();
+    assert_eq!(back, c);
+    // A kept price.
+    let c = calculate(&b.state, false, Trigger::Schedule, ts(NOW), &previous, &[]);
+    assert_eq!(
+        serde_json::to_value(&c.prices[1].explanation).unwrap(),
+        json!({"kept": {"reason": "instanceInactive", "source": "defaultPrice"}})
+    );
+}
+
+#[test]
+fn equal_inputs_give_equal_results() {
+    let b = match_state();
+    let rules = [rule("m1", "b", "a", 1.13, "0")];
+    let one = calculate(
+        &b.state,
+        true,
+        Trigger::Schedule,
+        ts(NOW),
+        &BTreeMap::new(),
+        &rules,
+    );
+    let two = calculate(
+        &b.state,
+        true,
+        Trigger::Schedule,
+        ts(NOW),
+        &BTreeMap::new(),
+        &rules,
+    );
+    assert_eq!(one, two);
+}
