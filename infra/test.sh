@@ -1,6 +1,28 @@
 #!/usr/bin/env bash
-# The project's test command (README): builds the workspace once and runs every test suite.
-# Idempotent; needs only the Rust toolchain.
+# The project's test command (README). Idempotent; needs the Rust toolchain and Python 3.
+#  1. installs the test tools into ./.venv if missing (moto server, cfn-lint)
+#  2. checks template.yaml with cfn-lint
+#  3. starts one AWS API emulator (moto server) on a free loopback port for the whole run
+#  4. builds the workspace once and runs every test suite (embedded and AWS adapters,
+#     router, Lambda handlers on the emulator, end-to-end tests of the standalone binary)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+infra/venv.sh
+
+echo "== cfn-lint template.yaml"
+.venv/bin/cfn-lint template.yaml
+
+mkdir -p target
+port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+.venv/bin/moto_server -H 127.0.0.1 -p "$port" > target/moto.log 2>&1 &
+moto_pid=$!
+trap 'kill $moto_pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+  sleep 0.1
+done
+export PRICING_EMULATOR_ENDPOINT="http://127.0.0.1:$port"
+echo "== AWS emulator (moto) at $PRICING_EMULATOR_ENDPOINT"
+
 cargo test --workspace --all-targets --locked "$@"

@@ -17,9 +17,14 @@ struct Service {
 
 impl Service {
     fn start(data: &Path) -> Service {
+        Self::start_with(data, &[])
+    }
+
+    fn start_with(data: &Path, extra: &[&str]) -> Service {
         let mut child = Command::new(env!("CARGO_BIN_EXE_standalone"))
             .args(["serve", "--listen", "127.0.0.1:0", "--data"])
             .arg(data)
+            .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -401,4 +406,194 @@ async fn oauth_client_credentials_and_token_subcommand() {
             assert_eq!(mode & 0o777, 0o600, "{f}");
         }
     }
+}
+
+/// Polls `url` until `done` accepts its JSON body.
+async fn wait_for(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = send(client, reqwest::Method::GET, url.to_owned(), token, None)
+            .await
+            .expect("GET");
+        if status == 200 && done(&body) {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prices_on_demand_on_sales_thresholds_and_on_schedule() {
+    use reqwest::Method;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let service = Service::start_with(&data, &["--schedule-tick", "1"]);
+    let token = token(&data, "pricing");
+    let client = reqwest::Client::new();
+    let base = service.base.clone();
+    let (s, _) = send(
+        &client,
+        Method::POST,
+        format!("{base}/projects"),
+        &token,
+        Some(json!({"projectId": "shop"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(s, 201);
+    let entries = |step: u32| {
+        json!({"entries": [
+            {"type": "pricingSchedule", "data": {"interval": "P1D"}},
+            {"type": "productRegistration", "data": {"productId": "ga", "capacity": 10,
+                "pricingModel": {"type": "tiers", "tiers": [{"upToSoldPercent": 10, "multiplier": 1}, {"multiplier": 1.5}]},
+                "recalculation": {"soldPercentStep": step}}},
+            {"type": "itemRegistration", "data": {"itemId": "a", "productId": "ga",
+                "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2035-01-01T00:00:00Z"},
+                "priceSettings": {"min": 10, "max": 100, "default": 40}}},
+        ]})
+    };
+    // `gig` is active (scheduled pricing on); `off` is not.
+    for (id, active) in [("gig", true), ("off", false)] {
+        let (s, _) = send(
+            &client,
+            Method::POST,
+            format!("{base}/projects/shop/instances"),
+            &token,
+            Some(json!({"instanceId": id, "active": active})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(s, 201);
+        let (s, b) = send(
+            &client,
+            Method::POST,
+            format!("{base}/projects/shop/instances/{id}/entries"),
+            &token,
+            Some(entries(10)),
+        )
+        .await
+        .unwrap();
+        assert_eq!(s, 200, "{b}");
+    }
+    let history_url = format!("{base}/projects/shop/instances/gig/items/a/priceHistory");
+    let with = |trigger: &'static str| {
+        move |b: &Value| {
+            b["items"]
+                .as_array()
+                .is_some_and(|items| items.iter().any(|e| e["trigger"] == trigger))
+        }
+    };
+    let count = |b: &Value, trigger: &str| {
+        b["items"].as_array().map_or(0, |items| {
+            items.iter().filter(|e| e["trigger"] == trigger).count()
+        })
+    };
+
+    // The schedule (one slot a day here) prices the active instance once.
+    wait_for(
+        &client,
+        &history_url,
+        &token,
+        "a scheduled calculation",
+        with("schedule"),
+    )
+    .await;
+
+    // On demand, with metadata.
+    let (s, b) = send(
+        &client,
+        Method::POST,
+        format!("{base}/projects/shop/calculatePrices"),
+        &token,
+        Some(json!({"metadata": {"batch": 1}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(s, 202, "{b}");
+    assert_eq!(
+        b["calculations"].as_array().map(Vec::len),
+        Some(2),
+        "all instances of the project"
+    );
+    let calculation = b["calculations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["instanceId"] == "gig")
+        .unwrap()["calculationId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let prices_url = format!("{base}/projects/shop/instancePrices?instanceId=gig");
+    let prices = wait_for(
+        &client,
+        &prices_url,
+        &token,
+        "the requested calculation",
+        |b| b["items"][0]["calculationId"] == calculation.as_str(),
+    )
+    .await;
+    assert_eq!(
+        prices["items"][0]["prices"],
+        json!([{"itemId": "a", "price": 40.0}])
+    );
+
+    // A sale crossing 10 % sold triggers a calculation by itself; the tier rises to 1.5.
+    let sale = json!({"entries": [{"type": "itemSale", "data": {"itemId": "a", "quantity": 2, "price": 40}}]});
+    let (s, _) = send(
+        &client,
+        Method::POST,
+        format!("{base}/projects/shop/instances/gig/entries"),
+        &token,
+        Some(sale),
+    )
+    .await
+    .unwrap();
+    assert_eq!(s, 200);
+    let history = wait_for(
+        &client,
+        &history_url,
+        &token,
+        "a sales-triggered calculation",
+        with("sales"),
+    )
+    .await;
+    let sales = history["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["trigger"] == "sales")
+        .unwrap()
+        .clone();
+    assert_eq!(sales["price"], 60.0, "{sales}");
+    assert_eq!(sales["previousPrice"], 40.0);
+    assert_eq!(count(&history, "request"), 1);
+
+    // However often the scheduler ticks, one run per slot; the inactive instance gets none.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (_, again) = send(&client, Method::GET, history_url.clone(), &token, None)
+        .await
+        .unwrap();
+    assert_eq!(count(&again, "schedule"), 1, "{again}");
+    let (_, off) = send(
+        &client,
+        Method::GET,
+        format!("{base}/projects/shop/instances/off/items/a/priceHistory"),
+        &token,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(count(&off, "schedule"), 0, "{off}");
+    assert_eq!(count(&off, "request"), 1, "{off}");
 }

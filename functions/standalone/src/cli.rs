@@ -22,6 +22,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Print a bearer token for a tenant (valid 24 h) as the last line of stdout.
     Token(TokenArgs),
+    /// Compare pricing models on a generated market or an instance's entry log: prints
+    /// revenue and sell-through per model.
+    Simulate(SimulateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -41,6 +44,9 @@ pub struct ServeArgs {
     /// Entry-processing workers.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
+    /// Seconds between looks for due scheduled price calculations.
+    #[arg(long, default_value_t = 60)]
+    pub schedule_tick: u64,
 }
 
 #[derive(Debug, Args)]
@@ -54,4 +60,87 @@ pub struct TokenArgs {
     /// Lifetime in seconds.
     #[arg(long, default_value_t = 86_400)]
     pub ttl: i64,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    #[command(subcommand)]
+    pub source: SimulateSource,
+    /// No progress bar (it is also hidden when stderr is not a terminal).
+    #[arg(long, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SimulateSource {
+    /// Simulate a market: Poisson demand with a price elasticity, rising towards the event.
+    Market(MarketArgs),
+    /// Replay an instance's entry log: the logged sales, priced by each model.
+    Log(LogArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MarketArgs {
+    /// Models to compare, with default parameters: pace, timeBased, tiers, fixed.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "pace,timeBased,tiers,fixed"
+    )]
+    pub models: Vec<String>,
+    /// A model with its own parameters, as LABEL=JSON (the product's `pricingModel`), e.g.
+    /// 'steep={"type":"pace","sensitivity":1}'. Repeatable; compared after --models.
+    #[arg(long, value_name = "LABEL=JSON")]
+    pub model: Vec<String>,
+    /// Units for sale (the product capacity).
+    #[arg(long, default_value_t = 1000)]
+    pub capacity: u64,
+    /// Length of the sales period; the main date (the event) is at its end.
+    #[arg(long, default_value_t = 60)]
+    pub days: u32,
+    /// Price calculations (scheduled) and demand draws per day.
+    #[arg(long, default_value_t = 24)]
+    pub steps_per_day: u32,
+    /// Expected units demanded per day at the default price (before the time factor
+    /// 0.5 + 1.5 * elapsed share of the sales period).
+    #[arg(long, default_value_t = 40.0)]
+    pub base_demand: f64,
+    /// Price elasticity of demand: demand scales with (price / default)^elasticity.
+    #[arg(long, default_value_t = -1.5, allow_negative_numbers = true)]
+    pub elasticity: f64,
+    /// The item's default price.
+    #[arg(long, default_value_t = 50.0)]
+    pub default_price: f64,
+    /// The item's lowest price.
+    #[arg(long, default_value_t = 20.0)]
+    pub min: f64,
+    /// The item's highest price.
+    #[arg(long, default_value_t = 150.0)]
+    pub max: f64,
+    /// Seed of the demand draws; every model meets the same draws.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Data directory of the service (its database is read, not changed).
+    #[arg(long, default_value = "./data")]
+    pub data: PathBuf,
+    /// Project of the instance.
+    #[arg(long)]
+    pub project: String,
+    /// Instance whose log is replayed.
+    #[arg(long)]
+    pub instance: String,
+    /// Models to compare: current (each product's own), pace, timeBased, tiers, fixed.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "current,pace,timeBased,tiers,fixed"
+    )]
+    pub models: Vec<String>,
+    /// A model with its own parameters, as LABEL=JSON (see `simulate market --help`).
+    #[arg(long, value_name = "LABEL=JSON")]
+    pub model: Vec<String>,
 }

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod datadir;
 pub mod oauth;
 pub mod serve;
+pub mod simulate;
 pub mod worker;
 
 /// Structured logs to stderr; `RUST_LOG` filters (default: info), `LOG_FORMAT=json` for JSON.

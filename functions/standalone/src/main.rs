@@ -21,6 +21,7 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Serve(args) => standalone::serve::run(args).await,
             Command::Token(args) => standalone::datadir::print_token(&args),
+            Command::Simulate(args) => standalone::simulate::run(args).await,
         }
     });
     match result {

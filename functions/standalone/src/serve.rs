@@ -67,6 +67,11 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         })
         .collect();
     crate::worker::sweep(&store).await;
+    let scheduler = tokio::spawn(crate::worker::schedule(
+        store.clone(),
+        Duration::from_secs(args.schedule_tick.max(1)),
+        stopped.clone(),
+    ));
 
     {
         let mut out = std::io::stdout().lock();
@@ -93,6 +98,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
 
     tracing::info!("shutting down: finishing work in progress");
     let _ = stop.send(true);
+    let _ = scheduler.await;
     for w in workers {
         if tokio::time::timeout(Duration::from_secs(10), w)
             .await

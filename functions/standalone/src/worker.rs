@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pricing_core::model::Message;
-use pricing_core::ports::{Backlog, WorkQueue};
+use pricing_core::ports::{Backlog, StoreError, WorkQueue};
 use pricing_core::process::Processor;
+use pricing_core::recalc::due_scheduled_runs;
 use pricing_core::time::Timestamp;
+use pricing_core::work::Handled;
 use pricing_embedded::EmbeddedStore;
 use tokio::sync::watch;
 
@@ -15,10 +17,6 @@ use tokio::sync::watch;
 const VISIBILITY: Duration = Duration::from_secs(60);
 /// Messages taken per receive.
 const BATCH: usize = 8;
-
-fn now() -> Timestamp {
-    Timestamp::now()
-}
 
 /// Delay before retrying a failed attempt: 1 s, 2 s, 4 s ... capped at 5 min.
 pub fn backoff(receive_count: u32) -> Duration {
@@ -52,25 +50,12 @@ pub async fn run(
             continue;
         }
         for r in received {
-            let outcome = match &r.message {
-                Message::ProcessInstance { key } => processor
-                    .process(&store, &store, key, now())
-                    .await
-                    .map(|report| {
-                        tracing::debug!(
-                            instance = %key,
-                            applied = report.applied,
-                            rejected = report.rejected,
-                            sequence = report.applied_seq,
-                            "log tail applied"
-                        );
-                    }),
-            };
+            let outcome = handle(&store, &processor, &r.message).await;
             let done = match outcome {
                 Ok(()) => store.ack(&r.receipt).await,
                 Err(e) => {
                     let delay = backoff(r.receive_count);
-                    tracing::warn!(error = %e, attempt = r.receive_count, ?delay, "processing failed; will retry");
+                    tracing::warn!(error = %e, attempt = r.receive_count, ?delay, "work failed; will retry");
                     store.retry_later(&r.receipt, delay).await
                 }
             };
@@ -78,6 +63,49 @@ pub async fn run(
                 // The message reappears after its visibility timeout: nothing is lost.
                 tracing::warn!(error = %e, "could not settle a message");
             }
+        }
+    }
+}
+
+/// One message, handled as in the Lambda functions (`pricing_core::work::handle`).
+pub async fn handle(
+    store: &EmbeddedStore,
+    processor: &Processor,
+    message: &Message,
+) -> Result<(), StoreError> {
+    let handled =
+        pricing_core::work::handle(store, store, processor, message, Timestamp::now()).await?;
+    let instance = match message {
+        Message::ProcessInstance { key } | Message::Recalculate { key, .. } => key,
+    };
+    if matches!(handled, Handled::UnknownInstance) {
+        tracing::warn!(%instance, "{handled}");
+    } else {
+        tracing::debug!(%instance, "{handled}");
+    }
+    Ok(())
+}
+
+/// The scheduler: every `tick`, enqueues the scheduled calculations that are due (one per
+/// active instance and schedule slot; idempotent per slot).
+pub async fn schedule(store: EmbeddedStore, tick: Duration, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        match due_scheduled_runs(&store, &store, Timestamp::now()).await {
+            Ok(due) => {
+                for message in &due {
+                    if let Err(e) = store.send(message).await {
+                        tracing::warn!(error = %e, "could not enqueue a scheduled calculation");
+                    }
+                }
+                if !due.is_empty() {
+                    tracing::info!(instances = due.len(), "scheduled calculations enqueued");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "looking for due schedules failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {}
+            _ = shutdown.changed() => return,
         }
     }
 }
@@ -91,7 +119,10 @@ pub async fn sweep<S: Backlog + WorkQueue>(store: &S) {
                 tracing::warn!(instance = %key, %error, "sweep could not enqueue");
             }
             if report.enqueued > 0 {
-                tracing::info!(instances = report.enqueued, "sweep re-enqueued unapplied log tails");
+                tracing::info!(
+                    instances = report.enqueued,
+                    "sweep re-enqueued unapplied log tails"
+                );
             }
         }
         Err(e) => tracing::warn!(error = %e, "sweep failed"),

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use pricing_core::jws::Signer;
-use pricing_core::ports::{EntryLog, InstanceStore, ProjectStore, StateStore, WorkQueue};
+use pricing_core::ports::{
+    Enqueue, EntryLog, InstanceStore, PriceMatchStore, PriceStore, ProjectStore, StateStore,
+};
 
 use crate::auth::{Authenticator, RateLimiter};
 
@@ -13,12 +15,16 @@ pub trait Ports: Send + Sync + 'static {
     type Instances: InstanceStore;
     type Log: EntryLog;
     type State: StateStore;
-    type Queue: WorkQueue;
+    type Prices: PriceStore;
+    type Matches: PriceMatchStore;
+    type Queue: Enqueue;
 
     fn projects(&self) -> &Self::Projects;
     fn instances(&self) -> &Self::Instances;
     fn log(&self) -> &Self::Log;
     fn state(&self) -> &Self::State;
+    fn prices(&self) -> &Self::Prices;
+    fn matches(&self) -> &Self::Matches;
     fn queue(&self) -> &Self::Queue;
 }
 
@@ -30,13 +36,15 @@ pub struct Stores<S, Q> {
 
 impl<S, Q> Ports for Stores<S, Q>
 where
-    S: ProjectStore + InstanceStore + EntryLog + StateStore,
-    Q: WorkQueue,
+    S: ProjectStore + InstanceStore + EntryLog + StateStore + PriceStore + PriceMatchStore,
+    Q: Enqueue,
 {
     type Projects = S;
     type Instances = S;
     type Log = S;
     type State = S;
+    type Prices = S;
+    type Matches = S;
     type Queue = Q;
 
     fn projects(&self) -> &S {
@@ -49,6 +57,12 @@ where
         &self.store
     }
     fn state(&self) -> &S {
+        &self.store
+    }
+    fn prices(&self) -> &S {
+        &self.store
+    }
+    fn matches(&self) -> &S {
         &self.store
     }
     fn queue(&self) -> &Q {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use pricing_core::model::{AppendOutcome, Message};
-use pricing_core::ports::{EntryLog, WorkQueue};
+use pricing_core::ports::{Enqueue, EntryLog};
 use pricing_core::submit::{SubmitError, prepare};
 use serde_json::{Value, json};
 

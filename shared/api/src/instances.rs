@@ -318,6 +318,7 @@ pub async fn item<P: Ports>(
         .ok_or_else(not_found)?;
     let totals = state.product_totals();
     let c = state.item_counts(item, &totals);
+    let price_matches = crate::matches::rules_of_item(&app, &instance.key(), &id).await?;
     Ok(Json(json!({
         "itemId": item.item_id,
         "productId": item.product_id,
@@ -328,7 +329,7 @@ pub async fn item<P: Ports>(
         "available": c.available,
         "oversold": c.oversold,
         "total": item.total,
-        "priceMatches": [],
+        "priceMatches": price_matches,
     })))
 }
 

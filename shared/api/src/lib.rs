@@ -7,6 +7,8 @@ pub mod entries;
 pub mod error;
 pub mod extract;
 pub mod instances;
+pub mod matches;
+pub mod prices;
 pub mod projects;
 pub mod system;
 pub mod util;
@@ -19,7 +21,7 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get};
+use axum::routing::{any, delete, get, post};
 
 pub use app::{App, Limits, Ports, Stores};
 pub use error::ApiError;
@@ -52,6 +54,24 @@ pub const ROUTES: &[(&str, &str)] = &[
     (
         "GET",
         "/projects/{projectId}/instances/{instanceId}/entries",
+    ),
+    ("POST", "/projects/{projectId}/calculatePrices"),
+    ("GET", "/projects/{projectId}/instancePrices"),
+    (
+        "GET",
+        "/projects/{projectId}/instances/{instanceId}/items/{itemId}/priceHistory",
+    ),
+    (
+        "GET",
+        "/projects/{projectId}/instances/{instanceId}/priceMatches",
+    ),
+    (
+        "POST",
+        "/projects/{projectId}/instances/{instanceId}/priceMatches",
+    ),
+    (
+        "DELETE",
+        "/projects/{projectId}/instances/{instanceId}/priceMatches/{matchId}",
     ),
     ("POST", "/projects/{projectId}/publicKeys"),
     ("GET", "/projects/{projectId}/publicKeys"),
@@ -92,6 +112,26 @@ pub fn router<P: Ports>(app: Arc<App<P>>) -> Router {
         .route(
             "/projects/{projectId}/instances/{instanceId}/entries",
             get(entries::log::<P>).post(entries::submit::<P>),
+        )
+        .route(
+            "/projects/{projectId}/calculatePrices",
+            post(prices::calculate::<P>),
+        )
+        .route(
+            "/projects/{projectId}/instancePrices",
+            get(prices::instance_prices::<P>),
+        )
+        .route(
+            "/projects/{projectId}/instances/{instanceId}/items/{itemId}/priceHistory",
+            get(prices::price_history::<P>),
+        )
+        .route(
+            "/projects/{projectId}/instances/{instanceId}/priceMatches",
+            get(matches::list::<P>).post(matches::create::<P>),
+        )
+        .route(
+            "/projects/{projectId}/instances/{instanceId}/priceMatches/{matchId}",
+            delete(matches::delete::<P>),
         )
         .route(
             "/projects/{projectId}/publicKeys",

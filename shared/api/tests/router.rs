@@ -210,7 +210,8 @@ async fn openapi_describes_exactly_the_routes() {
             .replace("{projectId}", "p")
             .replace("{instanceId}", "i")
             .replace("{itemId}", "x")
-            .replace("{productId}", "y");
+            .replace("{productId}", "y")
+            .replace("{matchId}", "m");
         let r = h.call(method, &concrete, None, None).await;
         assert!(
             [StatusCode::OK, StatusCode::UNAUTHORIZED, StatusCode::GONE].contains(&r.status),
@@ -949,7 +950,8 @@ async fn tenant_isolation_on_every_project_scoped_route() {
             .replace("{projectId}", "p")
             .replace("{instanceId}", "i")
             .replace("{itemId}", "ga-1")
-            .replace("{productId}", "ga");
+            .replace("{productId}", "ga")
+            .replace("{matchId}", "m");
         let body = match *method {
             "POST" if concrete.ends_with("/entries") => Some(registrations()),
             "POST" | "PUT" => Some(json!({"name": "hijack"})),
@@ -978,4 +980,282 @@ async fn tenant_isolation_on_every_project_scoped_route() {
         3,
         "the intruder's entries were not stored"
     );
+}
+
+#[tokio::test]
+async fn price_matches_calculations_instance_prices_and_history() {
+    use pricing_core::ports::{EventStore, InstanceStore, WorkQueue};
+    use pricing_core::recalc::{RecalcRequest, recalculate};
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    let entries = json!({"entries": [
+        {"type": "productRegistration", "data": {"productId": "ga", "capacity": 100, "pricingModel": "fixed"}},
+        {"type": "itemRegistration", "data": {"itemId": "a", "productId": "ga",
+            "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2030-01-01T00:00:00Z"},
+            "priceSettings": {"min": 10, "max": 100, "default": 40}}},
+        {"type": "itemRegistration", "data": {"itemId": "b", "productId": "ga",
+            "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2030-01-01T00:00:00Z"},
+            "priceSettings": {"min": 10, "max": 100, "default": 60}}},
+    ]});
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/instances/i/entries",
+            Some("acme"),
+            Some(entries),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    h.process("p", "i").await;
+
+    // Rules: b follows a at half price; a following b would close a cycle.
+    let path = "/projects/p/instances/i/priceMatches";
+    let r = h
+        .call(
+            "POST",
+            path,
+            Some("acme"),
+            Some(json!({"matchId": "half", "itemId": "b", "sourceItemId": "a", "ratio": 0.5})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let r = h
+        .call(
+            "POST",
+            path,
+            Some("acme"),
+            Some(json!({"itemId": "a", "sourceItemId": "b"})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        r.body["detail"].as_str().unwrap().contains("half"),
+        "the cycle is named: {:?}",
+        r.body
+    );
+    let r = h
+        .call(
+            "POST",
+            path,
+            Some("acme"),
+            Some(json!({"matchId": "half", "itemId": "a", "sourceItemId": "b"})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::CONFLICT);
+    let r = h
+        .call(
+            "POST",
+            path,
+            Some("acme"),
+            Some(json!({"itemId": "a", "sourceItemId": "a"})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+    let r = h
+        .call(
+            "POST",
+            path,
+            Some("acme"),
+            Some(json!({"itemId": "a", "sourceItemId": "b", "ratio": -1})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+    let r = h.call("GET", path, Some("acme"), None).await;
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 1);
+    let r = h
+        .call("GET", "/projects/p/instances/i/items/b", Some("acme"), None)
+        .await;
+    assert_eq!(r.body["priceMatches"][0]["matchId"], "half");
+
+    // On demand: 202 with a calculation id; the metadata comes back in the event.
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/calculatePrices",
+            Some("acme"),
+            Some(json!({"metadata": {"reason": "launch"}})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
+    let calculation_id = r.body["calculations"][0]["calculationId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(r.body["calculations"][0]["instanceId"], "i");
+    // Drain the queue (the instance's FIFO group hands out one message at a time).
+    let mut recalc = None;
+    for _ in 0..5 {
+        for m in h
+            .store
+            .receive(10, std::time::Duration::from_secs(30))
+            .await
+            .unwrap()
+        {
+            if let pricing_core::model::Message::Recalculate {
+                calculation_id,
+                trigger,
+                metadata,
+                ..
+            } = &m.message
+            {
+                recalc = Some((calculation_id.clone(), *trigger, metadata.clone()));
+            }
+            h.store.ack(&m.receipt).await.unwrap();
+        }
+    }
+    let recalc = recalc.expect("a Recalculate message");
+    assert_eq!(recalc.0, calculation_id);
+    let key = InstanceKey::new(
+        ProjectId::parse("p").unwrap(),
+        InstanceId::parse("i").unwrap(),
+    );
+    let instance = h.store.get_instance(&key).await.unwrap().unwrap();
+    let request = RecalcRequest {
+        calculation_id: recalc.0.clone(),
+        trigger: recalc.1,
+        metadata: recalc.2.clone(),
+    };
+    let calc = recalculate(
+        &h.store,
+        &h.store,
+        &h.store,
+        &instance,
+        &request,
+        Timestamp::now(),
+    )
+    .await
+    .unwrap()
+    .expect("calculated");
+    assert_eq!(calc.sequence, 1);
+    // Replaying the same message changes nothing.
+    assert!(
+        recalculate(
+            &h.store,
+            &h.store,
+            &h.store,
+            &instance,
+            &request,
+            Timestamp::now()
+        )
+        .await
+        .unwrap()
+        .is_none()
+    );
+
+    let r = h
+        .call("GET", "/projects/p/instancePrices", Some("acme"), None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["items"][0]["calculationId"], calculation_id.as_str());
+    assert_eq!(
+        r.body["items"][0]["prices"],
+        json!([{"itemId": "a", "price": 40.0}, {"itemId": "b", "price": 20.0}])
+    );
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instancePrices?instanceId=i",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 1);
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instancePrices?instanceId=nope",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/i/items/b/priceHistory",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let entry = &r.body["items"][0];
+    assert_eq!(entry["trigger"], "request");
+    assert_eq!(entry["price"], 20.0);
+    assert_eq!(entry["explanation"]["match"]["matchId"], "half", "{entry}");
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/i/items/ghost/priceHistory",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_problem(&r, StatusCode::NOT_FOUND);
+
+    let events = h.store.list_events(&key, None, 10).await.unwrap();
+    let updated = events
+        .iter()
+        .find(|e| e.event_type == "prices.updated")
+        .expect("a prices.updated event");
+    assert_eq!(updated.data["metadata"], json!({"reason": "launch"}));
+    assert_eq!(updated.data["calculationId"], calculation_id.as_str());
+    assert_eq!(
+        (
+            updated.data["part"].as_u64(),
+            updated.data["parts"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        updated.data["prices"][1],
+        json!({"itemId": "b", "price": 20.0, "previousPrice": null, "changed": true})
+    );
+
+    // Bad requests change nothing.
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/calculatePrices",
+            Some("acme"),
+            Some(json!({"instanceIds": ["i", "zzz"]})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+    assert_eq!(r.body["errors"][0]["pointer"], "/instanceIds/1");
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/calculatePrices",
+            Some("acme"),
+            Some(json!({"metadata": {"x": "y".repeat(9000)}})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+    assert!(
+        h.store
+            .receive(10, std::time::Duration::from_secs(30))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let r = h
+        .call(
+            "DELETE",
+            "/projects/p/instances/i/priceMatches/half",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let r = h
+        .call(
+            "DELETE",
+            "/projects/p/instances/i/priceMatches/half",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_problem(&r, StatusCode::NOT_FOUND);
 }

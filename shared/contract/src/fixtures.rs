@@ -1,9 +1,10 @@
 //! Records for the suites, with ids unique to one run so that suites can share a store.
 
 use pricing_core::ids::{
-    InstanceId, InstanceKey, ItemId, ProductId, ProjectId, TenantId, TransactionId,
+    InstanceId, InstanceKey, ItemId, MatchId, ProductId, ProjectId, TenantId, TransactionId,
 };
-use pricing_core::model::{Event, Instance, Message, NewEntry, Project};
+use pricing_core::model::{Event, Instance, Message, NewEntry, PriceCalculation, Project};
+use pricing_core::pricing::{ItemPrice, PriceMatch, PriceStatus, Trigger};
 use pricing_core::state::{Header, ItemState, ProductState};
 use pricing_core::time::Timestamp;
 use serde_json::{Map, Value, json};
@@ -39,7 +40,9 @@ impl Run {
     /// Whether a message is about one of this run's instances.
     pub fn owns(&self, message: &Message) -> bool {
         match message {
-            Message::ProcessInstance { key } => key.project_id.as_str().starts_with(&self.prefix),
+            Message::ProcessInstance { key } | Message::Recalculate { key, .. } => {
+                key.project_id.as_str().starts_with(&self.prefix)
+            }
         }
     }
 }
@@ -151,6 +154,90 @@ pub fn event(key: &InstanceKey, id: &str, data: Value) -> Event {
         created_at: at("2026-03-04T05:06:07Z"),
         data,
     }
+}
+
+/// The price of one item after a calculation: `calculated` with a full explanation (pace
+/// model, multipliers, rounding), or `kept` with the reason. `changed` follows `previous`.
+pub fn item_price(id: &str, price: f64, previous: Option<f64>, status: PriceStatus) -> ItemPrice {
+    let explanation = match status {
+        PriceStatus::Calculated => json!({
+            "model": {
+                "type": "pace",
+                "sensitivity": 0.5,
+                "curve": 1.5,
+                "expectedSales": 0.75,
+                "tau": 0.25,
+                "expected": 0.09375,
+                "sold": 12,
+                "capacity": 100,
+                "actual": 0.12,
+            },
+            "productMultiplier": 1.25,
+            "itemMultiplier": 1.5,
+            "defaultPrice": 40.0,
+            "raw": price,
+            "rounding": {"step": 0.5, "from": price, "to": price},
+        }),
+        PriceStatus::Kept => json!({
+            "kept": {"reason": "dynamicPricingOff", "source": "previousPrice"},
+        }),
+    };
+    serde_json::from_value(json!({
+        "itemId": id,
+        "price": price,
+        "previousPrice": previous,
+        "changed": previous != Some(price),
+        "status": status,
+        "explanation": explanation,
+    }))
+    .expect("a valid item price")
+}
+
+/// A calculated price (see [`item_price`]).
+pub fn calculated(id: &str, price: f64, previous: Option<f64>) -> ItemPrice {
+    item_price(id, price, previous, PriceStatus::Calculated)
+}
+
+/// A kept price (see [`item_price`]).
+pub fn kept(id: &str, price: f64) -> ItemPrice {
+    item_price(id, price, Some(price), PriceStatus::Kept)
+}
+
+/// A calculation with sequence `sequence`, calculated one minute per sequence after a
+/// fixed time; `prices` are sorted by item id, as the engine returns them.
+pub fn calculation(
+    id: &str,
+    sequence: u64,
+    trigger: Trigger,
+    mut prices: Vec<ItemPrice>,
+) -> PriceCalculation {
+    prices.sort_by(|a, b| a.item_id.cmp(&b.item_id));
+    let minutes = i64::try_from(sequence).expect("a small sequence");
+    PriceCalculation {
+        calculation_id: id.to_owned(),
+        trigger,
+        metadata: None,
+        calculated_at: Timestamp::from_millis(1_780_000_000_000 + minutes * 60_000)
+            .expect("a valid time"),
+        sequence,
+        prices,
+    }
+}
+
+pub fn match_id(s: &str) -> MatchId {
+    MatchId::parse(s).expect("a valid match id")
+}
+
+/// A price match rule: `item` follows `source` (`price = source * ratio + offset`).
+pub fn price_match(id: &str, item: &str, source: &str, ratio: f64, offset: f64) -> PriceMatch {
+    serde_json::from_value(json!({
+        "matchId": id,
+        "itemId": item,
+        "sourceItemId": source,
+        "ratio": ratio,
+        "offset": offset,
+    }))
+    .expect("a valid price match")
 }
 
 pub fn process(key: &InstanceKey) -> Message {

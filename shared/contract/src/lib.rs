@@ -14,13 +14,21 @@
 //! ```
 //!
 //! The expression is evaluated (and awaited) once per test, so each suite gets a fresh
-//! adapter. The calling crate needs `tokio` (with `macros` and `rt-multi-thread`).
+//! adapter. The calling crate needs `tokio` (with `macros` and `rt-multi-thread`). A queue
+//! that needs other timing (or does not merge pending sends) passes its [`QueueTiming`]:
+//!
+//! ```ignore
+//! pricing_contract::contract_tests!(adapters(), queue: QueueTiming { .. });
+//! ```
 
+mod active;
 mod backlog;
 mod events;
 pub mod fixtures;
 mod instances;
 mod log;
+mod matches;
+mod prices;
 mod projects;
 mod queue;
 mod state;
@@ -29,13 +37,17 @@ use std::future::Future;
 
 use pricing_core::model::{Page, PageRequest};
 use pricing_core::ports::{
-    Backlog, EntryLog, EventStore, InstanceStore, ProjectStore, StateStore, WorkQueue,
+    ActiveInstances, Backlog, EntryLog, EventStore, InstanceStore, PriceMatchStore, PriceStore,
+    ProjectStore, StateStore, WorkQueue,
 };
 
+pub use active::active_instances_contract;
 pub use backlog::backlog_contract;
 pub use events::event_store_contract;
 pub use instances::{instance_state_contract, instance_store_contract};
 pub use log::entry_log_contract;
+pub use matches::price_match_store_contract;
+pub use prices::price_store_contract;
 pub use projects::project_store_contract;
 pub use queue::{QueueTiming, work_queue_contract, work_queue_contract_with};
 pub use state::state_store_contract;
@@ -44,7 +56,33 @@ pub use state::state_store_contract;
 /// do not disturb each other.
 pub async fn all_contracts<S>(store: &S)
 where
-    S: ProjectStore + InstanceStore + EntryLog + StateStore + EventStore + WorkQueue + Backlog,
+    S: ProjectStore
+        + InstanceStore
+        + EntryLog
+        + StateStore
+        + EventStore
+        + WorkQueue
+        + Backlog
+        + PriceStore
+        + PriceMatchStore
+        + ActiveInstances,
+{
+    all_contracts_with(store, QueueTiming::default()).await;
+}
+
+/// [`all_contracts`] with the queue suite's timing.
+pub async fn all_contracts_with<S>(store: &S, queue_timing: QueueTiming)
+where
+    S: ProjectStore
+        + InstanceStore
+        + EntryLog
+        + StateStore
+        + EventStore
+        + WorkQueue
+        + Backlog
+        + PriceStore
+        + PriceMatchStore
+        + ActiveInstances,
 {
     tokio::join!(
         project_store_contract(store),
@@ -53,16 +91,23 @@ where
         entry_log_contract(store),
         state_store_contract(store),
         event_store_contract(store),
-        work_queue_contract(store),
+        work_queue_contract_with(store, queue_timing),
         backlog_contract(store),
+        price_store_contract(store),
+        price_match_store_contract(store),
+        active_instances_contract(store),
     );
 }
 
 /// Expands to one `#[tokio::test]` per suite (and one running them all on one store),
-/// each on a fresh adapter built by the async factory expression.
+/// each on a fresh adapter built by the async factory expression; `queue: TIMING` sets the
+/// queue suite's [`QueueTiming`] (default: `QueueTiming::default()`).
 #[macro_export]
 macro_rules! contract_tests {
     ($factory:expr) => {
+        $crate::contract_tests!($factory, queue: $crate::QueueTiming::default());
+    };
+    ($factory:expr, queue: $timing:expr) => {
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn project_store_contract() {
             let store = $factory.await;
@@ -102,7 +147,7 @@ macro_rules! contract_tests {
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn work_queue_contract() {
             let store = $factory.await;
-            $crate::work_queue_contract(&store).await;
+            $crate::work_queue_contract_with(&store, $timing).await;
         }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -112,9 +157,27 @@ macro_rules! contract_tests {
         }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn price_store_contract() {
+            let store = $factory.await;
+            $crate::price_store_contract(&store).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn price_match_store_contract() {
+            let store = $factory.await;
+            $crate::price_match_store_contract(&store).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn active_instances_contract() {
+            let store = $factory.await;
+            $crate::active_instances_contract(&store).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn all_contracts_on_one_store() {
             let store = $factory.await;
-            $crate::all_contracts(&store).await;
+            $crate::all_contracts_with(&store, $timing).await;
         }
     };
 }

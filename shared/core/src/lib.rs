@@ -11,10 +11,12 @@ pub mod money;
 pub mod ports;
 pub mod pricing;
 pub mod process;
+pub mod recalc;
 pub mod state;
 pub mod submit;
 pub mod time;
 pub mod validate;
+pub mod work;
 
 /// The interface version implemented (INTERFACE.md).
 pub const API_VERSION: &str = "3.1.0";

@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::ids::{InstanceId, InstanceKey, ProjectId, TenantId, TransactionId};
+use crate::ids::{InstanceId, InstanceKey, ItemId, ProjectId, TenantId, TransactionId};
+use crate::money::Money;
+use crate::pricing::{ItemPrice, Trigger};
 use crate::time::Timestamp;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,13 +106,24 @@ pub enum Message {
     /// Apply the unapplied tail of an instance's log.
     #[serde(rename_all = "camelCase")]
     ProcessInstance { key: InstanceKey },
+    /// Run the pricing engine for an instance. Idempotent per calculation id.
+    #[serde(rename_all = "camelCase")]
+    Recalculate {
+        key: InstanceKey,
+        calculation_id: String,
+        trigger: Trigger,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metadata: Option<Value>,
+    },
 }
 
 impl Message {
     /// Messages of one group are handled in order, one at a time (FIFO group).
     pub fn group(&self) -> String {
         match self {
-            Message::ProcessInstance { key } => format!("{}/{}", key.project_id, key.instance_id),
+            Message::ProcessInstance { key } | Message::Recalculate { key, .. } => {
+                format!("{}/{}", key.project_id, key.instance_id)
+            }
         }
     }
 
@@ -118,6 +131,7 @@ impl Message {
     pub fn dedupe_key(&self) -> String {
         match self {
             Message::ProcessInstance { key } => format!("process:{key}"),
+            Message::Recalculate { calculation_id, .. } => format!("recalc:{calculation_id}"),
         }
     }
 }
@@ -134,4 +148,41 @@ pub struct Page<T> {
 pub struct PageRequest {
     pub cursor: Option<String>,
     pub limit: usize,
+}
+
+/// A stored price calculation: the full price list of an instance after one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PriceCalculation {
+    pub calculation_id: String,
+    pub trigger: Trigger,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+    pub calculated_at: Timestamp,
+    /// Per instance, increasing from 1: receivers drop webhooks older than one they have.
+    pub sequence: u64,
+    /// Every live item, calculated or kept, in item id order.
+    pub prices: Vec<ItemPrice>,
+}
+
+impl PriceCalculation {
+    /// The current price of every item, for the next calculation's `previous`.
+    pub fn price_map(&self) -> std::collections::BTreeMap<ItemId, Money> {
+        self.prices
+            .iter()
+            .map(|p| (p.item_id.clone(), p.price))
+            .collect()
+    }
+}
+
+/// One calculated price of an item, as its price history lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PriceHistoryEntry {
+    pub sequence: u64,
+    pub calculation_id: String,
+    pub trigger: Trigger,
+    pub calculated_at: Timestamp,
+    #[serde(flatten)]
+    pub price: ItemPrice,
 }

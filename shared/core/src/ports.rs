@@ -6,10 +6,13 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::ids::ItemId;
 use crate::ids::{InstanceKey, ProjectId, TenantId};
 use crate::model::{
-    AppendOutcome, Event, Instance, LogRecord, Message, NewEntry, Page, PageRequest, Project,
+    AppendOutcome, Event, Instance, LogRecord, Message, NewEntry, Page, PageRequest,
+    PriceCalculation, PriceHistoryEntry, Project,
 };
+use crate::pricing::PriceMatch;
 use crate::state::{Header, InstanceState, ItemState, ProductState};
 
 /// The most records one state commit may write (header and events included), so that an
@@ -146,6 +149,18 @@ pub struct Received {
     pub receive_count: u32,
 }
 
+/// Sending work: what producers (the API, the processor, the scheduler) need. Every
+/// [`WorkQueue`] is one; on AWS a router sends each kind of message to its own queue.
+pub trait Enqueue: Send + Sync + 'static {
+    fn send(&self, message: &Message) -> impl Future<Output = StoreResult<()>> + Send;
+}
+
+impl<Q: WorkQueue> Enqueue for Q {
+    fn send(&self, message: &Message) -> impl Future<Output = StoreResult<()>> + Send {
+        WorkQueue::send(self, message)
+    }
+}
+
 /// Work queues with SQS semantics: at-least-once, FIFO per group, visibility timeouts.
 pub trait WorkQueue: Send + Sync + 'static {
     fn send(&self, message: &Message) -> impl Future<Output = StoreResult<()>> + Send;
@@ -175,4 +190,75 @@ pub trait Backlog: Send + Sync + 'static {
         &self,
         limit: usize,
     ) -> impl Future<Output = StoreResult<Vec<InstanceKey>>> + Send;
+}
+
+/// Calculated prices: the latest calculation of each instance and each item's history.
+pub trait PriceStore: Send + Sync + 'static {
+    /// Stores `calculation` as the instance's latest, with a history entry for every price
+    /// whose status is `calculated`, and `events` (its `prices.updated` parts), if
+    /// `calculation.sequence` is the stored latest's sequence + 1 (1 when none). Returns
+    /// `Ok(false)` and writes nothing new when a calculation with this id is already stored
+    /// (a replayed message); `Conflict` when another calculation took the sequence.
+    /// Stores without multi-item atomicity write parts first and the latest pointer last.
+    fn save_calculation(
+        &self,
+        key: &InstanceKey,
+        calculation: &PriceCalculation,
+        events: &[Event],
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+    /// Whether a calculation with this id is stored for the instance.
+    fn has_calculation(
+        &self,
+        key: &InstanceKey,
+        calculation_id: &str,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+    /// The latest calculation, `None` before the first.
+    fn latest_prices(
+        &self,
+        key: &InstanceKey,
+    ) -> impl Future<Output = StoreResult<Option<PriceCalculation>>> + Send;
+    /// An item's calculated prices by ascending sequence; the cursor is opaque.
+    fn price_history(
+        &self,
+        key: &InstanceKey,
+        item: &ItemId,
+        page: &PageRequest,
+    ) -> impl Future<Output = StoreResult<Page<PriceHistoryEntry>>> + Send;
+}
+
+/// The price match rules of an instance, kept as one versioned set so a change is
+/// validated (no cycles) against the whole set and written conditionally.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MatchSet {
+    pub rules: Vec<PriceMatch>,
+    /// 0 before the first write; each write increments it.
+    pub version: u64,
+}
+
+pub trait PriceMatchStore: Send + Sync + 'static {
+    fn get_matches(&self, key: &InstanceKey) -> impl Future<Output = StoreResult<MatchSet>> + Send;
+    /// Replaces the set if the stored version is still `expected_version`; `Conflict`
+    /// otherwise (and nothing is written).
+    fn put_matches(
+        &self,
+        key: &InstanceKey,
+        rules: &[PriceMatch],
+        expected_version: u64,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+}
+
+/// An instance whose flag asks for scheduled pricing, with its pricing schedule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduledInstance {
+    pub instance: Instance,
+    /// From the state header; `None` = the default schedule (every 60 minutes).
+    pub schedule: Option<crate::entry::Schedule>,
+}
+
+/// Finds the instances the scheduler considers (active flag set), paged by instance key.
+pub trait ActiveInstances: Send + Sync + 'static {
+    fn active_instances(
+        &self,
+        page: &PageRequest,
+    ) -> impl Future<Output = StoreResult<Page<ScheduledInstance>>> + Send;
 }

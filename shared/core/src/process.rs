@@ -4,20 +4,23 @@
 //! commit is conditional on it, so a crash half way, a duplicated wake-up or two processors
 //! racing all end in the same state.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::entry::{ParseOptions, parse_entry};
-use crate::ids::InstanceKey;
+use crate::ids::{InstanceKey, ItemId, ProductId};
 use crate::jws::decode_jws_payload;
 use crate::model::Message;
 use crate::model::{Event, LogRecord};
+use crate::money::Money;
 use crate::ports::{
-    Backlog, Commit, EntryLog, MAX_COMMIT_RECORDS, StateStore, StoreError, StoreResult, WorkQueue,
+    Backlog, Commit, Enqueue, EntryLog, MAX_COMMIT_RECORDS, StateStore, StoreError, StoreResult,
 };
+use crate::pricing::sold_percent_crossed;
+use crate::recalc::PriceHint;
 use crate::state::{Dirty, InstanceState, Rejection, rejection_codes};
 use crate::time::Timestamp;
 use crate::validate::Errors;
@@ -36,6 +39,9 @@ pub struct ProcessReport {
     pub rejected: u64,
     pub commits: u64,
     pub applied_seq: u64,
+    /// A product's sold share crossed a multiple of its `recalculation.soldPercentStep`:
+    /// the caller asks for a sales-triggered recalculation.
+    pub sales_threshold_crossed: bool,
 }
 
 /// One entry that failed semantically, as reported in `entries.rejected`.
@@ -51,6 +57,9 @@ pub struct RejectedEntry {
 #[derive(Default)]
 pub struct Processor {
     cache: Mutex<HashMap<InstanceKey, InstanceState>>,
+    /// The latest prices of recently calculated instances (a hint; see
+    /// `recalc::recalculate_from`).
+    prices: Mutex<HashMap<InstanceKey, PriceHint>>,
 }
 
 impl Processor {
@@ -97,6 +106,44 @@ impl Processor {
         store.load_state(key).await
     }
 
+    /// The instance's current state (as stored), from the warm cache when it is fresh: a
+    /// calculation right after processing does not reload a large instance.
+    pub async fn current_state<S: StateStore>(
+        &self,
+        store: &S,
+        key: &InstanceKey,
+    ) -> StoreResult<InstanceState> {
+        let state = self.checkout(store, key).await?;
+        let copy = state.clone();
+        self.checkin(key, state);
+        Ok(copy)
+    }
+
+    /// The latest prices this processor stored for the instance, if it remembers them.
+    pub fn price_hint(&self, key: &InstanceKey) -> Option<PriceHint> {
+        self.prices
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    /// Remembers the prices of a stored calculation.
+    pub fn remember_prices(
+        &self,
+        key: &InstanceKey,
+        sequence: u64,
+        prices: BTreeMap<ItemId, Money>,
+    ) {
+        let mut hints = self.prices.lock().unwrap_or_else(|e| e.into_inner());
+        if hints.len() >= CACHE_CAPACITY
+            && let Some(evict) = hints.keys().next().cloned()
+        {
+            hints.remove(&evict);
+        }
+        hints.insert(key.clone(), (sequence, prices));
+    }
+
     fn checkin(&self, key: &InstanceKey, state: InstanceState) {
         let mut cache = self.lock();
         if cache.len() >= CACHE_CAPACITY
@@ -124,6 +171,7 @@ async fn run<L: EntryLog, S: StateStore>(
     let mut dirty = Dirty::default();
     let mut rejected: Vec<RejectedEntry> = Vec::new();
     let mut committed = state.header.applied_seq;
+    let sold_before = sales_watch(&state);
     loop {
         let records = log.read(key, state.header.applied_seq, READ_BATCH).await?;
         if records.is_empty() {
@@ -168,7 +216,42 @@ async fn run<L: EntryLog, S: StateStore>(
         report.commits += 1;
     }
     report.applied_seq = state.header.applied_seq;
+    if report.applied > 0 && !sold_before.is_empty() {
+        report.sales_threshold_crossed = sales_crossed(&sold_before, &sales_watch(&state));
+    }
     Ok((report, state))
+}
+
+/// Sold units, capacity and step of every product with a sales-based trigger.
+fn sales_watch(state: &InstanceState) -> BTreeMap<ProductId, (u64, u64, f64)> {
+    if state
+        .products
+        .values()
+        .all(|p| p.properties.recalculation.is_none())
+    {
+        return BTreeMap::new();
+    }
+    let totals = state.product_totals();
+    state
+        .products
+        .values()
+        .filter_map(|p| {
+            let step = p.properties.recalculation?.sold_percent_step;
+            let t = totals.get(&p.product_id).copied().unwrap_or_default();
+            let capacity = InstanceState::effective_capacity(p, &t)?;
+            Some((p.product_id.clone(), (t.sold, capacity, step)))
+        })
+        .collect()
+}
+
+fn sales_crossed(
+    before: &BTreeMap<ProductId, (u64, u64, f64)>,
+    after: &BTreeMap<ProductId, (u64, u64, f64)>,
+) -> bool {
+    after.iter().any(|(product, &(sold, capacity, step))| {
+        let was = before.get(product).map_or(0, |b| b.0);
+        sold_percent_crossed(step, was, sold, capacity)
+    })
 }
 
 /// Decodes, validates and applies one stored entry.
@@ -301,7 +384,7 @@ pub struct SweepReport {
 /// The repair sweep: wakes the processor for every instance whose log is ahead of its
 /// state (at most `limit`), so a wake-up lost between append and send delays processing
 /// but loses nothing.
-pub async fn sweep<B: Backlog, Q: WorkQueue>(
+pub async fn sweep<B: Backlog, Q: Enqueue>(
     backlog: &B,
     queue: &Q,
     limit: usize,

@@ -18,7 +18,7 @@ const WRITER_CHECKPOINT_PAGES: i64 = 16_384;
 /// How often the background connection copies the WAL into the database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// The schema this code writes (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: i64 = 1;
+pub(crate) const SCHEMA_VERSION: i64 = 2;
 
 /// What a write acknowledged by the store survives.
 ///
@@ -226,19 +226,26 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<i64, Embedde
 }
 
 fn create_schema(conn: &mut Connection, found: i64) -> rusqlite::Result<()> {
-    if found < 1 {
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        tx.execute_batch(SCHEMA_V1)?;
-        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-        tx.commit()?;
+    // Each step runs in a transaction of its own and records its version, so an upgrade
+    // interrupted half way resumes at the first step not recorded.
+    for (version, batch) in MIGRATIONS {
+        if found < *version {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            tx.execute_batch(batch)?;
+            tx.pragma_update(None, "user_version", version)?;
+            tx.commit()?;
+        }
     }
     Ok(())
 }
 
+/// The schema steps in order: version `n` is reached by running every batch up to `n`.
+const MIGRATIONS: &[(i64, &str)] = &[(1, SCHEMA_V1), (2, SCHEMA_V2)];
+
 /// Version 1. Every record is a JSON text column (`record`) beside the key columns that
 /// queries need. Tables with large rows keep a rowid (SQLite advises against WITHOUT ROWID
 /// for rows larger than a few hundred bytes).
-const SCHEMA_V1: &str = r#"
+pub(crate) const SCHEMA_V1: &str = r#"
 CREATE TABLE projects (
     project_id  TEXT NOT NULL PRIMARY KEY,
     tenant      TEXT NOT NULL,
@@ -321,6 +328,55 @@ CREATE TABLE queue (
 CREATE INDEX queue_by_visibility ON queue (visible_at, id);
 CREATE INDEX queue_in_flight ON queue (message_group, visible_at) WHERE receipt IS NOT NULL;
 CREATE INDEX queue_unreceived ON queue (dedupe_key) WHERE receive_count = 0;
+"#;
+
+/// Version 2: calculated prices and price match rules.
+///
+/// - `price_calculations`: one row per stored calculation (its id, sequence, trigger and
+///   time as a small JSON `record`); unique per (instance, calculation id), so a replayed
+///   calculation is recognised, and per (instance, sequence).
+/// - `price_latest`: the latest calculation of each instance, whole (every price with its
+///   explanation) as one JSON `record`; `seq` is what the next calculation must follow.
+/// - `price_history`: one row per calculated price, the `ItemPrice` as JSON, clustered by
+///   (instance, sequence, item): a calculation appends its rows in one place instead of
+///   touching every page of an item-ordered index. An item's history walks the instance's
+///   calculations by sequence with one primary-key lookup each.
+/// - `price_matches`: the rule set of each instance as one JSON array, with its version.
+const SCHEMA_V2: &str = r#"
+CREATE TABLE price_calculations (
+    project_id     TEXT NOT NULL,
+    instance_id    TEXT NOT NULL,
+    seq            INTEGER NOT NULL,
+    calculation_id TEXT NOT NULL,
+    record         TEXT NOT NULL,
+    PRIMARY KEY (project_id, instance_id, seq),
+    UNIQUE (project_id, instance_id, calculation_id)
+) WITHOUT ROWID;
+
+CREATE TABLE price_latest (
+    project_id  TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    record      TEXT NOT NULL,
+    PRIMARY KEY (project_id, instance_id)
+);
+
+CREATE TABLE price_history (
+    project_id  TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    item_id     TEXT NOT NULL,
+    record      TEXT NOT NULL,
+    PRIMARY KEY (project_id, instance_id, seq, item_id)
+) WITHOUT ROWID;
+
+CREATE TABLE price_matches (
+    project_id  TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    version     INTEGER NOT NULL,
+    record      TEXT NOT NULL,
+    PRIMARY KEY (project_id, instance_id)
+);
 "#;
 
 /// Wall-clock milliseconds since the epoch (queue times survive restarts).

@@ -2,7 +2,9 @@
 
 use pricing_core::ids::{InstanceKey, ProjectId};
 use pricing_core::model::{Instance, Page, PageRequest};
-use pricing_core::ports::{InstanceStore, StoreError, StoreResult};
+use pricing_core::ports::{
+    ActiveInstances, InstanceStore, ScheduledInstance, StoreError, StoreResult,
+};
 use pricing_core::state::Header;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
@@ -108,6 +110,43 @@ impl InstanceStore for EmbeddedStore {
                 return Err(StoreError::NotFound.into());
             }
             Ok(())
+        })
+        .await
+    }
+}
+
+impl ActiveInstances for EmbeddedStore {
+    async fn active_instances(&self, page: &PageRequest) -> StoreResult<Page<ScheduledInstance>> {
+        // The cursor is `{projectId}/{instanceId}`: ids never contain '/'.
+        let (after_project, after_instance) = match &page.cursor {
+            None => (String::new(), String::new()),
+            Some(c) => match c.split_once('/') {
+                Some((p, i)) => (p.to_owned(), i.to_owned()),
+                None => return Err(StoreError::NotFound),
+            },
+        };
+        let limit = page.limit;
+        self.on_reader("active_instances", move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT i.record, h.record FROM instances i
+                 JOIN state_headers h ON h.project_id = i.project_id AND h.instance_id = i.instance_id
+                 WHERE json_extract(i.record, '$.active') = 1
+                   AND (i.project_id, i.instance_id) > (?1, ?2)
+                 ORDER BY i.project_id, i.instance_id LIMIT ?3",
+            )?;
+            let mut rows = stmt.query(params![after_project, after_instance, fetch_limit(limit)])?;
+            let mut items = Vec::new();
+            while let Some(row) = rows.next()? {
+                let instance: Instance = serde_json::from_str(text(row, 0)?)?;
+                let header: Header = serde_json::from_str(text(row, 1)?)?;
+                items.push(ScheduledInstance {
+                    instance,
+                    schedule: header.schedule,
+                });
+            }
+            Ok(page_of(items, limit, |s: &ScheduledInstance| {
+                format!("{}/{}", s.instance.project_id, s.instance.instance_id)
+            }))
         })
         .await
     }

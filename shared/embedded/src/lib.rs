@@ -7,15 +7,19 @@
 //! through a few read-only connections, which WAL mode lets run beside the writer.
 //!
 //! Ports implemented: ProjectStore, InstanceStore, EntryLog, StateStore, EventStore,
-//! WorkQueue, Backlog. Beyond the ports: [`EmbeddedStore::wait_for_work`] (a worker's
+//! WorkQueue, Backlog, PriceStore, PriceMatchStore. Beyond the ports: [`EmbeddedStore::wait_for_work`] (a worker's
 //! idle wait that wakes on `send`), [`EmbeddedStore::path`].
 //!
-//! Schema (version 1, `PRAGMA user_version`; see `db.rs`): every record is JSON text in a
-//! `record` column beside the key columns queries need: `projects` (by tenant),
-//! `instances`, `entries` (one row per log entry, unique (instance, transactionId)),
-//! `log_heads` (last sequence per instance), `state_headers` (with `applied_seq` for the
-//! conditional commit), `state_items`, `state_products`, `events` (insertion order), and
-//! `queue` (group, dedupe key, visibility, receipt, receive count).
+//! Schema (version 2, `PRAGMA user_version`; see `db.rs`, which upgrades older files in
+//! place): every record is JSON text in a `record` column beside the key columns queries
+//! need: `projects` (by tenant), `instances`, `entries` (one row per log entry, unique
+//! (instance, transactionId)), `log_heads` (last sequence per instance), `state_headers`
+//! (with `applied_seq` for the conditional commit), `state_items`, `state_products`,
+//! `events` (insertion order), `queue` (group, dedupe key, visibility, receipt, receive
+//! count); since version 2 `price_calculations` (id and sequence of every stored
+//! calculation), `price_latest` (the latest calculation whole, one JSON snapshot),
+//! `price_history` (one row per calculated price) and `price_matches` (the versioned rule
+//! set of an instance).
 //!
 //! Durability: WAL with `synchronous=NORMAL` by default ([`Durability::ProcessCrash`]):
 //! every commit is written to the WAL file before the call returns, so an acknowledged
@@ -30,6 +34,8 @@ mod events;
 mod instances;
 pub mod keys;
 mod log;
+mod matches;
+mod prices;
 mod projects;
 mod queue;
 mod state;

@@ -503,3 +503,311 @@ async fn release_in_flight_hands_messages_out_again_at_once() {
             .is_empty()
     );
 }
+
+mod prices {
+    use pricing_contract::fixtures::{
+        Run, calculated, calculation, event, header, instance, item_id, item_price, price_match,
+    };
+    use pricing_core::model::{PageRequest, PriceCalculation};
+    use pricing_core::ports::{
+        EventStore, InstanceStore, MatchSet, PriceMatchStore, PriceStore, StateStore, StoreError,
+    };
+    use pricing_core::pricing::{PriceStatus, Trigger};
+    use pricing_core::recalc::prices_updated_events;
+    use serde_json::json;
+
+    use super::{EmbeddedStore, db, file_store};
+
+    fn page(cursor: Option<&str>, limit: usize) -> PageRequest {
+        PageRequest {
+            cursor: cursor.map(str::to_owned),
+            limit,
+        }
+    }
+
+    /// `n` prices of items `seat-00000`..., every tenth kept, with explanations.
+    fn big_calculation(id: &str, sequence: u64, n: u64) -> PriceCalculation {
+        let prices = (0..n)
+            .map(|i| {
+                let price = 20.0 + (i % 40) as f64 * 0.5 + sequence as f64;
+                let status = if i % 10 == 0 {
+                    PriceStatus::Kept
+                } else {
+                    PriceStatus::Calculated
+                };
+                item_price(&format!("seat-{i:05}"), price, Some(price - 1.0), status)
+            })
+            .collect();
+        calculation(id, sequence, Trigger::Schedule, prices)
+    }
+
+    /// The snapshot spliced from encoded prices is byte for byte what serde_json writes
+    /// for the whole calculation, with and without metadata, small and large.
+    #[test]
+    fn the_spliced_snapshot_is_the_calculation_json() {
+        let mut with_metadata = big_calculation("calc-m", 3, 5);
+        with_metadata.metadata = Some(json!({"a": [1, 2], "b": {"c": "d"}}));
+        for c in [
+            big_calculation("calc-0", 1, 0),
+            big_calculation("calc-1", 1, 1),
+            with_metadata,
+            big_calculation("calc-big", 2, 5_000),
+        ] {
+            let prices = crate::prices::encode_all(&c.prices).unwrap();
+            assert_eq!(prices.len(), c.prices.len());
+            let spliced = crate::prices::snapshot(&c, &prices).unwrap();
+            assert_eq!(spliced, serde_json::to_string(&c).unwrap());
+            assert_eq!(
+                serde_json::from_str::<PriceCalculation>(&spliced).unwrap(),
+                c
+            );
+        }
+    }
+
+    #[test]
+    fn migrations_end_at_the_schema_version() {
+        let conn = db::open_memory().unwrap();
+        let mut conn = conn;
+        assert_eq!(
+            db::migrate(&mut conn, std::path::Path::new(":memory:")).unwrap(),
+            0
+        );
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, db::SCHEMA_VERSION);
+        assert_eq!(db::SCHEMA_VERSION, 2);
+    }
+
+    /// A file written by the version 1 schema is upgraded in place on open: its records
+    /// stay, the price tables appear, and events of both versions share one order.
+    #[tokio::test]
+    async fn a_version_1_database_upgrades_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.db");
+        let run = Run::new("upgrade");
+        let key = run.key("p", "i");
+        let old_event = event(&key, "evt-old", json!({"n": 1}));
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch(db::SCHEMA_V1).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            let (p, i) = (key.project_id.to_string(), key.instance_id.to_string());
+            conn.execute(
+                "INSERT INTO instances (project_id, instance_id, record) VALUES (?1, ?2, ?3)",
+                rusqlite::params![p, i, serde_json::to_string(&instance(&key, "Old")).unwrap()],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO state_headers (project_id, instance_id, applied_seq, record)
+                 VALUES (?1, ?2, 4, ?3)",
+                rusqlite::params![
+                    p,
+                    i,
+                    serde_json::to_string(&header(4, json!({"v": 1}))).unwrap()
+                ],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO events (project_id, instance_id, event_id, record)
+                 VALUES (?1, ?2, ?3, ?4)",
+                rusqlite::params![
+                    p,
+                    i,
+                    old_event.id,
+                    serde_json::to_string(&old_event).unwrap()
+                ],
+            )
+            .unwrap();
+        }
+
+        let store = EmbeddedStore::open(&path).unwrap();
+        let version: i64 = super::lock(&store.inner.writer)
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 2, "upgraded to version 2");
+        assert_eq!(
+            store.get_instance(&key).await.unwrap(),
+            Some(instance(&key, "Old"))
+        );
+        assert_eq!(store.applied_sequence(&key).await.unwrap(), 4);
+        assert_eq!(store.latest_prices(&key).await.unwrap(), None);
+        assert_eq!(store.get_matches(&key).await.unwrap(), MatchSet::default());
+
+        let c = calculation(
+            "calc-1",
+            1,
+            Trigger::Request,
+            vec![calculated("a", 9.5, None)],
+        );
+        let events = prices_updated_events(&key, &c);
+        assert!(store.save_calculation(&key, &c, &events).await.unwrap());
+        let rules = vec![price_match("m1", "b", "a", 1.0, 2.0)];
+        store.put_matches(&key, &rules, 0).await.unwrap();
+        let listed = store.list_events(&key, None, 100).await.unwrap();
+        assert_eq!(listed, [vec![old_event], events].concat());
+        drop(store);
+
+        // Opening the upgraded file again changes nothing.
+        let store = EmbeddedStore::open(&path).unwrap();
+        assert_eq!(store.latest_prices(&key).await.unwrap(), Some(c));
+        assert_eq!(
+            store.get_matches(&key).await.unwrap(),
+            MatchSet { rules, version: 1 }
+        );
+        assert_eq!(store.list_events(&key, None, 100).await.unwrap().len(), 2);
+    }
+
+    /// A save that fails half way (here: one item twice, which the history refuses) rolls
+    /// back whole: no latest, no id, no history, no events.
+    #[tokio::test]
+    async fn a_failed_save_writes_nothing() {
+        let store = EmbeddedStore::open_in_memory().unwrap();
+        let key = Run::new("atomic").key("p", "i");
+        let c = calculation(
+            "calc-1",
+            1,
+            Trigger::Schedule,
+            vec![calculated("a", 1.0, None), calculated("a", 2.0, None)],
+        );
+        let events = prices_updated_events(&key, &c);
+        let r = store.save_calculation(&key, &c, &events).await;
+        assert!(matches!(r, Err(StoreError::Failed(_))), "{r:?}");
+        assert_eq!(store.latest_prices(&key).await.unwrap(), None);
+        assert!(!store.has_calculation(&key, "calc-1").await.unwrap());
+        assert!(
+            store
+                .price_history(&key, &item_id("a"), &page(None, 10))
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+        );
+        assert!(store.list_events(&key, None, 10).await.unwrap().is_empty());
+        // The sequence is still free.
+        let ok = calculation(
+            "calc-2",
+            1,
+            Trigger::Schedule,
+            vec![calculated("a", 1.0, None)],
+        );
+        assert!(store.save_calculation(&key, &ok, &[]).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_cursor_this_store_did_not_make_is_not_found() {
+        let store = EmbeddedStore::open_in_memory().unwrap();
+        let key = Run::new("cursor").key("p", "i");
+        for cursor in ["x", "-1", "1.5", "99999999999999999999"] {
+            assert_eq!(
+                store
+                    .price_history(&key, &item_id("a"), &page(Some(cursor), 10))
+                    .await,
+                Err(StoreError::NotFound),
+                "cursor {cursor:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn prices_and_matches_survive_a_reopen() {
+        let (_dir, store) = file_store();
+        let path = store.path().unwrap().to_path_buf();
+        let key = Run::new("reopen-prices").key("p", "i");
+        let c = big_calculation("calc-1", 1, 2_500);
+        let events = prices_updated_events(&key, &c);
+        assert!(store.save_calculation(&key, &c, &events).await.unwrap());
+        let rules = vec![price_match("m1", "seat-00002", "seat-00001", 1.25, 0.5)];
+        store.put_matches(&key, &rules, 0).await.unwrap();
+        drop(store);
+
+        let store = EmbeddedStore::open(&path).unwrap();
+        assert_eq!(store.latest_prices(&key).await.unwrap().as_ref(), Some(&c));
+        assert!(store.has_calculation(&key, "calc-1").await.unwrap());
+        assert!(!store.save_calculation(&key, &c, &events).await.unwrap());
+        let history = store
+            .price_history(&key, &item_id("seat-00001"), &page(None, 10))
+            .await
+            .unwrap();
+        assert_eq!(history.items.len(), 1);
+        assert_eq!(history.items[0].price, c.prices[1]);
+        assert_eq!(
+            store.get_matches(&key).await.unwrap(),
+            MatchSet { rules, version: 1 }
+        );
+        let next = big_calculation("calc-2", 2, 10);
+        assert!(store.save_calculation(&key, &next, &[]).await.unwrap());
+    }
+
+    /// Save and load times of a 10,000-item calculation on a database file (WAL): 21 saves
+    /// back to back (the writer's own checkpoint backstop, at 64 MB of WAL, lands in some
+    /// of them), then 8 saves 600 ms apart (the background checkpointer keeps up).
+    /// `cargo test --release -p pricing-embedded --lib -- --ignored --nocapture prices::timing`
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "timing; run with --release --ignored --nocapture"]
+    async fn timing_of_10000_item_calculations() {
+        use std::time::{Duration, Instant};
+
+        fn stats(mut v: Vec<Duration>) -> String {
+            v.sort();
+            let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+            format!(
+                "median {:.1?}, p90 {:.1?}, min {:.1?}, max {:.1?} (n = {})",
+                at(0.5),
+                at(0.9),
+                v[0],
+                v[v.len() - 1],
+                v.len()
+            )
+        }
+
+        let (_dir, store) = file_store();
+        let key = Run::new("timing-prices").key("p", "i");
+        let (burst, paced) = (21u64, 8u64);
+        let calcs: Vec<_> = (1..=burst + paced)
+            .map(|s| big_calculation(&format!("calc-{s}"), s, 10_000))
+            .collect();
+        let json_bytes = serde_json::to_string(&calcs[0]).unwrap().len();
+        let (mut saves, mut paced_saves) = (Vec::new(), Vec::new());
+        let (mut loads, mut histories) = (Vec::new(), Vec::new());
+        for c in &calcs {
+            if c.sequence > burst {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+            }
+            let events = prices_updated_events(&key, c);
+            let t = Instant::now();
+            assert!(store.save_calculation(&key, c, &events).await.unwrap());
+            let elapsed = t.elapsed();
+            if c.sequence > burst {
+                paced_saves.push(elapsed);
+            } else {
+                saves.push(elapsed);
+            }
+            let t = Instant::now();
+            let latest = store.latest_prices(&key).await.unwrap().unwrap();
+            loads.push(t.elapsed());
+            assert_eq!(latest.prices.len(), 10_000);
+            let t = Instant::now();
+            let h = store
+                .price_history(&key, &item_id("seat-04321"), &page(None, 100))
+                .await
+                .unwrap();
+            histories.push(t.elapsed());
+            assert_eq!(h.items.len() as u64, c.sequence);
+        }
+        let t = Instant::now();
+        let _ = serde_json::to_string(&calcs[0]).unwrap();
+        let encode = t.elapsed();
+        println!(
+            "10,000-item calculation ({json_bytes} bytes of JSON, 9,000 history rows, \
+             10 events), file store:\n  save back to back: {}\n  save 600 ms apart: {}\n  \
+             latest_prices: {}\n  price_history of one item (1..={} entries): {}\n  \
+             (one serde_json encode of the whole calculation, one thread: {encode:.1?})",
+            stats(saves),
+            stats(paced_saves),
+            stats(loads),
+            burst + paced,
+            stats(histories),
+        );
+    }
+}

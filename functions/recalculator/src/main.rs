@@ -1,0 +1,23 @@
+//! recalculator (SQS): runs the pricing engine for an instance and stores the prices with
+//! their `prices.updated` events; idempotent per calculation id.
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use pricing_core::process::Processor;
+use pricing_lambda::handlers::work_message;
+use pricing_lambda::sqs::handle_batch;
+use pricing_lambda::wiring::Aws;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    pricing_lambda::init_tracing();
+    let aws = Aws::from_env().await?;
+    let processor = Processor::new();
+    lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async {
+        let (store, queues, processor) = (&aws.store, &aws.queues, &processor);
+        Ok::<SqsBatchResponse, Error>(
+            handle_batch(event.payload, |m| work_message(processor, store, queues, m)).await,
+        )
+    }))
+    .await
+}

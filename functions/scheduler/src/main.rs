@@ -1,0 +1,19 @@
+//! scheduler (EventBridge, every minute): re-enqueues instances whose log is ahead of their
+//! state, and enqueues the scheduled price calculations that are due.
+
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use pricing_lambda::handlers::scheduler_run;
+use pricing_lambda::wiring::Aws;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    pricing_lambda::init_tracing();
+    let aws = Aws::from_env().await?;
+    lambda_runtime::run(service_fn(|_event: LambdaEvent<EventBridgeEvent>| async {
+        scheduler_run(&aws.store, &aws.queues)
+            .await
+            .map_err(Error::from)
+    }))
+    .await
+}

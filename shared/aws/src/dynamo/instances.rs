@@ -1,0 +1,128 @@
+//! InstanceStore: instance items in their project's partition (`P#{pid}` / `I#{iid}`);
+//! creating one also writes its state header (`I#{pid}/{iid}` / `HEAD`) in the same
+//! transaction.
+
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use pricing_core::ids::{InstanceKey, ProjectId};
+use pricing_core::model::{Instance, Page, PageRequest};
+use pricing_core::ports::{InstanceStore, StoreError, StoreResult};
+use pricing_core::state::Header;
+
+use super::keys::{self, APPLIED_SEQ, PK, RECORD, REV, SK};
+use super::projects::page_of;
+use super::{DynamoStore, Query, built, decode, encode, is_condition_failed, n, s};
+use crate::error::store_error;
+
+impl InstanceStore for DynamoStore {
+    async fn create_instance(&self, instance: &Instance, header: &Header) -> StoreResult<()> {
+        const OP: &str = "create_instance";
+        let key = instance.key();
+        let instance_put = built(
+            OP,
+            Put::builder()
+                .table_name(self.table())
+                .set_item(Some(instance_item(OP, instance)?))
+                .condition_expression("attribute_not_exists(pk)")
+                .build(),
+        )?;
+        let header_put = built(
+            OP,
+            Put::builder()
+                .table_name(self.table())
+                .item(PK, s(keys::instance_pk(&key)))
+                .item(SK, s(keys::HEAD_SK))
+                .item(RECORD, s(encode(OP, header)?))
+                .item(APPLIED_SEQ, n(header.applied_seq))
+                .item(REV, n(0))
+                .condition_expression("attribute_not_exists(pk)")
+                .build(),
+        )?;
+        let actions = vec![
+            TransactWriteItem::builder().put(instance_put).build(),
+            TransactWriteItem::builder().put(header_put).build(),
+        ];
+        match self.transact(OP, actions).await? {
+            Ok(()) => Ok(()),
+            Err(reasons)
+                if reasons
+                    .iter()
+                    .flatten()
+                    .any(|r| r == "ConditionalCheckFailed") =>
+            {
+                Err(StoreError::Conflict(format!("instance {key} exists")))
+            }
+            Err(reasons) => Err(StoreError::Unavailable(format!(
+                "{OP}: transaction cancelled: {reasons:?}"
+            ))),
+        }
+    }
+
+    async fn get_instance(&self, key: &InstanceKey) -> StoreResult<Option<Instance>> {
+        const OP: &str = "get_instance";
+        self.get(
+            OP,
+            keys::project_pk(&key.project_id),
+            &keys::instance_sk(&key.instance_id),
+        )
+        .await?
+        .map(|item| decode(OP, &item))
+        .transpose()
+    }
+
+    async fn list_instances(
+        &self,
+        project: &ProjectId,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Instance>> {
+        const OP: &str = "list_instances";
+        let pk = keys::project_pk(project);
+        let mut q = Query::new("pk = :pk AND begins_with(sk, :prefix)")
+            .value(":pk", s(pk.clone()))
+            .value(":prefix", s(keys::INSTANCE_PREFIX))
+            .max(page.limit.saturating_add(1));
+        if let Some(cursor) = &page.cursor {
+            q = q.after(pk, format!("{}{cursor}", keys::INSTANCE_PREFIX));
+        }
+        let instances = self
+            .query(OP, q)
+            .await?
+            .iter()
+            .map(|i| decode::<Instance>(OP, i))
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(page_of(instances, page.limit, |i| {
+            i.instance_id.to_string()
+        }))
+    }
+
+    async fn put_instance(&self, instance: &Instance) -> StoreResult<()> {
+        const OP: &str = "put_instance";
+        let result = self
+            .client
+            .put_item()
+            .table_name(self.table())
+            .set_item(Some(instance_item(OP, instance)?))
+            .condition_expression("attribute_exists(pk)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if is_condition_failed(&e) => Err(StoreError::NotFound),
+            Err(e) => Err(store_error(OP, e)),
+        }
+    }
+}
+
+/// The instance item; an active instance is also in the scheduler's sparse index.
+fn instance_item(op: &str, instance: &Instance) -> StoreResult<super::Item> {
+    let key = instance.key();
+    let mut item = super::Item::from([
+        (PK.to_owned(), s(keys::project_pk(&key.project_id))),
+        (SK.to_owned(), s(keys::instance_sk(&key.instance_id))),
+        (RECORD.to_owned(), s(encode(op, instance)?)),
+    ]);
+    if instance.active {
+        item.insert("gsi1pk".to_owned(), s(keys::ACTIVE_PK));
+        item.insert("gsi1sk".to_owned(), s(keys::active_sk(&key)));
+    }
+    Ok(item)
+}

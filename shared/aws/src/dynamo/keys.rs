@@ -1,0 +1,165 @@
+//! The key layout of the table (docs/aws.md). Ids never contain `#` or `/` (their charset
+//! is `A-Z a-z 0-9 . _ : ~ -`), so the separators below are unambiguous; transaction ids
+//! may contain `#` but only ever end a key.
+
+use pricing_core::ids::{InstanceId, InstanceKey, ProjectId, TenantId};
+
+pub(crate) const PK: &str = "pk";
+pub(crate) const SK: &str = "sk";
+pub(crate) const GSI1: &str = "gsi1";
+
+/// Attributes.
+pub(crate) const RECORD: &str = "record";
+pub(crate) const TENANT: &str = "tenant";
+pub(crate) const APPLIED_SEQ: &str = "applied_seq";
+pub(crate) const REV: &str = "rev";
+pub(crate) const LAST_SEQ: &str = "last_seq";
+pub(crate) const SEQ: &str = "seq";
+pub(crate) const IDX: &str = "idx";
+pub(crate) const BATCH: &str = "batch";
+pub(crate) const COUNT: &str = "n";
+pub(crate) const IDS: &str = "ids";
+
+pub(crate) const PROJECT_SK: &str = "PROJECT";
+pub(crate) const HEAD_SK: &str = "HEAD";
+pub(crate) const LOG_SK: &str = "LOG";
+/// The number of event batches written (`n`).
+pub(crate) const EVENT_COUNTER_SK: &str = "EVENTS";
+pub(crate) const INSTANCE_PREFIX: &str = "I#";
+pub(crate) const TENANT_PROJECT_PREFIX: &str = "P#";
+pub(crate) const ENTRY_PREFIX: &str = "E#";
+pub(crate) const ITEM_PREFIX: &str = "ITEM#";
+pub(crate) const PRODUCT_PREFIX: &str = "PROD#";
+pub(crate) const EVENT_BATCH_PREFIX: &str = "EVLOG#";
+/// Sorts after every `PROD#...` key (`$` follows `#`): the end of the state range
+/// `HEAD ..= PROD$`, which holds HEAD, ITEM#*, LOG and PROD#* only. Other record types of
+/// an instance partition must sort outside it (`load_state` reads the whole range).
+pub(crate) const STATE_RANGE_END: &str = "PROD$";
+
+/// Partitions of the sparse backlog index: spreads the index's writes (every append
+/// touches it) over several partitions.
+pub const BACKLOG_SHARDS: u32 = 8;
+
+pub(crate) fn project_pk(id: &ProjectId) -> String {
+    format!("P#{id}")
+}
+
+pub(crate) fn tenant_pk(tenant: &TenantId) -> String {
+    format!("T#{tenant}")
+}
+
+pub(crate) fn tenant_project_sk(id: &ProjectId) -> String {
+    format!("{TENANT_PROJECT_PREFIX}{id}")
+}
+
+pub(crate) fn instance_sk(id: &InstanceId) -> String {
+    format!("{INSTANCE_PREFIX}{id}")
+}
+
+/// The partition of one instance's log, state and events.
+pub(crate) fn instance_pk(key: &InstanceKey) -> String {
+    format!("I#{}/{}", key.project_id, key.instance_id)
+}
+
+/// The inverse of [`instance_pk`].
+pub(crate) fn parse_instance_pk(pk: &str) -> Option<InstanceKey> {
+    let (project, instance) = pk.strip_prefix("I#")?.split_once('/')?;
+    Some(InstanceKey::new(
+        ProjectId::parse(project).ok()?,
+        InstanceId::parse(instance).ok()?,
+    ))
+}
+
+pub(crate) fn entry_sk(seq: u64) -> String {
+    format!("{ENTRY_PREFIX}{seq:020}")
+}
+
+pub(crate) fn dedupe_sk(transaction_id: &str) -> String {
+    format!("T#{transaction_id}")
+}
+
+pub(crate) fn item_sk(id: &str) -> String {
+    format!("{ITEM_PREFIX}{id}")
+}
+
+pub(crate) fn product_sk(id: &str) -> String {
+    format!("{PRODUCT_PREFIX}{id}")
+}
+
+pub(crate) fn event_sk(id: &str) -> String {
+    format!("EVENT#{id}")
+}
+
+pub(crate) fn event_batch_sk(batch: u64) -> String {
+    format!("{EVENT_BATCH_PREFIX}{batch:020}")
+}
+
+/// The backlog index partition of an instance (FNV-1a of its partition key).
+pub(crate) fn backlog_pk(instance_pk: &str) -> String {
+    backlog_shard_pk(backlog_shard(instance_pk))
+}
+
+pub(crate) fn backlog_shard_pk(shard: u32) -> String {
+    format!("BACKLOG#{shard}")
+}
+
+fn backlog_shard(instance_pk: &str) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for b in instance_pk.bytes() {
+        hash ^= u32::from(b);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash % BACKLOG_SHARDS
+}
+
+/// The scheduler's sparse index partition of active instances (on instance items).
+pub(crate) const ACTIVE_PK: &str = "ACTIVE";
+
+/// The index sort key of an active instance, also the cursor of `active_instances`.
+pub(crate) fn active_sk(key: &InstanceKey) -> String {
+    format!("{}/{}", key.project_id, key.instance_id)
+}
+
+/// The table key of the instance item a cursor names.
+pub(crate) fn active_cursor_key(cursor: &str) -> Option<(String, String)> {
+    let (project, instance) = cursor.split_once('/')?;
+    let key = InstanceKey::new(
+        ProjectId::parse(project).ok()?,
+        InstanceId::parse(instance).ok()?,
+    );
+    Some((project_pk(&key.project_id), instance_sk(&key.instance_id)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_sort() {
+        let key = InstanceKey::new(
+            ProjectId::parse("p-1").expect("id"),
+            InstanceId::parse("i.2~x").expect("id"),
+        );
+        assert_eq!(instance_pk(&key), "I#p-1/i.2~x");
+        assert_eq!(parse_instance_pk(&instance_pk(&key)), Some(key));
+        assert_eq!(parse_instance_pk("I#nope"), None);
+        assert!(entry_sk(9) < entry_sk(10));
+        assert_eq!(entry_sk(u64::MAX).len(), 22);
+        // The state range holds HEAD, items, LOG and products, nothing else.
+        let inside = ["HEAD", "ITEM#a", "LOG", "PROD#~~~", "PROD#zz"];
+        let outside = [
+            "E#00000000000000000001",
+            "EVENT#x",
+            "EVLOG#1",
+            "T#t",
+            "T#a#1",
+        ];
+        for k in inside {
+            assert!((HEAD_SK..=STATE_RANGE_END).contains(&k), "{k}");
+        }
+        for k in outside {
+            assert!(!(HEAD_SK..=STATE_RANGE_END).contains(&k), "{k}");
+        }
+        assert!(backlog_shard("I#a/b") < BACKLOG_SHARDS);
+    }
+}

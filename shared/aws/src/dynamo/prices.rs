@@ -1,0 +1,441 @@
+//! PriceStore and PriceMatchStore on the single table, and ActiveInstances.
+//!
+//! Keys in the instance partition `I#{pid}/{iid}` (all after `~`, outside the state range
+//! that `load_state` reads):
+//!
+//! | sk | what |
+//! |---|---|
+//! | `~P#HEAD` | latest calculation pointer: `seq`, `calc`, `parts` |
+//! | `~P#C#{calculationId}` | calculation marker: `seq`, `parts`, `done` (history written) |
+//! | `~P#S#{calculationId}#{part:04}` | the calculation's prices, up to 400 per item |
+//! | `~P#H#{itemId}#{seq:020}` | one history entry of an item |
+//! | `~M#SET` | the price match rule set (`record`, `version`) |
+//!
+//! `save_calculation` writes the price parts first (keyed by calculation id: a loser of a
+//! race leaves only unreferenced parts), then one transaction: the pointer (conditional on
+//! the previous sequence), the marker and the `prices.updated` events. History entries
+//! follow, then the marker's `done` flag; a replay of a stored calculation whose history
+//! is not done finishes it from the stored parts, so a crash loses nothing.
+
+use aws_sdk_dynamodb::types::{Put, PutRequest, TransactWriteItem, WriteRequest};
+use pricing_core::ids::{InstanceKey, ItemId};
+use pricing_core::model::{Event, Page, PageRequest, PriceCalculation, PriceHistoryEntry};
+use pricing_core::ports::{
+    ActiveInstances, MatchSet, PriceMatchStore, PriceStore, ScheduledInstance, StoreError,
+    StoreResult,
+};
+use pricing_core::pricing::{ItemPrice, PriceMatch, PriceStatus};
+use pricing_core::state::Header;
+use serde::{Deserialize, Serialize};
+
+use super::keys::{self, PK, RECORD, SK};
+use super::{DynamoStore, Item, Query, backoff, built, decode, encode, get_n, get_s, n, s};
+use crate::error::{corrupt, store_error};
+
+const HEAD: &str = "~P#HEAD";
+const MATCHES: &str = "~M#SET";
+/// Prices per stored part (explanations make a price ~0.5-1 KB; items hold 400 KB).
+const PRICES_PER_ITEM: usize = 300;
+/// Items per BatchWriteItem call (the API's limit).
+const BATCH_WRITE: usize = 25;
+
+fn marker_sk(calculation_id: &str) -> String {
+    format!("~P#C#{calculation_id}")
+}
+fn part_sk(calculation_id: &str, part: usize) -> String {
+    format!("~P#S#{calculation_id}#{part:04}")
+}
+fn history_prefix(item: &ItemId) -> String {
+    format!("~P#H#{item}#")
+}
+fn history_sk(item: &ItemId, seq: u64) -> String {
+    format!("~P#H#{item}#{seq:020}")
+}
+
+/// The calculation without its prices (stored in the marker and read with the parts).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CalcMeta {
+    calculation_id: String,
+    trigger: pricing_core::pricing::Trigger,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    metadata: Option<serde_json::Value>,
+    calculated_at: pricing_core::time::Timestamp,
+    sequence: u64,
+}
+
+impl DynamoStore {
+    /// Writes items with BatchWriteItem (chunks of 25, unprocessed items retried).
+    async fn batch_put(&self, op: &str, items: Vec<Item>) -> StoreResult<()> {
+        for chunk in items.chunks(BATCH_WRITE) {
+            let mut pending: Vec<WriteRequest> = Vec::with_capacity(chunk.len());
+            for item in chunk {
+                let put = built(
+                    op,
+                    PutRequest::builder().set_item(Some(item.clone())).build(),
+                )?;
+                pending.push(WriteRequest::builder().put_request(put).build());
+            }
+            let mut attempt = 0;
+            while !pending.is_empty() {
+                let out = self
+                    .client()
+                    .batch_write_item()
+                    .request_items(self.table(), std::mem::take(&mut pending))
+                    .send()
+                    .await
+                    .map_err(|e| store_error(op, e))?;
+                if let Some(mut rest) = out.unprocessed_items {
+                    pending = rest.remove(self.table()).unwrap_or_default();
+                }
+                if !pending.is_empty() {
+                    attempt += 1;
+                    if attempt > 40 {
+                        return Err(StoreError::Unavailable(format!(
+                            "{op}: BatchWriteItem kept leaving items unprocessed"
+                        )));
+                    }
+                    backoff(attempt).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn item(pk: &str, sk: String) -> Item {
+        Item::from([(PK.to_owned(), s(pk)), (SK.to_owned(), s(sk))])
+    }
+
+    /// Writes the history entries of a stored calculation, then marks it done.
+    async fn write_history(
+        &self,
+        pk: &str,
+        meta: &CalcMeta,
+        prices: &[ItemPrice],
+    ) -> StoreResult<()> {
+        const OP: &str = "save_calculation history";
+        let mut items = Vec::new();
+        for p in prices
+            .iter()
+            .filter(|p| p.status == PriceStatus::Calculated)
+        {
+            let entry = PriceHistoryEntry {
+                sequence: meta.sequence,
+                calculation_id: meta.calculation_id.clone(),
+                trigger: meta.trigger,
+                calculated_at: meta.calculated_at,
+                price: p.clone(),
+            };
+            let mut item = Self::item(pk, history_sk(&p.item_id, meta.sequence));
+            item.insert(RECORD.to_owned(), s(encode(OP, &entry)?));
+            items.push(item);
+        }
+        self.batch_put(OP, items).await?;
+        self.client()
+            .update_item()
+            .table_name(self.table())
+            .key(PK, s(pk))
+            .key(SK, s(marker_sk(&meta.calculation_id)))
+            .update_expression("SET done = :t")
+            .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true))
+            .send()
+            .await
+            .map_err(|e| store_error(OP, e))?;
+        Ok(())
+    }
+
+    /// The prices of a stored calculation, from its parts.
+    async fn read_parts(
+        &self,
+        op: &str,
+        pk: &str,
+        calculation_id: &str,
+        parts: u64,
+    ) -> StoreResult<Vec<ItemPrice>> {
+        let wanted = (0..parts as usize)
+            .map(|i| (pk.to_owned(), part_sk(calculation_id, i)))
+            .collect();
+        let mut found: Vec<(String, Vec<ItemPrice>)> = Vec::new();
+        for item in self.batch_get(op, wanted).await? {
+            let sk = get_s(op, &item, SK)?.to_owned();
+            found.push((sk, decode(op, &item)?));
+        }
+        if found.len() as u64 != parts {
+            return Err(corrupt(
+                op,
+                format!(
+                    "calculation {calculation_id}: {} of {parts} parts",
+                    found.len()
+                ),
+            ));
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(found.into_iter().flat_map(|(_, p)| p).collect())
+    }
+}
+
+impl PriceStore for DynamoStore {
+    async fn save_calculation(
+        &self,
+        key: &InstanceKey,
+        calculation: &PriceCalculation,
+        events: &[Event],
+    ) -> StoreResult<bool> {
+        const OP: &str = "save_calculation";
+        let pk = keys::instance_pk(key);
+        let meta = CalcMeta {
+            calculation_id: calculation.calculation_id.clone(),
+            trigger: calculation.trigger,
+            metadata: calculation.metadata.clone(),
+            calculated_at: calculation.calculated_at,
+            sequence: calculation.sequence,
+        };
+        if let Some(marker) = self
+            .get(OP, pk.clone(), &marker_sk(&meta.calculation_id))
+            .await?
+        {
+            // Stored already: finish its history if a crash interrupted it.
+            if !matches!(
+                marker.get("done"),
+                Some(aws_sdk_dynamodb::types::AttributeValue::Bool(true))
+            ) {
+                let stored: CalcMeta = decode(OP, &marker)?;
+                let prices = self
+                    .read_parts(
+                        OP,
+                        &pk,
+                        &stored.calculation_id,
+                        get_n(OP, &marker, "parts")?,
+                    )
+                    .await?;
+                self.write_history(&pk, &stored, &prices).await?;
+            }
+            return Ok(false);
+        }
+        let latest = match self.get(OP, pk.clone(), HEAD).await? {
+            Some(head) => get_n(OP, &head, keys::SEQ)?,
+            None => 0,
+        };
+        if calculation.sequence != latest + 1 {
+            return Err(StoreError::Conflict(format!(
+                "sequence {} is not the next after {latest}",
+                calculation.sequence
+            )));
+        }
+        // 1. The prices, in parts keyed by calculation id.
+        let chunks: Vec<&[ItemPrice]> = calculation.prices.chunks(PRICES_PER_ITEM).collect();
+        let parts = chunks.len();
+        let mut items = Vec::with_capacity(parts);
+        for (i, chunk) in chunks.iter().enumerate() {
+            let mut item = Self::item(&pk, part_sk(&meta.calculation_id, i));
+            item.insert(RECORD.to_owned(), s(encode(OP, chunk)?));
+            items.push(item);
+        }
+        self.batch_put(OP, items).await?;
+        // 2. Pointer, marker and events, atomically.
+        let records: Vec<(String, String)> = events
+            .iter()
+            .map(|e| Ok((e.id.clone(), encode(OP, e)?)))
+            .collect::<StoreResult<_>>()?;
+        for attempt in 1.. {
+            let mut actions = Vec::new();
+            let head = Put::builder()
+                .table_name(self.table())
+                .item(PK, s(&pk))
+                .item(SK, s(HEAD))
+                .item(keys::SEQ, n(calculation.sequence))
+                .item("calc", s(&meta.calculation_id))
+                .item("parts", n(parts as u64));
+            let head = if latest == 0 {
+                head.condition_expression("attribute_not_exists(pk)")
+            } else {
+                head.condition_expression("seq = :prev")
+                    .expression_attribute_values(":prev", n(latest))
+            };
+            actions.push(
+                TransactWriteItem::builder()
+                    .put(built(OP, head.build())?)
+                    .build(),
+            );
+            let marker = Put::builder()
+                .table_name(self.table())
+                .item(PK, s(&pk))
+                .item(SK, s(marker_sk(&meta.calculation_id)))
+                .item(RECORD, s(encode(OP, &meta)?))
+                .item(keys::SEQ, n(calculation.sequence))
+                .item("parts", n(parts as u64))
+                .item("done", aws_sdk_dynamodb::types::AttributeValue::Bool(false))
+                .condition_expression("attribute_not_exists(pk)");
+            actions.push(
+                TransactWriteItem::builder()
+                    .put(built(OP, marker.build())?)
+                    .build(),
+            );
+            actions.extend(self.event_writes(&pk, &records).await?);
+            match self.transact(OP, actions).await? {
+                Ok(()) => break,
+                Err(reasons) => {
+                    if super::failed_at(&reasons, 1) {
+                        return Ok(false);
+                    }
+                    if super::failed_at(&reasons, 0) {
+                        return Err(StoreError::Conflict(format!(
+                            "another calculation took sequence {}",
+                            calculation.sequence
+                        )));
+                    }
+                    // The event counter moved (another writer stored events): read again.
+                    if attempt > 40 {
+                        return Err(StoreError::Unavailable(format!(
+                            "{OP}: kept losing the event counter"
+                        )));
+                    }
+                    backoff(attempt).await;
+                }
+            }
+        }
+        // 3. History, then the marker's done flag.
+        self.write_history(&pk, &meta, &calculation.prices).await?;
+        Ok(true)
+    }
+
+    async fn has_calculation(&self, key: &InstanceKey, calculation_id: &str) -> StoreResult<bool> {
+        Ok(self
+            .get(
+                "has_calculation",
+                keys::instance_pk(key),
+                &marker_sk(calculation_id),
+            )
+            .await?
+            .is_some())
+    }
+
+    async fn latest_prices(&self, key: &InstanceKey) -> StoreResult<Option<PriceCalculation>> {
+        const OP: &str = "latest_prices";
+        let pk = keys::instance_pk(key);
+        let Some(head) = self.get(OP, pk.clone(), HEAD).await? else {
+            return Ok(None);
+        };
+        let calculation_id = get_s(OP, &head, "calc")?.to_owned();
+        let marker = self
+            .get(OP, pk.clone(), &marker_sk(&calculation_id))
+            .await?
+            .ok_or_else(|| corrupt(OP, format!("calculation {calculation_id} has no marker")))?;
+        let meta: CalcMeta = decode(OP, &marker)?;
+        let prices = self
+            .read_parts(OP, &pk, &calculation_id, get_n(OP, &head, "parts")?)
+            .await?;
+        Ok(Some(PriceCalculation {
+            calculation_id,
+            trigger: meta.trigger,
+            metadata: meta.metadata,
+            calculated_at: meta.calculated_at,
+            sequence: meta.sequence,
+            prices,
+        }))
+    }
+
+    async fn price_history(
+        &self,
+        key: &InstanceKey,
+        item: &ItemId,
+        page: &PageRequest,
+    ) -> StoreResult<Page<PriceHistoryEntry>> {
+        const OP: &str = "price_history";
+        let pk = keys::instance_pk(key);
+        let prefix = history_prefix(item);
+        let mut q = Query::new("pk = :pk AND begins_with(sk, :prefix)")
+            .value(":pk", s(pk.clone()))
+            .value(":prefix", s(prefix.clone()))
+            .max(page.limit.saturating_add(1));
+        if let Some(cursor) = &page.cursor {
+            let seq: u64 = cursor.parse().map_err(|_| StoreError::NotFound)?;
+            q = q.after(pk.clone(), history_sk(item, seq));
+        }
+        let mut entries = Vec::new();
+        for found in self.query(OP, q).await? {
+            entries.push(decode::<PriceHistoryEntry>(OP, &found)?);
+        }
+        Ok(super::projects::page_of(entries, page.limit, |e| {
+            e.sequence.to_string()
+        }))
+    }
+}
+
+impl PriceMatchStore for DynamoStore {
+    async fn get_matches(&self, key: &InstanceKey) -> StoreResult<MatchSet> {
+        const OP: &str = "get_matches";
+        match self.get(OP, keys::instance_pk(key), MATCHES).await? {
+            None => Ok(MatchSet::default()),
+            Some(item) => Ok(MatchSet {
+                rules: decode::<Vec<PriceMatch>>(OP, &item)?,
+                version: get_n(OP, &item, "version")?,
+            }),
+        }
+    }
+
+    async fn put_matches(
+        &self,
+        key: &InstanceKey,
+        rules: &[PriceMatch],
+        expected_version: u64,
+    ) -> StoreResult<()> {
+        const OP: &str = "put_matches";
+        let put = self
+            .client()
+            .put_item()
+            .table_name(self.table())
+            .item(PK, s(keys::instance_pk(key)))
+            .item(SK, s(MATCHES))
+            .item(RECORD, s(encode(OP, &rules)?))
+            .item("version", n(expected_version + 1));
+        let put = if expected_version == 0 {
+            put.condition_expression("attribute_not_exists(pk)")
+        } else {
+            put.condition_expression("version = :v")
+                .expression_attribute_values(":v", n(expected_version))
+        };
+        match put.send().await {
+            Ok(_) => Ok(()),
+            Err(e) if super::is_condition_failed(&e) => Err(StoreError::Conflict(format!(
+                "the price match rules changed since version {expected_version}"
+            ))),
+            Err(e) => Err(store_error(OP, e)),
+        }
+    }
+}
+
+impl ActiveInstances for DynamoStore {
+    /// Active instances are indexed sparsely on gsi1 (`ACTIVE`, `{pid}/{iid}`), maintained
+    /// by the instance writes; each comes with its header's schedule.
+    async fn active_instances(&self, page: &PageRequest) -> StoreResult<Page<ScheduledInstance>> {
+        const OP: &str = "active_instances";
+        let mut q = Query::new("gsi1pk = :active")
+            .value(":active", s(keys::ACTIVE_PK))
+            .max(page.limit.saturating_add(1));
+        q.index = Some(keys::GSI1);
+        if let Some(cursor) = &page.cursor {
+            let (pk, sk) = keys::active_cursor_key(cursor).ok_or(StoreError::NotFound)?;
+            let mut start = Self::item(&pk, sk);
+            start.insert("gsi1pk".to_owned(), s(keys::ACTIVE_PK));
+            start.insert("gsi1sk".to_owned(), s(cursor.clone()));
+            q.start = Some(start);
+        }
+        let found = self.query(OP, q).await?;
+        let mut items = Vec::with_capacity(found.len());
+        for item in &found {
+            let instance: pricing_core::model::Instance = decode(OP, item)?;
+            let header = self
+                .get(OP, keys::instance_pk(&instance.key()), keys::HEAD_SK)
+                .await?;
+            let schedule = match header {
+                Some(h) => decode::<Header>(OP, &h)?.schedule,
+                None => None,
+            };
+            items.push(ScheduledInstance { instance, schedule });
+        }
+        Ok(super::projects::page_of(items, page.limit, |i| {
+            format!("{}/{}", i.instance.project_id, i.instance.instance_id)
+        }))
+    }
+}

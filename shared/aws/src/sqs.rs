@@ -1,0 +1,245 @@
+//! WorkQueue on SQS. The body of each message is the JSON of `Message`.
+//!
+//! FIFO queues (URL ending in `.fifo`): the message group is `Message::group()`, and each
+//! send has a fresh deduplication id. Content-based or key-based deduplication would be
+//! wrong here: SQS drops a message whose deduplication id it saw in the last 5 minutes even
+//! when the first one was already received, so a wake-up sent while an earlier one is being
+//! handled would be lost. Extra wake-ups cost one cheap run of the processor.
+//!
+//! Receiving from a FIFO queue asks for one message per call: SQS may hand out several
+//! messages of one group in a single batch, and the port promises at most one in flight
+//! per group. Standard queues have no groups; their batches take up to 10 messages.
+//!
+//! A body that is not a `Message` is logged and left alone: it becomes visible again after
+//! the visibility timeout and finally moves to the dead-letter queue (redrive policy).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use pricing_core::model::Message;
+use pricing_core::ports::{Received, StoreResult, WorkQueue};
+
+use aws_sdk_sqs::config::http::HttpResponse;
+use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
+
+use crate::error::{code, store_error};
+
+/// Messages per ReceiveMessage call (the API's limit).
+const RECEIVE_BATCH: usize = 10;
+/// The longest visibility timeout SQS accepts (12 h).
+const MAX_VISIBILITY_SECS: u64 = 43_200;
+/// Errors that mean "this receipt no longer refers to a message in flight": `ack` and
+/// `retry_later` of such a receipt are no-ops, as the port says.
+const STALE_RECEIPT_CODES: &[&str] = &[
+    "ReceiptHandleIsInvalid",
+    "MessageNotInflight",
+    "AWS.SimpleQueueService.MessageNotInflight",
+];
+
+/// Decodes the body of a work message (for Lambda handlers that receive SQS events).
+pub fn parse_message(body: &str) -> Result<Message, serde_json::Error> {
+    serde_json::from_str(body)
+}
+
+/// A WorkQueue on one SQS queue. Cheap to clone.
+#[derive(Clone)]
+pub struct SqsQueue {
+    client: Client,
+    url: Arc<str>,
+    fifo: bool,
+}
+
+impl std::fmt::Debug for SqsQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqsQueue")
+            .field("url", &self.url)
+            .field("fifo", &self.fifo)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqsQueue {
+    pub fn new(client: Client, url: impl Into<String>) -> Self {
+        let url: String = url.into();
+        SqsQueue {
+            client,
+            fifo: url.ends_with(".fifo"),
+            url: Arc::from(url),
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn is_fifo(&self) -> bool {
+        self.fifo
+    }
+}
+
+/// Whether an ack or retry_later failed only because the receipt is stale (the message
+/// was deleted, or is no longer in flight). SQS reports an expired receipt of
+/// ChangeMessageVisibility as an InvalidParameterValue about the ReceiptHandle.
+fn is_stale_receipt<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> bool {
+    match code(e) {
+        Some(c) if STALE_RECEIPT_CODES.contains(&c) => true,
+        Some("InvalidParameterValue") => e
+            .as_service_error()
+            .and_then(|s| s.message())
+            .is_some_and(|m| m.contains("ReceiptHandle")),
+        _ => false,
+    }
+}
+
+/// Whole seconds, rounded up, within what SQS accepts.
+fn whole_seconds(d: Duration) -> i32 {
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    i32::try_from(secs.min(MAX_VISIBILITY_SECS)).unwrap_or(i32::MAX)
+}
+
+impl WorkQueue for SqsQueue {
+    async fn send(&self, message: &Message) -> StoreResult<()> {
+        let body = serde_json::to_string(message).map_err(|e| {
+            pricing_core::ports::StoreError::Failed(format!("send: encoding the message: {e}"))
+        })?;
+        let mut req = self
+            .client
+            .send_message()
+            .queue_url(&*self.url)
+            .message_body(body);
+        if self.fifo {
+            req = req
+                .message_group_id(message.group())
+                .message_deduplication_id(ulid::Ulid::new().to_string());
+        }
+        req.send().await.map_err(|e| store_error("send", e))?;
+        Ok(())
+    }
+
+    async fn receive(&self, max: usize, visibility: Duration) -> StoreResult<Vec<Received>> {
+        let per_call = if self.fifo { 1 } else { RECEIVE_BATCH };
+        let mut out = Vec::new();
+        while out.len() < max {
+            let ask = per_call.min(max - out.len());
+            let result = self
+                .client
+                .receive_message()
+                .queue_url(&*self.url)
+                .max_number_of_messages(i32::try_from(ask).unwrap_or(1))
+                .visibility_timeout(whole_seconds(visibility))
+                .wait_time_seconds(0)
+                .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+                .send()
+                .await
+                .map_err(|e| store_error("receive", e))?;
+            let messages = result.messages.unwrap_or_default();
+            let got = messages.len();
+            for m in messages {
+                let Some(receipt) = m.receipt_handle else {
+                    continue;
+                };
+                let body = m.body.unwrap_or_default();
+                let message = match parse_message(&body) {
+                    Ok(message) => message,
+                    Err(e) => {
+                        tracing::error!(
+                            message_id = m.message_id.as_deref().unwrap_or("?"),
+                            error = %e,
+                            "queue message is not a Message; left for the dead-letter queue"
+                        );
+                        continue;
+                    }
+                };
+                let receive_count = m
+                    .attributes
+                    .as_ref()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(1);
+                out.push(Received {
+                    receipt,
+                    message,
+                    receive_count,
+                });
+            }
+            if got < ask {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn ack(&self, receipt: &str) -> StoreResult<()> {
+        match self
+            .client
+            .delete_message()
+            .queue_url(&*self.url)
+            .receipt_handle(receipt)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_stale_receipt(&e) => Ok(()),
+            Err(e) => Err(store_error("ack", e)),
+        }
+    }
+
+    async fn retry_later(&self, receipt: &str, delay: Duration) -> StoreResult<()> {
+        match self
+            .client
+            .change_message_visibility()
+            .queue_url(&*self.url)
+            .receipt_handle(receipt)
+            .visibility_timeout(whole_seconds(delay))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_stale_receipt(&e) => Ok(()),
+            Err(e) => Err(store_error("retry_later", e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn visibility_is_rounded_up_to_whole_seconds() {
+        assert_eq!(whole_seconds(Duration::ZERO), 0);
+        assert_eq!(whole_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(whole_seconds(Duration::from_secs(1)), 1);
+        assert_eq!(whole_seconds(Duration::from_millis(1500)), 2);
+        assert_eq!(whole_seconds(Duration::from_secs(99_999)), 43_200);
+    }
+
+    #[test]
+    fn messages_parse_from_their_json() {
+        let m =
+            parse_message(r#"{"kind":"processInstance","key":{"projectId":"p","instanceId":"i"}}"#)
+                .expect("a message");
+        assert_eq!(m.group(), "p/i");
+        assert!(parse_message("{}").is_err());
+        assert!(parse_message("nope").is_err());
+    }
+}
+
+/// Producers' view of the stack's queues: each kind of message goes to its own queue
+/// (processing wake-ups to the FIFO process queue, calculations to the recalc queue).
+#[derive(Clone, Debug)]
+pub struct Queues {
+    pub process: SqsQueue,
+    pub recalc: SqsQueue,
+}
+
+impl pricing_core::ports::Enqueue for Queues {
+    async fn send(&self, message: &Message) -> StoreResult<()> {
+        match message {
+            Message::ProcessInstance { .. } => WorkQueue::send(&self.process, message).await,
+            Message::Recalculate { .. } => WorkQueue::send(&self.recalc, message).await,
+        }
+    }
+}

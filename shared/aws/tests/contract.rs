@@ -1,0 +1,113 @@
+//! The contract suites of the ports the AWS adapters implement, on the emulator:
+//! DynamoStore for ProjectStore, InstanceStore, EntryLog, StateStore, EventStore and
+//! Backlog, SqsQueue (the stack's FIFO process queue) for WorkQueue. Each test provisions a
+//! stack of its own, so suites never share a table or a queue, except the last one, which
+//! runs every suite at once on one stack.
+//!
+//! The suites are listed here rather than through `contract_tests!`: the queue suite runs
+//! on the SQS queue, not on the store.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Stack;
+use pricing_contract::QueueTiming;
+
+/// SQS visibility timeouts are whole seconds; FIFO deduplication ids are unique per send
+/// (see `pricing_aws::sqs`), so pending sends do not merge.
+fn sqs_timing() -> QueueTiming {
+    QueueTiming {
+        visibility: Duration::from_secs(1),
+        slack: Duration::from_millis(1500),
+        patience: Duration::from_secs(10),
+        pending_sends_merge: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn project_store_contract() {
+    let store = Stack::new("projects").await.store();
+    pricing_contract::project_store_contract(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_store_contract() {
+    let store = Stack::new("instances").await.store();
+    pricing_contract::instance_store_contract(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_state_contract() {
+    let store = Stack::new("instance-state").await.store();
+    pricing_contract::instance_state_contract(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entry_log_contract() {
+    let store = Stack::new("log").await.store();
+    pricing_contract::entry_log_contract(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_store_contract() {
+    let store = Stack::new("state").await.store();
+    pricing_contract::state_store_contract(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_store_contract() {
+    let store = Stack::new("events").await.store();
+    pricing_contract::event_store_contract(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_queue_contract() {
+    let queue = Stack::new("queue").await.process_queue();
+    pricing_contract::work_queue_contract_with(&queue, sqs_timing()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backlog_contract() {
+    let store = Stack::new("backlog").await.store();
+    pricing_contract::backlog_contract(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn price_store_contract() {
+    let store = Stack::new("prices").await.store();
+    pricing_contract::price_store_contract(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn price_match_store_contract() {
+    let store = Stack::new("matches").await.store();
+    pricing_contract::price_match_store_contract(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn active_instances_contract() {
+    let store = Stack::new("active").await.store();
+    pricing_contract::active_instances_contract(&store).await;
+}
+
+/// Every suite at once on one table and queue: suites (and so concurrent users) do not
+/// disturb each other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_contracts_on_one_stack() {
+    let stack = Stack::new("all").await;
+    let (store, queue) = (stack.store(), stack.process_queue());
+    tokio::join!(
+        pricing_contract::project_store_contract(&store),
+        pricing_contract::instance_store_contract(&store),
+        pricing_contract::instance_state_contract(&store),
+        pricing_contract::entry_log_contract(&store),
+        pricing_contract::state_store_contract(&store),
+        pricing_contract::event_store_contract(&store),
+        pricing_contract::work_queue_contract_with(&queue, sqs_timing()),
+        pricing_contract::backlog_contract(&store),
+        pricing_contract::price_store_contract(&store),
+        pricing_contract::price_match_store_contract(&store),
+        pricing_contract::active_instances_contract(&store),
+    );
+}

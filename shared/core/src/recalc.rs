@@ -1,0 +1,237 @@
+//! The one recalculation path (schedule, sales, request): load the state, the latest prices
+//! and the match rules, run the engine, store the calculation with its `prices.updated`
+//! events. Idempotent per calculation id, so a redelivered message changes nothing.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::ids::{InstanceKey, ItemId};
+use crate::model::{Event, Instance, Message, PageRequest, PriceCalculation};
+use crate::money::Money;
+use crate::ports::{
+    ActiveInstances, PriceMatchStore, PriceStore, StateStore, StoreError, StoreResult,
+};
+use crate::pricing::{Trigger, calculate, schedule_slots};
+use crate::state::InstanceState;
+use crate::time::Timestamp;
+
+/// Prices per `prices.updated` part (DESIGN.md section 7).
+pub const PRICES_PER_PART: usize = 1_000;
+/// Lost races on the sequence tolerated before giving up.
+const MAX_CONFLICTS: usize = 5;
+
+/// What to calculate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecalcRequest {
+    pub calculation_id: String,
+    pub trigger: Trigger,
+    pub metadata: Option<Value>,
+}
+
+/// Runs one calculation; `None` when this calculation id was stored already.
+pub async fn recalculate<S, P, M>(
+    states: &S,
+    prices: &P,
+    matches: &M,
+    instance: &Instance,
+    request: &RecalcRequest,
+    now: Timestamp,
+) -> StoreResult<Option<PriceCalculation>>
+where
+    S: StateStore,
+    P: PriceStore,
+    M: PriceMatchStore,
+{
+    if prices
+        .has_calculation(&instance.key(), &request.calculation_id)
+        .await?
+    {
+        return Ok(None);
+    }
+    let state = states.load_state(&instance.key()).await?;
+    recalculate_from(&state, None, prices, matches, instance, request, now).await
+}
+
+/// The latest prices a caller remembers: their sequence and the price of every item.
+pub type PriceHint = (u64, BTreeMap<ItemId, Money>);
+
+/// [`recalculate`] on a state the caller has (e.g. a processor's warm cache), with the
+/// latest prices it remembers. A stale hint only costs a retry: the save is conditional on
+/// the sequence, and a lost race reads the stored latest prices.
+pub async fn recalculate_from<P, M>(
+    state: &InstanceState,
+    mut hint: Option<&PriceHint>,
+    prices: &P,
+    matches: &M,
+    instance: &Instance,
+    request: &RecalcRequest,
+    now: Timestamp,
+) -> StoreResult<Option<PriceCalculation>>
+where
+    P: PriceStore,
+    M: PriceMatchStore,
+{
+    let key = instance.key();
+    let mut conflicts = 0;
+    loop {
+        if conflicts > 0
+            && prices
+                .has_calculation(&key, &request.calculation_id)
+                .await?
+        {
+            return Ok(None);
+        }
+        let stored;
+        let (sequence, previous) = match hint.take() {
+            Some((seq, map)) => (*seq, map),
+            None => {
+                stored = prices
+                    .latest_prices(&key)
+                    .await?
+                    .map(|l| (l.sequence, l.price_map()));
+                match &stored {
+                    Some((seq, map)) => (*seq, map),
+                    None => (0, &EMPTY),
+                }
+            }
+        };
+        let rules = matches.get_matches(&key).await?;
+        let result = calculate(
+            state,
+            instance.is_active(now),
+            request.trigger,
+            now,
+            previous,
+            &rules.rules,
+        );
+        let calculation = PriceCalculation {
+            calculation_id: request.calculation_id.clone(),
+            trigger: request.trigger,
+            metadata: request.metadata.clone(),
+            calculated_at: now,
+            sequence: sequence + 1,
+            prices: result.prices,
+        };
+        let events = prices_updated_events(&key, &calculation);
+        match prices.save_calculation(&key, &calculation, &events).await {
+            Ok(true) => return Ok(Some(calculation)),
+            Ok(false) => return Ok(None),
+            Err(StoreError::Conflict(_)) if conflicts < MAX_CONFLICTS => conflicts += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+static EMPTY: BTreeMap<ItemId, Money> = BTreeMap::new();
+
+/// The `prices.updated` events of a calculation: parts of at most [`PRICES_PER_PART`]
+/// prices, ids derived from the calculation id and part (stable across replays).
+pub fn prices_updated_events(key: &InstanceKey, calculation: &PriceCalculation) -> Vec<Event> {
+    let chunks: Vec<_> = calculation.prices.chunks(PRICES_PER_PART).collect();
+    let parts = chunks.len().max(1);
+    let empty: &[_] = &[];
+    let chunks = if chunks.is_empty() {
+        vec![empty]
+    } else {
+        chunks
+    };
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, chunk)| {
+            let prices: Vec<Value> = chunk
+                .iter()
+                .map(|p| {
+                    json!({
+                        "itemId": p.item_id,
+                        "price": p.price,
+                        "previousPrice": p.previous_price,
+                        "changed": p.changed,
+                    })
+                })
+                .collect();
+            let mut data = json!({
+                "calculationId": calculation.calculation_id,
+                "trigger": calculation.trigger,
+                "calculatedAt": calculation.calculated_at,
+                "sequence": calculation.sequence,
+                "part": i + 1,
+                "parts": parts,
+                "prices": prices,
+            });
+            if let Some(m) = &calculation.metadata {
+                data["metadata"] = m.clone();
+            }
+            Event {
+                id: event_id(key, &calculation.calculation_id, i + 1),
+                event_type: "prices.updated".into(),
+                project_id: key.project_id.clone(),
+                instance_id: key.instance_id.clone(),
+                created_at: calculation.calculated_at,
+                data,
+            }
+        })
+        .collect()
+}
+
+fn event_id(key: &InstanceKey, calculation_id: &str, part: usize) -> String {
+    let mut hash = Sha256::new();
+    hash.update(format!("prices.updated\n{key}\n{calculation_id}\n{part}"));
+    let digest = hash.finalize();
+    let id: String = digest[..13].iter().map(|b| format!("{b:02x}")).collect();
+    format!("evt_{id}")
+}
+
+/// The scheduled runs due at `now`: one `Recalculate` per active instance for its current
+/// schedule slot (in the instance time zone), unless that slot's calculation is stored.
+/// Instances past their deactivation date get none. Idempotent: run it as often as you like.
+pub async fn due_scheduled_runs<A, P>(
+    instances: &A,
+    prices: &P,
+    now: Timestamp,
+) -> StoreResult<Vec<Message>>
+where
+    A: ActiveInstances,
+    P: PriceStore,
+{
+    let mut due = Vec::new();
+    let mut page = PageRequest {
+        cursor: None,
+        limit: 500,
+    };
+    loop {
+        let batch = instances.active_instances(&page).await?;
+        for s in &batch.items {
+            if !s.instance.is_active(now) {
+                continue;
+            }
+            let slots = schedule_slots(s.schedule.as_ref(), s.instance.time_zone.as_deref(), now);
+            let key = s.instance.key();
+            let calculation_id = scheduled_calculation_id(&key, slots.current);
+            if !prices.has_calculation(&key, &calculation_id).await? {
+                due.push(Message::Recalculate {
+                    key,
+                    calculation_id,
+                    trigger: Trigger::Schedule,
+                    metadata: None,
+                });
+            }
+        }
+        match batch.next {
+            Some(next) => page.cursor = Some(next),
+            None => return Ok(due),
+        }
+    }
+}
+
+/// The calculation id of a scheduled run: one per (instance, slot), so the run is
+/// idempotent however often the scheduler fires.
+pub fn scheduled_calculation_id(key: &InstanceKey, slot: Timestamp) -> String {
+    let mut hash = Sha256::new();
+    hash.update(format!("schedule\n{key}\n{}", slot.millis()));
+    let digest = hash.finalize();
+    let id: String = digest[..10].iter().map(|b| format!("{b:02x}")).collect();
+    format!("sch_{id}")
+}

@@ -1,0 +1,313 @@
+//! PriceStore: the latest calculation of each instance (one JSON snapshot), a history row
+//! per calculated price, and the calculation ids seen, all written in one transaction with
+//! the calculation's events.
+
+use pricing_core::ids::{InstanceKey, ItemId};
+use pricing_core::model::{Event, Page, PageRequest, PriceCalculation, PriceHistoryEntry};
+use pricing_core::ports::{PriceStore, StoreError, StoreResult};
+use pricing_core::pricing::{ItemPrice, PriceStatus, Trigger};
+use pricing_core::time::Timestamp;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
+
+use crate::db::{DbResult, text, to_i64, to_u64};
+use crate::projects::fetch_limit;
+use crate::{EmbeddedStore, lock, run_blocking};
+
+impl PriceStore for EmbeddedStore {
+    async fn save_calculation(
+        &self,
+        key: &InstanceKey,
+        calculation: &PriceCalculation,
+        events: &[Event],
+    ) -> StoreResult<bool> {
+        let project = key.project_id.to_string();
+        let instance = key.instance_id.to_string();
+        // The events (about a tenth of the prices' JSON: ~1 ms for 10,000 prices) are
+        // encoded here, which costs less than deep-copying their JSON trees. The prices
+        // take several milliseconds: they are encoded on the blocking pool, before the
+        // writer is taken, so neither the async workers nor other writers wait for that.
+        let events = encode_events(events)
+            .map_err(|e| StoreError::Failed(format!("save_calculation: encoding an event: {e}")))?;
+        let calculation = calculation.clone();
+        let inner = self.inner.clone();
+        run_blocking("save_calculation", move || {
+            let encoded = Encoded::new(&calculation, events)?;
+            drop(calculation);
+            let mut conn = lock(&inner.writer);
+            write_calculation(&mut conn, &project, &instance, &encoded)
+        })
+        .await
+    }
+
+    async fn has_calculation(&self, key: &InstanceKey, calculation_id: &str) -> StoreResult<bool> {
+        let project = key.project_id.to_string();
+        let instance = key.instance_id.to_string();
+        let id = calculation_id.to_owned();
+        self.on_reader("has_calculation", move |conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT 1 FROM price_calculations
+                     WHERE project_id = ?1 AND instance_id = ?2 AND calculation_id = ?3",
+                )?
+                .exists(params![project, instance, id])?)
+        })
+        .await
+    }
+
+    async fn latest_prices(&self, key: &InstanceKey) -> StoreResult<Option<PriceCalculation>> {
+        let project = key.project_id.to_string();
+        let instance = key.instance_id.to_string();
+        self.on_reader("latest_prices", move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT record FROM price_latest WHERE project_id = ?1 AND instance_id = ?2",
+            )?;
+            let mut rows = stmt.query(params![project, instance])?;
+            match rows.next()? {
+                None => Ok(None),
+                Some(row) => Ok(Some(serde_json::from_str(text(row, 0)?)?)),
+            }
+        })
+        .await
+    }
+
+    async fn price_history(
+        &self,
+        key: &InstanceKey,
+        item: &ItemId,
+        page: &PageRequest,
+    ) -> StoreResult<Page<PriceHistoryEntry>> {
+        let project = key.project_id.to_string();
+        let instance = key.instance_id.to_string();
+        let item = item.to_string();
+        let after = match &page.cursor {
+            None => 0,
+            Some(c) => parse_cursor(c)?,
+        };
+        let limit = page.limit;
+        self.on_reader("price_history", move |conn| {
+            // The calculations by sequence, each with a primary-key lookup of the item's row
+            // (CROSS JOIN keeps that loop order). Cost: one lookup per calculation after the
+            // cursor until the page is full, so an item kept in many calculations in a row
+            // costs a lookup for each of them.
+            let mut stmt = conn.prepare_cached(
+                "SELECT c.seq, c.record, h.record
+                 FROM price_calculations c
+                 CROSS JOIN price_history h
+                   ON h.project_id = c.project_id AND h.instance_id = c.instance_id
+                  AND h.seq = c.seq AND h.item_id = ?3
+                 WHERE c.project_id = ?1 AND c.instance_id = ?2 AND c.seq > ?4
+                 ORDER BY c.seq LIMIT ?5",
+            )?;
+            let mut rows =
+                stmt.query(params![project, instance, item, after, fetch_limit(limit)])?;
+            let mut items = Vec::new();
+            while let Some(row) = rows.next()? {
+                let sequence = to_u64(row.get(0)?, "price sequence")?;
+                let head: CalcHead = serde_json::from_str(text(row, 1)?)?;
+                let price: ItemPrice = serde_json::from_str(text(row, 2)?)?;
+                items.push(PriceHistoryEntry {
+                    sequence,
+                    calculation_id: head.calculation_id,
+                    trigger: head.trigger,
+                    calculated_at: head.calculated_at,
+                    price,
+                });
+            }
+            let next = if items.len() > limit {
+                items.truncate(limit);
+                items.last().map(|e| e.sequence.to_string())
+            } else {
+                None
+            };
+            Ok(Page { items, next })
+        })
+        .await
+    }
+}
+
+/// The cursor of a history page: the last sequence listed, in decimal. One that does not
+/// parse was not made by this store: `NotFound`, like an unknown event id after which to list.
+fn parse_cursor(cursor: &str) -> StoreResult<i64> {
+    cursor
+        .parse::<u64>()
+        .ok()
+        .and_then(|s| i64::try_from(s).ok())
+        .ok_or(StoreError::NotFound)
+}
+
+/// The fields of a calculation that its history entries repeat (`price_calculations.record`).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CalcHead {
+    calculation_id: String,
+    trigger: Trigger,
+    calculated_at: Timestamp,
+}
+
+/// A calculation as rows, encoded before taking the writer.
+struct Encoded {
+    calculation_id: String,
+    sequence: u64,
+    head: String,
+    snapshot: String,
+    /// (item id, `ItemPrice` JSON) of every calculated price, by item id.
+    history: Vec<(String, String)>,
+    events: Vec<(String, String)>,
+}
+
+impl Encoded {
+    /// Every price is serialized once (in two threads for a large calculation): the
+    /// snapshot is spliced from the same strings the history rows store.
+    fn new(c: &PriceCalculation, events: Vec<(String, String)>) -> DbResult<Self> {
+        let prices = encode_all(&c.prices)?;
+        let snapshot = snapshot(c, &prices)?;
+        let mut history: Vec<(String, String)> = c
+            .prices
+            .iter()
+            .zip(prices)
+            .filter(|(p, _)| p.status == PriceStatus::Calculated)
+            .map(|(p, json)| (p.item_id.to_string(), json))
+            .collect();
+        // Rows in key order: the inserts append to the calculation's range in order.
+        if !history.is_sorted_by(|a, b| a.0 <= b.0) {
+            history.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        }
+        Ok(Encoded {
+            calculation_id: c.calculation_id.clone(),
+            sequence: c.sequence,
+            head: serde_json::to_string(&CalcHead {
+                calculation_id: c.calculation_id.clone(),
+                trigger: c.trigger,
+                calculated_at: c.calculated_at,
+            })?,
+            snapshot,
+            history,
+            events,
+        })
+    }
+}
+
+/// (event id, JSON) of each event.
+fn encode_events(events: &[Event]) -> serde_json::Result<Vec<(String, String)>> {
+    events
+        .iter()
+        .map(|e| Ok((e.id.clone(), serde_json::to_string(e)?)))
+        .collect()
+}
+
+/// The calculation as JSON, its `prices` array spliced from the already encoded prices.
+/// Identical to `serde_json::to_string(c)`: the calculation without prices ends with
+/// `"prices":[]}` (the last field, always written); anything else falls back to encoding
+/// the whole calculation again.
+pub(crate) fn snapshot(c: &PriceCalculation, prices: &[String]) -> serde_json::Result<String> {
+    const EMPTY: &str = r#""prices":[]}"#;
+    let head = PriceCalculation {
+        calculation_id: c.calculation_id.clone(),
+        trigger: c.trigger,
+        metadata: c.metadata.clone(),
+        calculated_at: c.calculated_at,
+        sequence: c.sequence,
+        prices: Vec::new(),
+    };
+    let mut out = serde_json::to_string(&head)?;
+    if !out.ends_with(EMPTY) {
+        return serde_json::to_string(c);
+    }
+    out.truncate(out.len() - 2);
+    out.reserve(prices.iter().map(|p| p.len() + 1).sum::<usize>() + 2);
+    for (i, p) in prices.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(p);
+    }
+    out.push_str("]}");
+    Ok(out)
+}
+
+/// Serializes each value, in two threads when there are many (encoding dominates the
+/// save of a large calculation).
+pub(crate) fn encode_all<T: Serialize + Sync>(values: &[T]) -> DbResult<Vec<String>> {
+    const PARALLEL_FROM: usize = 2_048;
+    let encode = |part: &[T]| -> serde_json::Result<Vec<String>> {
+        part.iter().map(serde_json::to_string).collect()
+    };
+    if values.len() < PARALLEL_FROM {
+        return Ok(encode(values)?);
+    }
+    let (left, right) = values.split_at(values.len() / 2);
+    let (left, right) = std::thread::scope(|s| {
+        let handle = s.spawn(|| encode(right));
+        (encode(left), handle.join())
+    });
+    let right =
+        right.map_err(|_| StoreError::Failed("save_calculation: an encoder panicked".into()))?;
+    let mut out = left?;
+    out.extend(right?);
+    Ok(out)
+}
+
+fn write_calculation(
+    conn: &mut Connection,
+    project: &str,
+    instance: &str,
+    c: &Encoded,
+) -> DbResult<bool> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // A replay first: its sequence may have been overtaken since, which is no conflict.
+    let known = tx
+        .prepare_cached(
+            "SELECT 1 FROM price_calculations
+             WHERE project_id = ?1 AND instance_id = ?2 AND calculation_id = ?3",
+        )?
+        .exists(params![project, instance, c.calculation_id])?;
+    if known {
+        return Ok(false);
+    }
+    let latest: Option<i64> = tx
+        .prepare_cached("SELECT seq FROM price_latest WHERE project_id = ?1 AND instance_id = ?2")?
+        .query_row(params![project, instance], |r| r.get(0))
+        .optional()?;
+    let latest = latest.map_or(Ok(0), |s| to_u64(s, "price sequence"))?;
+    if latest.checked_add(1) != Some(c.sequence) {
+        return Err(StoreError::Conflict(format!(
+            "prices of {project}/{instance} are at sequence {latest}: calculation {} with \
+             sequence {} does not follow",
+            c.calculation_id, c.sequence
+        ))
+        .into());
+    }
+    let seq = to_i64(c.sequence, "price sequence")?;
+    tx.prepare_cached(
+        "INSERT INTO price_calculations (project_id, instance_id, seq, calculation_id, record)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![project, instance, seq, c.calculation_id, c.head])?;
+    tx.prepare_cached(
+        "INSERT INTO price_latest (project_id, instance_id, seq, record) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (project_id, instance_id)
+         DO UPDATE SET seq = excluded.seq, record = excluded.record",
+    )?
+    .execute(params![project, instance, seq, c.snapshot])?;
+    {
+        let mut history = tx.prepare_cached(
+            "INSERT INTO price_history (project_id, instance_id, seq, item_id, record)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        for (item, record) in &c.history {
+            history.execute(params![project, instance, seq, item, record])?;
+        }
+        // Event ids are deterministic: one already stored (a replay) is skipped.
+        let mut event = tx.prepare_cached(
+            "INSERT INTO events (project_id, instance_id, event_id, record)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (project_id, instance_id, event_id) DO NOTHING",
+        )?;
+        for (id, record) in &c.events {
+            event.execute(params![project, instance, id, record])?;
+        }
+    }
+    tx.commit()?;
+    Ok(true)
+}

@@ -1,0 +1,24 @@
+//! Lambda glue shared by the functions in `functions/`: wiring from the environment (read
+//! once at cold start), the caller's tenant from the API Gateway JWT authorizer, and SQS
+//! batch handling with partial batch failures. The logic itself lives in the shared crates;
+//! each function's `main.rs` only wires.
+
+pub mod auth;
+pub mod handlers;
+pub mod sqs;
+pub mod wiring;
+
+/// The runtime's tracing subscriber (JSON when AWS_LAMBDA_LOG_FORMAT=JSON), filtered by
+/// RUST_LOG.
+pub fn init_tracing() {
+    lambda_runtime::tracing::init_default_subscriber();
+}
+
+/// Errors that stop a cold start; each names what is missing.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] pricing_aws::ConfigError),
+    #[error("signing keys: {0}")]
+    Keys(String),
+}
