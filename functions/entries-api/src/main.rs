@@ -5,8 +5,9 @@ use pricing_lambda::wiring::Aws;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    pricing_lambda::init_tracing();
+    let started = pricing_lambda::init_tracing();
     let aws = Aws::from_env().await?;
     let router = aws.api_router().await?;
+    pricing_lambda::initialized("entries-api", started);
     lambda_http::run(router).await
 }

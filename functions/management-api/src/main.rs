@@ -4,8 +4,9 @@ use pricing_lambda::wiring::Aws;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    pricing_lambda::init_tracing();
+    let started = pricing_lambda::init_tracing();
     let aws = Aws::from_env().await?;
     let router = aws.api_router().await?;
+    pricing_lambda::initialized("management-api", started);
     lambda_http::run(router).await
 }

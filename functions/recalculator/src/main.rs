@@ -10,9 +10,10 @@ use pricing_lambda::wiring::Aws;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    pricing_lambda::init_tracing();
+    let started = pricing_lambda::init_tracing();
     let aws = Aws::from_env().await?;
     let processor = Processor::new();
+    pricing_lambda::initialized("recalculator", started);
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async {
         let (store, queues, processor) = (&aws.store, &aws.queues, &processor);
         Ok::<SqsBatchResponse, Error>(

@@ -8,8 +8,9 @@ use pricing_lambda::wiring::Aws;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    pricing_lambda::init_tracing();
+    let started = pricing_lambda::init_tracing();
     let aws = Aws::from_env().await?;
+    pricing_lambda::initialized("scheduler", started);
     lambda_runtime::run(service_fn(|_event: LambdaEvent<EventBridgeEvent>| async {
         scheduler_run(&aws.store, &aws.queues)
             .await

@@ -10,10 +10,11 @@ use pricing_lambda::wiring::Aws;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    pricing_lambda::init_tracing();
+    let started = pricing_lambda::init_tracing();
     let aws = Aws::from_env().await?;
     // Load the keys at cold start: a deployment without usable keys fails here, visibly.
     let _signer = aws.signer().await?;
+    pricing_lambda::initialized("webhook-delivery", started);
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async {
         Ok::<SqsBatchResponse, Error>(
             handle_batch(event.payload, |m| unsupported("webhook-delivery", m)).await,

@@ -9,9 +9,17 @@ pub mod sqs;
 pub mod wiring;
 
 /// The runtime's tracing subscriber (JSON when AWS_LAMBDA_LOG_FORMAT=JSON), filtered by
-/// RUST_LOG.
-pub fn init_tracing() {
+/// RUST_LOG. Returns the start of the cold start, for [`initialized`].
+pub fn init_tracing() -> std::time::Instant {
+    let started = std::time::Instant::now();
     lambda_runtime::tracing::init_default_subscriber();
+    started
+}
+
+/// Logs how long the cold start's own work took (config, clients, keys, router).
+pub fn initialized(function: &str, started: std::time::Instant) {
+    let init_us = started.elapsed().as_micros() as u64;
+    tracing::info!(function, init_us, "cold start initialized");
 }
 
 /// Errors that stop a cold start; each names what is missing.
