@@ -106,17 +106,20 @@ impl Processor {
         store.load_state(key).await
     }
 
-    /// The instance's current state (as stored), from the warm cache when it is fresh: a
-    /// calculation right after processing does not reload a large instance.
-    pub async fn current_state<S: StateStore>(
+    /// Takes the instance's current state (as stored) out of the warm cache, or loads it:
+    /// a calculation right after processing does not reload a large instance. Give it back
+    /// with [`Processor::return_state`] (unchanged).
+    pub async fn take_state<S: StateStore>(
         &self,
         store: &S,
         key: &InstanceKey,
     ) -> StoreResult<InstanceState> {
-        let state = self.checkout(store, key).await?;
-        let copy = state.clone();
+        self.checkout(store, key).await
+    }
+
+    /// Puts a state taken with [`Processor::take_state`] back into the warm cache.
+    pub fn return_state(&self, key: &InstanceKey, state: InstanceState) {
         self.checkin(key, state);
-        Ok(copy)
     }
 
     /// The latest prices this processor stored for the instance, if it remembers them.

@@ -85,7 +85,7 @@ where
             }
             // The processor's warm state and the prices it remembers spare reloading a
             // large instance for every calculation.
-            let state = processor.current_state(store, key).await?;
+            let state = processor.take_state(store, key).await?;
             let hint = processor.price_hint(key);
             let result = recalculate_from(
                 &state,
@@ -96,7 +96,9 @@ where
                 &request,
                 now,
             )
-            .await?;
+            .await;
+            processor.return_state(key, state);
+            let result = result?;
             Ok(match result {
                 Some(c) => {
                     processor.remember_prices(key, c.sequence, c.price_map());
