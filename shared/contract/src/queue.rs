@@ -182,12 +182,14 @@ pub async fn work_queue_contract_with<Q: WorkQueue>(queue: &Q, timing: QueueTimi
     let k4 = run.key("p", "retry");
     queue.send(&process(&k4)).await.expect("send");
     let r1 = t.wait_for(&k4, long).await;
+    // The delay outlasts the check below even on a slow, loaded adapter.
+    let delay = timing.visibility + timing.slack;
     queue
-        .retry_later(&r1.receipt, timing.visibility)
+        .retry_later(&r1.receipt, delay)
         .await
         .expect("retry_later");
     assert!(t.nothing_for(&k4).await, "hidden during the retry delay");
-    sleep(timing.visibility + timing.slack).await;
+    sleep(delay + timing.slack).await;
     let r2 = t.wait_for(&k4, long).await;
     assert_eq!(r2.receive_count, 2, "redelivered after the retry delay");
     queue
