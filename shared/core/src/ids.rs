@@ -117,6 +117,10 @@ id_type!(
 );
 id_type!(MatchId);
 id_type!(
+    /// A webhook subscription (project or instance level); generated (ULID).
+    SubscriptionId
+);
+id_type!(
     /// The tenant that owns projects: the `tenant` or `sub` claim of the caller's token.
     TenantId
 );
@@ -128,6 +132,12 @@ impl ProjectId {
 }
 
 impl InstanceId {
+    pub fn generate() -> Self {
+        Self(ulid::Ulid::new().to_string())
+    }
+}
+
+impl SubscriptionId {
     pub fn generate() -> Self {
         Self(ulid::Ulid::new().to_string())
     }

@@ -3,8 +3,8 @@
 
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{
-    ECDSA_P256_SHA256_ASN1_SIGNING, ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING,
-    EcdsaKeyPair, KeyPair, UnparsedPublicKey,
+    ECDSA_P256_SHA256_ASN1, ECDSA_P256_SHA256_ASN1_SIGNING, ECDSA_P256_SHA256_FIXED,
+    ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair, UnparsedPublicKey,
 };
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD as B64};
@@ -187,6 +187,15 @@ impl Signer {
             })
             .collect();
         json!({ "keys": keys })
+    }
+
+    /// Verifies a DER signature (a webhook's) made by the published key `kid`.
+    pub fn verify_der(&self, kid: &str, message: &[u8], signature: &[u8]) -> bool {
+        self.published.iter().filter(|k| k.kid == kid).any(|k| {
+            UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &k.public)
+                .verify(message, signature)
+                .is_ok()
+        })
     }
 
     /// Verifies a compact JWS made by one of the published keys (tests and tools).

@@ -5,6 +5,7 @@
 pub mod entry;
 pub mod ids;
 pub mod jws;
+pub mod lifecycle;
 pub mod meta;
 pub mod model;
 pub mod money;
@@ -16,6 +17,7 @@ pub mod state;
 pub mod submit;
 pub mod time;
 pub mod validate;
+pub mod webhooks;
 pub mod work;
 
 /// The interface version implemented (INTERFACE.md).

@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::ids::{InstanceId, InstanceKey, ItemId, ProjectId, TenantId, TransactionId};
+use crate::ids::{
+    InstanceId, InstanceKey, ItemId, ProjectId, SubscriptionId, TenantId, TransactionId,
+};
 use crate::money::Money;
 use crate::pricing::{ItemPrice, Trigger};
 use crate::time::Timestamp;
@@ -103,7 +105,8 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum Message {
-    /// Apply the unapplied tail of an instance's log.
+    /// Apply the unapplied tail of an instance's log (and hand its new events to the
+    /// subscriptions).
     #[serde(rename_all = "camelCase")]
     ProcessInstance { key: InstanceKey },
     /// Run the pricing engine for an instance. Idempotent per calculation id.
@@ -115,6 +118,29 @@ pub enum Message {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         metadata: Option<Value>,
     },
+    /// Attempt (or re-attempt, when due) the delivery of one webhook.
+    #[serde(rename_all = "camelCase")]
+    Deliver { webhook_id: String },
+    /// A subscription's manual trigger: resend the latest prices in its scope.
+    /// Idempotent per trigger id.
+    #[serde(rename_all = "camelCase")]
+    Trigger {
+        project_id: ProjectId,
+        subscription_id: SubscriptionId,
+        trigger_id: String,
+    },
+}
+
+/// Which queue a message travels on: instance work is ordered per instance; webhooks are
+/// independent of each other and may wait hours between attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// ProcessInstance (FIFO per instance on AWS).
+    Process,
+    /// Recalculate.
+    Recalc,
+    /// Deliver and Trigger.
+    Webhooks,
 }
 
 impl Message {
@@ -124,6 +150,8 @@ impl Message {
             Message::ProcessInstance { key } | Message::Recalculate { key, .. } => {
                 format!("{}/{}", key.project_id, key.instance_id)
             }
+            Message::Deliver { webhook_id } => format!("webhook/{webhook_id}"),
+            Message::Trigger { trigger_id, .. } => format!("trigger/{trigger_id}"),
         }
     }
 
@@ -132,6 +160,16 @@ impl Message {
         match self {
             Message::ProcessInstance { key } => format!("process:{key}"),
             Message::Recalculate { calculation_id, .. } => format!("recalc:{calculation_id}"),
+            Message::Deliver { webhook_id } => format!("deliver:{webhook_id}"),
+            Message::Trigger { trigger_id, .. } => format!("trigger:{trigger_id}"),
+        }
+    }
+
+    pub fn lane(&self) -> Lane {
+        match self {
+            Message::ProcessInstance { .. } => Lane::Process,
+            Message::Recalculate { .. } => Lane::Recalc,
+            Message::Deliver { .. } | Message::Trigger { .. } => Lane::Webhooks,
         }
     }
 }

@@ -7,13 +7,15 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::ids::ItemId;
-use crate::ids::{InstanceKey, ProjectId, TenantId};
+use crate::ids::{InstanceId, InstanceKey, ProjectId, SubscriptionId, TenantId};
 use crate::model::{
     AppendOutcome, Event, Instance, LogRecord, Message, NewEntry, Page, PageRequest,
     PriceCalculation, PriceHistoryEntry, Project,
 };
 use crate::pricing::PriceMatch;
 use crate::state::{Header, InstanceState, ItemState, ProductState};
+use crate::time::Timestamp;
+use crate::webhooks::{AttemptUpdate, ClientReport, Delivery, Subscription, SubscriptionStatus};
 
 /// The most records one state commit may write (header and events included), so that an
 /// AWS commit fits one TransactWriteItems call. A larger commit is refused with
@@ -128,7 +130,9 @@ pub trait StateStore: Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<()>> + Send;
 }
 
-/// Events waiting for delivery (the webhooks issue delivers them).
+/// The events of each instance, in creation order: written with the state change that
+/// caused them (a commit, a calculation) or on their own, and handed to the subscriptions
+/// by the dispatcher, which marks how far it got (an outbox).
 pub trait EventStore: Send + Sync + 'static {
     /// Events of an instance in creation order, after the event id `after` (ids are unique
     /// per instance); an unknown `after` id is `NotFound`.
@@ -138,6 +142,130 @@ pub trait EventStore: Send + Sync + 'static {
         after: Option<&str>,
         limit: usize,
     ) -> impl Future<Output = StoreResult<Vec<Event>>> + Send;
+    /// Appends events on their own (e.g. `instance.deactivated`); ids already stored for
+    /// the instance are skipped. At most `MAX_COMMIT_RECORDS` events per call.
+    fn append_events(
+        &self,
+        key: &InstanceKey,
+        events: &[Event],
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+    /// The first `limit` events not dispatched yet, in creation order.
+    fn undispatched_events(
+        &self,
+        key: &InstanceKey,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<Event>>> + Send;
+    /// Marks every event up to and including `through` as dispatched. The mark only moves
+    /// forward: marking an event at or before it is a no-op. An unknown id is `NotFound`.
+    fn mark_dispatched(
+        &self,
+        key: &InstanceKey,
+        through: &str,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+    /// Instances with undispatched events (at most `limit`): the repair sweep wakes them.
+    fn instances_with_undispatched_events(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<InstanceKey>>> + Send;
+}
+
+/// Webhook subscriptions, at project level (`instance_id` none) or instance level.
+pub trait SubscriptionStore: Send + Sync + 'static {
+    /// Stores `subscription` unless its scope (the project's project-level subscriptions,
+    /// or one instance's) already holds `max`: then `Ok(false)` and nothing is written.
+    /// Two creators racing for the last place cannot both win.
+    fn create_subscription(
+        &self,
+        subscription: &Subscription,
+        max: usize,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+    fn get_subscription(
+        &self,
+        project: &ProjectId,
+        id: &SubscriptionId,
+    ) -> impl Future<Output = StoreResult<Option<Subscription>>> + Send;
+    /// One scope's subscriptions (project level when `instance` is none), oldest first.
+    fn list_subscriptions(
+        &self,
+        project: &ProjectId,
+        instance: Option<&InstanceId>,
+    ) -> impl Future<Output = StoreResult<Vec<Subscription>>> + Send;
+    /// Deletes a subscription of either level; `false` when there was none.
+    fn delete_subscription(
+        &self,
+        project: &ProjectId,
+        id: &SubscriptionId,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+    /// Sets the status (a 410 disables), with when and why; `NotFound` when there is none.
+    fn set_subscription_status(
+        &self,
+        project: &ProjectId,
+        id: &SubscriptionId,
+        status: SubscriptionStatus,
+        at: Timestamp,
+        reason: Option<&str>,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+}
+
+/// Deliveries: one record per webhook (an event for one subscription), addressed by its
+/// globally unique webhook id.
+pub trait DeliveryStore: Send + Sync + 'static {
+    /// Stores the deliveries whose webhook id is not stored yet; returns the ids it stored
+    /// (a repeated dispatch creates nothing twice).
+    fn create_deliveries(
+        &self,
+        deliveries: &[Delivery],
+    ) -> impl Future<Output = StoreResult<Vec<String>>> + Send;
+    fn get_delivery(
+        &self,
+        webhook_id: &str,
+    ) -> impl Future<Output = StoreResult<Option<Delivery>>> + Send;
+    /// Records an attempt if the stored delivery is not final and has made
+    /// `update.attempt - 1` attempts; `Ok(false)` (nothing written) otherwise, and
+    /// `NotFound` when there is no such delivery. Client reports are kept.
+    fn record_attempt(
+        &self,
+        webhook_id: &str,
+        update: &AttemptUpdate,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+    /// Adds a receiver's error report (the first `MAX_CLIENT_REPORTS` are kept);
+    /// `NotFound` when there is no such delivery.
+    fn add_client_report(
+        &self,
+        webhook_id: &str,
+        report: &ClientReport,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+    /// A subscription's deliveries, newest first; the cursor is opaque.
+    fn list_deliveries(
+        &self,
+        project: &ProjectId,
+        subscription: &SubscriptionId,
+        page: &PageRequest,
+    ) -> impl Future<Output = StoreResult<Page<Delivery>>> + Send;
+    /// Webhook ids of deliveries that are not final and were due before `before`, oldest
+    /// due first (at most `limit`): the repair sweep re-enqueues them.
+    fn overdue_deliveries(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<String>>> + Send;
+}
+
+/// A signed webhook POST.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookRequest {
+    pub url: String,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+/// Sends webhooks: one POST, 15 s timeout, no redirects, and (per the callback policy)
+/// only to addresses checked at connect time.
+pub trait WebhookTransport: Send + Sync + 'static {
+    fn post(
+        &self,
+        request: WebhookRequest,
+    ) -> impl Future<Output = crate::webhooks::delivery::Response> + Send;
 }
 
 /// A received message; `receipt` acknowledges it.

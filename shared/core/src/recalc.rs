@@ -129,6 +129,32 @@ static EMPTY: BTreeMap<ItemId, Money> = BTreeMap::new();
 /// The `prices.updated` events of a calculation: parts of at most [`PRICES_PER_PART`]
 /// prices, ids derived from the calculation id and part (stable across replays).
 pub fn prices_updated_events(key: &InstanceKey, calculation: &PriceCalculation) -> Vec<Event> {
+    price_events(key, calculation, |part| {
+        event_id(key, &calculation.calculation_id, part)
+    })
+}
+
+/// The `prices.updated` events of a manual resend (trigger `manual`, the calculation's
+/// own id and sequence), ids derived from the trigger id.
+pub fn resent_prices_events(
+    key: &InstanceKey,
+    calculation: &PriceCalculation,
+    trigger_id: &str,
+) -> Vec<Event> {
+    let resent = PriceCalculation {
+        trigger: Trigger::Manual,
+        ..calculation.clone()
+    };
+    price_events(key, &resent, |part| {
+        event_id(key, &format!("manual\n{trigger_id}"), part)
+    })
+}
+
+fn price_events(
+    key: &InstanceKey,
+    calculation: &PriceCalculation,
+    id: impl Fn(usize) -> String,
+) -> Vec<Event> {
     let chunks: Vec<_> = calculation.prices.chunks(PRICES_PER_PART).collect();
     let parts = chunks.len().max(1);
     let empty: &[_] = &[];
@@ -165,7 +191,7 @@ pub fn prices_updated_events(key: &InstanceKey, calculation: &PriceCalculation) 
                 data["metadata"] = m.clone();
             }
             Event {
-                id: event_id(key, &calculation.calculation_id, i + 1),
+                id: id(i + 1),
                 event_type: "prices.updated".into(),
                 project_id: key.project_id.clone(),
                 instance_id: key.instance_id.clone(),

@@ -24,6 +24,7 @@ pub mod codes {
     pub const RANGE: &str = "range";
     pub const REMOVED: &str = "removed";
     pub const UNKNOWN_TYPE: &str = "unknownType";
+    pub const UNKNOWN_FIELD: &str = "unknownField";
     pub const CONFLICT: &str = "conflict";
     pub const TOO_LARGE: &str = "tooLarge";
     pub const FUTURE: &str = "futureTimestamp";

@@ -3,12 +3,39 @@
 
 use crate::model::Message;
 use crate::ports::{
-    Enqueue, EntryLog, InstanceStore, PriceMatchStore, PriceStore, StateStore, StoreResult,
+    DeliveryStore, Enqueue, EntryLog, EventStore, InstanceStore, PriceMatchStore, PriceStore,
+    StateStore, StoreError, StoreResult, SubscriptionStore,
 };
 use crate::pricing::Trigger;
 use crate::process::{ProcessReport, Processor};
 use crate::recalc::{RecalcRequest, recalculate_from};
 use crate::time::Timestamp;
+use crate::webhooks::{DispatchReport, dispatch};
+
+/// What the instance-work consumers need of storage.
+pub trait WorkStore:
+    EntryLog
+    + StateStore
+    + InstanceStore
+    + PriceStore
+    + PriceMatchStore
+    + EventStore
+    + SubscriptionStore
+    + DeliveryStore
+{
+}
+
+impl<S> WorkStore for S where
+    S: EntryLog
+        + StateStore
+        + InstanceStore
+        + PriceStore
+        + PriceMatchStore
+        + EventStore
+        + SubscriptionStore
+        + DeliveryStore
+{
+}
 
 /// What handling a message did (the caller logs it).
 #[derive(Debug, Clone, PartialEq)]
@@ -17,20 +44,27 @@ pub enum Handled {
     Processed {
         report: ProcessReport,
         recalculation: Option<String>,
+        dispatched: DispatchReport,
     },
     /// A calculation was stored with this sequence.
     Calculated {
         calculation_id: String,
         sequence: u64,
         prices: usize,
+        dispatched: DispatchReport,
     },
     /// The calculation was stored before (a redelivered message).
-    AlreadyCalculated { calculation_id: String },
+    AlreadyCalculated {
+        calculation_id: String,
+        dispatched: DispatchReport,
+    },
     /// The instance no longer exists; nothing to do.
     UnknownInstance,
 }
 
-/// Handles one message. Errors are worth retrying (the message is redelivered).
+/// Handles one message of the process or recalc lane; after the work, the instance's new
+/// events are dispatched to its subscriptions. Errors are worth retrying (the message is
+/// redelivered).
 pub async fn handle<S, Q>(
     store: &S,
     queue: &Q,
@@ -39,7 +73,7 @@ pub async fn handle<S, Q>(
     now: Timestamp,
 ) -> StoreResult<Handled>
 where
-    S: EntryLog + StateStore + InstanceStore + PriceStore + PriceMatchStore,
+    S: WorkStore,
     Q: Enqueue,
 {
     match message {
@@ -59,9 +93,11 @@ where
                     .await?;
                 recalculation = Some(calculation_id);
             }
+            let dispatched = dispatch(store, queue, key, now).await?;
             Ok(Handled::Processed {
                 report,
                 recalculation,
+                dispatched,
             })
         }
         Message::Recalculate {
@@ -79,8 +115,10 @@ where
                 metadata: metadata.clone(),
             };
             if store.has_calculation(key, calculation_id).await? {
+                // A redelivered message: its events may not have been dispatched yet.
                 return Ok(Handled::AlreadyCalculated {
                     calculation_id: calculation_id.clone(),
+                    dispatched: dispatch(store, queue, key, now).await?,
                 });
             }
             // The processor's warm state and the prices it remembers spare reloading a
@@ -99,20 +137,26 @@ where
             .await;
             processor.return_state(key, state);
             let result = result?;
+            if let Some(c) = &result {
+                processor.remember_prices(key, c.sequence, c.price_map());
+            }
+            let dispatched = dispatch(store, queue, key, now).await?;
             Ok(match result {
-                Some(c) => {
-                    processor.remember_prices(key, c.sequence, c.price_map());
-                    Handled::Calculated {
-                        calculation_id: c.calculation_id,
-                        sequence: c.sequence,
-                        prices: c.prices.len(),
-                    }
-                }
+                Some(c) => Handled::Calculated {
+                    calculation_id: c.calculation_id,
+                    sequence: c.sequence,
+                    prices: c.prices.len(),
+                    dispatched,
+                },
                 None => Handled::AlreadyCalculated {
                     calculation_id: calculation_id.clone(),
+                    dispatched,
                 },
             })
         }
+        Message::Deliver { .. } | Message::Trigger { .. } => Err(StoreError::Failed(format!(
+            "{message:?} belongs to the webhooks lane, not to instance work"
+        ))),
     }
 }
 
@@ -122,32 +166,49 @@ impl std::fmt::Display for Handled {
             Handled::Processed {
                 report,
                 recalculation,
+                dispatched,
             } => {
                 write!(
                     f,
                     "applied {} entries ({} rejected) up to sequence {}",
                     report.applied, report.rejected, report.applied_seq
                 )?;
-                match recalculation {
-                    Some(id) => write!(f, "; sales threshold crossed, asked for calculation {id}"),
-                    None => Ok(()),
+                if let Some(id) = recalculation {
+                    write!(f, "; sales threshold crossed, asked for calculation {id}")?;
                 }
+                write_dispatched(f, dispatched)
             }
             Handled::Calculated {
                 calculation_id,
                 sequence,
                 prices,
-            } => write!(
-                f,
-                "calculation {calculation_id}: {prices} prices, sequence {sequence}"
-            ),
-            Handled::AlreadyCalculated { calculation_id } => {
+                dispatched,
+            } => {
                 write!(
                     f,
-                    "calculation {calculation_id} was stored before; nothing to do"
-                )
+                    "calculation {calculation_id}: {prices} prices, sequence {sequence}"
+                )?;
+                write_dispatched(f, dispatched)
+            }
+            Handled::AlreadyCalculated {
+                calculation_id,
+                dispatched,
+            } => {
+                write!(f, "calculation {calculation_id} was stored before")?;
+                write_dispatched(f, dispatched)
             }
             Handled::UnknownInstance => write!(f, "the instance does not exist; message dropped"),
         }
     }
+}
+
+fn write_dispatched(f: &mut std::fmt::Formatter<'_>, d: &DispatchReport) -> std::fmt::Result {
+    if d.events == 0 {
+        return Ok(());
+    }
+    write!(
+        f,
+        "; {} events dispatched as {} webhooks",
+        d.events, d.deliveries
+    )
 }

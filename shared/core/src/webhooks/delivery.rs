@@ -1,0 +1,345 @@
+//! Deliveries: one webhook (an event for one subscription) and its attempts, the retry
+//! schedule, and how a response is judged.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::subscription::Subscription;
+use crate::ids::{InstanceId, ProjectId, SubscriptionId};
+use crate::model::Event;
+use crate::time::Timestamp;
+
+/// Delays before the retries: after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h.
+pub const RETRY_DELAYS: [Duration; 7] = [
+    Duration::from_secs(5),
+    Duration::from_secs(5 * 60),
+    Duration::from_secs(30 * 60),
+    Duration::from_secs(2 * 3600),
+    Duration::from_secs(5 * 3600),
+    Duration::from_secs(10 * 3600),
+    Duration::from_secs(10 * 3600),
+];
+/// The first attempt and every retry.
+pub const MAX_ATTEMPTS: u32 = RETRY_DELAYS.len() as u32 + 1;
+/// Retry-After is honoured up to this long (SQS hides a message for at most 12 h).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(11 * 3600);
+/// Client error reports kept per delivery (the oldest are kept).
+pub const MAX_CLIENT_REPORTS: usize = 20;
+/// Longest error text stored for an attempt or a client report.
+pub const MAX_ERROR_LEN: usize = 1000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryStatus {
+    /// Not attempted yet.
+    Pending,
+    /// Attempted and failed; another attempt is scheduled (`nextAttemptAt`).
+    Retrying,
+    Succeeded,
+    /// For good: every attempt failed, the receiver answered 410, or the subscription is
+    /// gone.
+    Failed,
+}
+
+impl DeliveryStatus {
+    pub fn is_final(self) -> bool {
+        matches!(self, DeliveryStatus::Succeeded | DeliveryStatus::Failed)
+    }
+}
+
+/// One attempt, as the delivery log shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attempt {
+    pub attempt: u32,
+    pub attempted_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub duration_ms: u64,
+}
+
+/// An error the receiver reported later (`POST /webhooks/errors`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientReport {
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    pub reported_at: Timestamp,
+}
+
+/// One webhook: an event for one subscription, with the state of its delivery. Its
+/// `webhook_id` is the envelope id and the `webhook-id` header, stable across attempts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    pub webhook_id: String,
+    pub subscription_id: SubscriptionId,
+    pub project_id: ProjectId,
+    pub instance_id: InstanceId,
+    pub event_type: String,
+    pub created_at: Timestamp,
+    /// Attempts made so far.
+    pub attempt: u32,
+    pub status: DeliveryStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempted_at: Option<Timestamp>,
+    /// When the next attempt is due (pending and retrying deliveries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_at: Option<Timestamp>,
+    #[serde(default)]
+    pub attempts: Vec<Attempt>,
+    #[serde(default)]
+    pub client_reports: Vec<ClientReport>,
+    /// What is sent (the body is built from it with the webhook id).
+    pub event: Event,
+}
+
+/// The webhook id of `event` for `subscription`: the same on every dispatch of the event.
+pub fn webhook_id(event_id: &str, subscription_id: &SubscriptionId) -> String {
+    let digest = Sha256::digest(format!("webhook\n{event_id}\n{subscription_id}"));
+    let hex: String = digest[..13].iter().map(|b| format!("{b:02x}")).collect();
+    format!("wh_{hex}")
+}
+
+impl Delivery {
+    /// A new delivery of `event` to `subscription`, due at `now`.
+    pub fn new(event: &Event, subscription: &Subscription, now: Timestamp) -> Self {
+        Delivery {
+            webhook_id: webhook_id(&event.id, &subscription.subscription_id),
+            subscription_id: subscription.subscription_id.clone(),
+            project_id: event.project_id.clone(),
+            instance_id: event.instance_id.clone(),
+            event_type: event.event_type.clone(),
+            created_at: now,
+            attempt: 0,
+            status: DeliveryStatus::Pending,
+            response_status: None,
+            error: None,
+            attempted_at: None,
+            next_attempt_at: Some(now),
+            attempts: Vec::new(),
+            client_reports: Vec::new(),
+            event: event.clone(),
+        }
+    }
+
+    /// The delivery log's view (DESIGN.md section 8): without the event itself.
+    pub fn view(&self) -> Value {
+        json!({
+            "deliveryId": self.webhook_id,
+            "webhookId": self.webhook_id,
+            "subscriptionId": self.subscription_id,
+            "instanceId": self.instance_id,
+            "eventType": self.event_type,
+            "eventId": self.event.id,
+            "createdAt": self.created_at,
+            "attempt": self.attempt,
+            "status": self.status,
+            "responseStatus": self.response_status,
+            "error": self.error,
+            "attemptedAt": self.attempted_at,
+            "nextAttemptAt": self.next_attempt_at,
+            "attempts": self.attempts,
+            "clientReports": self.client_reports,
+        })
+    }
+}
+
+/// What an attempt changes on a delivery; stored only if the delivery has made
+/// `attempt - 1` attempts and is not final (so concurrent attempts record once).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptUpdate {
+    pub attempt: u32,
+    pub status: DeliveryStatus,
+    pub response_status: Option<u16>,
+    pub error: Option<String>,
+    pub attempted_at: Timestamp,
+    pub next_attempt_at: Option<Timestamp>,
+    pub record: Attempt,
+}
+
+impl AttemptUpdate {
+    /// Applies the update to a delivery (what a store writes).
+    pub fn apply(&self, d: &mut Delivery) {
+        d.attempt = self.attempt;
+        d.status = self.status;
+        d.response_status = self.response_status;
+        d.error.clone_from(&self.error);
+        d.attempted_at = Some(self.attempted_at);
+        d.next_attempt_at = self.next_attempt_at;
+        d.attempts.push(self.record.clone());
+    }
+}
+
+/// The result of one POST as the transport saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    Status {
+        status: u16,
+        /// The Retry-After header, verbatim.
+        retry_after: Option<String>,
+    },
+    /// No response: connection refused, timeout, refused address ...
+    Error(String),
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Succeeded,
+    /// 410 Gone: the subscription is disabled and nothing is retried.
+    Gone,
+    /// Retry, not before `retry_after` if the receiver asked (429 or 503).
+    Failed {
+        retry_after: Option<Duration>,
+    },
+}
+
+/// Judges a response: only a 2xx is success (redirects are not followed, so a 3xx fails).
+pub fn judge(response: &Response, now: Timestamp) -> Verdict {
+    match response {
+        Response::Status { status, .. } if (200..300).contains(status) => Verdict::Succeeded,
+        Response::Status { status: 410, .. } => Verdict::Gone,
+        Response::Status {
+            status: 429 | 503,
+            retry_after,
+        } => Verdict::Failed {
+            retry_after: retry_after
+                .as_deref()
+                .and_then(|v| parse_retry_after(v, now)),
+        },
+        _ => Verdict::Failed { retry_after: None },
+    }
+}
+
+/// Retry-After: delay-seconds or an HTTP date (RFC 9110 section 10.2.3).
+pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let ms = at.timestamp_millis() - now.millis();
+    Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+}
+
+/// The delay before the next attempt after `attempts_made` failed ones, or `None` when
+/// that was the last. The schedule's delay gets +-10 % jitter (derived from the webhook
+/// id, so it is reproducible); a longer Retry-After wins, up to [`MAX_RETRY_AFTER`].
+pub fn retry_delay(
+    attempts_made: u32,
+    webhook_id: &str,
+    retry_after: Option<Duration>,
+) -> Option<Duration> {
+    let index = usize::try_from(attempts_made.checked_sub(1)?).ok()?;
+    let base = *RETRY_DELAYS.get(index)?;
+    let digest = Sha256::digest(format!("{webhook_id}\n{attempts_made}"));
+    // A fraction in [-0.1, 0.1].
+    let unit = f64::from(u16::from_be_bytes([digest[0], digest[1]])) / f64::from(u16::MAX);
+    let jittered = base.mul_f64(0.9 + 0.2 * unit);
+    Some(match retry_after {
+        Some(asked) => jittered.max(asked.min(MAX_RETRY_AFTER)),
+        None => jittered,
+    })
+}
+
+/// Cuts a text to [`MAX_ERROR_LEN`] characters.
+pub fn bounded(text: &str) -> String {
+    if text.chars().count() <= MAX_ERROR_LEN {
+        text.to_owned()
+    } else {
+        let mut s: String = text.chars().take(MAX_ERROR_LEN - 1).collect();
+        s.push('…');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_has_seven_retries_with_bounded_jitter() {
+        assert_eq!(MAX_ATTEMPTS, 8);
+        for (i, base) in RETRY_DELAYS.iter().enumerate() {
+            let made = u32::try_from(i).unwrap() + 1;
+            for id in ["wh_a", "wh_b", "wh_c", "wh_d"] {
+                let d = retry_delay(made, id, None).unwrap();
+                assert!(d >= base.mul_f64(0.9) && d <= base.mul_f64(1.1), "{d:?}");
+                assert_eq!(retry_delay(made, id, None), Some(d), "reproducible");
+            }
+        }
+        assert_eq!(retry_delay(8, "wh_a", None), None);
+        assert_eq!(retry_delay(0, "wh_a", None), None);
+        let spread: std::collections::HashSet<_> = (0..20)
+            .map(|i| retry_delay(2, &format!("wh_{i}"), None))
+            .collect();
+        assert!(spread.len() > 10, "jitter spreads retries");
+    }
+
+    #[test]
+    fn retry_after_wins_when_longer_and_is_capped() {
+        let d = retry_delay(1, "wh_a", Some(Duration::from_secs(120))).unwrap();
+        assert_eq!(d, Duration::from_secs(120));
+        let d = retry_delay(2, "wh_a", Some(Duration::from_secs(1))).unwrap();
+        assert!(d > Duration::from_secs(200));
+        let d = retry_delay(1, "wh_a", Some(Duration::from_secs(999_999))).unwrap();
+        assert_eq!(d, MAX_RETRY_AFTER);
+    }
+
+    #[test]
+    fn judging_responses() {
+        let now = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+        let status = |s: u16, ra: Option<&str>| Response::Status {
+            status: s,
+            retry_after: ra.map(str::to_owned),
+        };
+        assert_eq!(judge(&status(200, None), now), Verdict::Succeeded);
+        assert_eq!(judge(&status(204, None), now), Verdict::Succeeded);
+        assert_eq!(judge(&status(410, None), now), Verdict::Gone);
+        assert_eq!(
+            judge(&status(302, None), now),
+            Verdict::Failed { retry_after: None }
+        );
+        assert_eq!(
+            judge(&status(429, Some("30")), now),
+            Verdict::Failed {
+                retry_after: Some(Duration::from_secs(30))
+            }
+        );
+        assert_eq!(
+            judge(&status(503, Some("Thu, 01 Jan 2026 00:01:00 GMT")), now),
+            Verdict::Failed {
+                retry_after: Some(Duration::from_secs(60))
+            }
+        );
+        // Retry-After means nothing on other statuses.
+        assert_eq!(
+            judge(&status(500, Some("30")), now),
+            Verdict::Failed { retry_after: None }
+        );
+        assert_eq!(
+            judge(&Response::Error("refused".into()), now),
+            Verdict::Failed { retry_after: None }
+        );
+    }
+
+    #[test]
+    fn webhook_ids_are_stable_and_distinct() {
+        let a = SubscriptionId::parse("A").unwrap();
+        let b = SubscriptionId::parse("B").unwrap();
+        assert_eq!(webhook_id("evt_1", &a), webhook_id("evt_1", &a));
+        assert_ne!(webhook_id("evt_1", &a), webhook_id("evt_1", &b));
+        assert_ne!(webhook_id("evt_1", &a), webhook_id("evt_2", &a));
+    }
+}

@@ -1,0 +1,83 @@
+//! The webhooks lane: what its consumers (the standalone delivery workers, the
+//! webhook-delivery function) do with a message, and the repair sweep that refills it.
+
+use std::time::Duration;
+
+use crate::jws::Signer;
+use crate::model::Message;
+use crate::ports::{
+    DeliveryStore, Enqueue, EventStore, InstanceStore, PriceStore, StoreError, StoreResult,
+    SubscriptionStore, WebhookTransport,
+};
+use crate::time::Timestamp;
+
+use super::deliver::{Settle, deliver};
+use super::trigger::manual_trigger;
+
+/// A delivery this much past due is taken as lost (its message never came) and re-enqueued.
+pub const OVERDUE_GRACE: Duration = Duration::from_secs(120);
+
+/// Handles one message of the webhooks lane.
+pub async fn handle<S, Q, T>(
+    store: &S,
+    queue: &Q,
+    transport: &T,
+    signer: &Signer,
+    message: &Message,
+    now: Timestamp,
+) -> StoreResult<Settle>
+where
+    S: DeliveryStore + SubscriptionStore + InstanceStore + PriceStore,
+    Q: Enqueue,
+    T: WebhookTransport,
+{
+    match message {
+        Message::Deliver { webhook_id } => deliver(store, transport, signer, webhook_id, now).await,
+        Message::Trigger {
+            project_id,
+            subscription_id,
+            trigger_id,
+        } => {
+            manual_trigger(store, queue, project_id, subscription_id, trigger_id, now).await?;
+            Ok(Settle::Done)
+        }
+        Message::ProcessInstance { .. } | Message::Recalculate { .. } => Err(StoreError::Failed(
+            format!("{message:?} is instance work, not a webhook"),
+        )),
+    }
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct WebhookSweepReport {
+    /// Instances with undispatched events, woken.
+    pub instances: usize,
+    /// Overdue deliveries re-enqueued.
+    pub deliveries: usize,
+}
+
+/// The repair sweep of the webhook path: wakes the processor of every instance with
+/// undispatched events (it dispatches them) and re-enqueues deliveries overdue by more than
+/// [`OVERDUE_GRACE`]. Duplicates are harmless: dispatch and attempts are idempotent.
+pub async fn sweep<S, Q>(
+    store: &S,
+    queue: &Q,
+    now: Timestamp,
+    limit: usize,
+) -> StoreResult<WebhookSweepReport>
+where
+    S: EventStore + DeliveryStore,
+    Q: Enqueue,
+{
+    let mut report = WebhookSweepReport::default();
+    for key in store.instances_with_undispatched_events(limit).await? {
+        queue.send(&Message::ProcessInstance { key }).await?;
+        report.instances += 1;
+    }
+    let grace = i64::try_from(OVERDUE_GRACE.as_millis()).unwrap_or(i64::MAX);
+    let before = Timestamp::from_millis(now.millis() - grace).unwrap_or(now);
+    for webhook_id in store.overdue_deliveries(before, limit).await? {
+        queue.send(&Message::Deliver { webhook_id }).await?;
+        report.deliveries += 1;
+    }
+    Ok(report)
+}

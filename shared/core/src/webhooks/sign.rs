@@ -1,0 +1,139 @@
+//! The webhook request: envelope and signature headers.
+//!
+//! `x-signature-secp256r1-sha256` is the hex DER ECDSA P-256 SHA-256 signature over
+//! method + path-with-query + Date + body, concatenated without separators.
+
+use serde_json::json;
+use url::Url;
+
+use crate::jws::Signer;
+use crate::model::Event;
+use crate::ports::WebhookRequest;
+use crate::time::Timestamp;
+
+pub const SIGNATURE_HEADER: &str = "x-signature-secp256r1-sha256";
+pub const KEY_ID_HEADER: &str = "x-signature-key-id";
+pub const WEBHOOK_ID_HEADER: &str = "webhook-id";
+pub const WEBHOOK_TIMESTAMP_HEADER: &str = "webhook-timestamp";
+
+/// The body: `{id, type, apiVersion, createdAt, projectId, instanceId, data}`.
+pub fn envelope(event: &Event, webhook_id: &str) -> Vec<u8> {
+    let body = json!({
+        "id": webhook_id,
+        "type": event.event_type,
+        "apiVersion": crate::API_VERSION,
+        "createdAt": event.created_at,
+        "projectId": event.project_id,
+        "instanceId": event.instance_id,
+        "data": event.data,
+    });
+    serde_json::to_vec(&body).unwrap_or_else(|e| unreachable!("a JSON value serializes: {e}"))
+}
+
+/// An HTTP date (IMF-fixdate), as the Date header carries it.
+pub fn http_date(t: Timestamp) -> String {
+    t.0.format("%a, %d %b %Y %H:%M:%S GMT").to_string()
+}
+
+/// The path with its query, as signed: `/hooks/in?x=1`.
+pub fn path_with_query(url: &Url) -> String {
+    match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    }
+}
+
+/// The bytes signed: method + path-with-query + Date + body.
+pub fn signing_input(method: &str, path_with_query: &str, date: &str, body: &[u8]) -> Vec<u8> {
+    let mut out =
+        Vec::with_capacity(method.len() + path_with_query.len() + date.len() + body.len());
+    out.extend_from_slice(method.as_bytes());
+    out.extend_from_slice(path_with_query.as_bytes());
+    out.extend_from_slice(date.as_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// The signed POST of `event` as webhook `webhook_id` to `url`, dated `now`.
+pub fn signed_request(
+    signer: &Signer,
+    url: &Url,
+    event: &Event,
+    webhook_id: &str,
+    now: Timestamp,
+) -> WebhookRequest {
+    let body = envelope(event, webhook_id);
+    let date = http_date(now);
+    let (signature, kid) =
+        signer.sign_der(&signing_input("POST", &path_with_query(url), &date, &body));
+    let hex: String = signature.iter().map(|b| format!("{b:02x}")).collect();
+    WebhookRequest {
+        url: url.as_str().to_owned(),
+        headers: vec![
+            ("content-type", "application/json".to_owned()),
+            ("date", date),
+            (SIGNATURE_HEADER, hex),
+            (KEY_ID_HEADER, kid.to_owned()),
+            (WEBHOOK_ID_HEADER, webhook_id.to_owned()),
+            (WEBHOOK_TIMESTAMP_HEADER, (now.millis() / 1000).to_string()),
+        ],
+        body,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::ids::{InstanceId, ProjectId};
+    use crate::jws::StoredKey;
+
+    #[test]
+    fn request_is_signed_over_method_path_date_and_body() {
+        let now = Timestamp::parse("2026-03-04T05:06:07Z").unwrap();
+        let key = StoredKey::generate("k1".into(), now).unwrap();
+        let signer = Signer::from_keys(&[key]).unwrap();
+        let event = Event {
+            id: "evt_1".into(),
+            event_type: "prices.updated".into(),
+            project_id: ProjectId::parse("p").unwrap(),
+            instance_id: InstanceId::parse("i").unwrap(),
+            created_at: now,
+            data: json!({"prices": []}),
+        };
+        let url = Url::parse("https://h.example.com/in/hook?a=1&b=2").unwrap();
+        let req = signed_request(&signer, &url, &event, "wh_1", now);
+        let header = |name: &str| {
+            req.headers
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.clone())
+                .unwrap()
+        };
+        assert_eq!(header("date"), "Wed, 04 Mar 2026 05:06:07 GMT");
+        assert_eq!(header(KEY_ID_HEADER), "k1");
+        assert_eq!(header(WEBHOOK_ID_HEADER), "wh_1");
+        assert_eq!(
+            header(WEBHOOK_TIMESTAMP_HEADER),
+            now.0.timestamp().to_string()
+        );
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        assert_eq!(body["id"], "wh_1");
+        assert_eq!(body["type"], "prices.updated");
+        assert_eq!(body["apiVersion"], crate::API_VERSION);
+        assert_eq!(body["instanceId"], "i");
+
+        let sig: Vec<u8> = (0..header(SIGNATURE_HEADER).len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&header(SIGNATURE_HEADER)[i..i + 2], 16).unwrap())
+            .collect();
+        let signed = signing_input("POST", "/in/hook?a=1&b=2", &header("date"), &req.body);
+        assert!(signer.verify_der("k1", &signed, &sig));
+        let mut tampered = req.body.clone();
+        tampered[2] ^= 1;
+        let forged = signing_input("POST", "/in/hook?a=1&b=2", &header("date"), &tampered);
+        assert!(!signer.verify_der("k1", &forged, &sig));
+        assert!(!signer.verify_der("other", &signed, &sig));
+    }
+}

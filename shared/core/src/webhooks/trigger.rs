@@ -1,0 +1,83 @@
+//! A subscription's manual trigger: the latest prices of every instance in its scope are
+//! sent again to that subscription alone, with trigger `manual` and the original
+//! calculation id and sequence (receivers that keep the newest sequence ignore them).
+//! Idempotent per trigger id: webhook ids derive from it.
+
+use crate::ids::{InstanceKey, ProjectId, SubscriptionId};
+use crate::model::{Message, PageRequest};
+use crate::ports::{
+    DeliveryStore, Enqueue, InstanceStore, PriceStore, StoreResult, SubscriptionStore,
+};
+use crate::recalc::resent_prices_events;
+use crate::time::Timestamp;
+
+use super::delivery::Delivery;
+use super::subscription::SubscriptionStatus;
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TriggerReport {
+    /// Instances whose latest prices were resent.
+    pub instances: usize,
+    /// Deliveries created (one per `prices.updated` part).
+    pub deliveries: usize,
+}
+
+/// Resends the latest prices in the subscription's scope. A subscription that is gone or
+/// disabled (or does not take `prices.updated`) gets nothing.
+pub async fn manual_trigger<S, Q>(
+    store: &S,
+    queue: &Q,
+    project: &ProjectId,
+    subscription: &SubscriptionId,
+    trigger_id: &str,
+    now: Timestamp,
+) -> StoreResult<TriggerReport>
+where
+    S: SubscriptionStore + DeliveryStore + InstanceStore + PriceStore,
+    Q: Enqueue,
+{
+    let mut report = TriggerReport::default();
+    let Some(sub) = store.get_subscription(project, subscription).await? else {
+        return Ok(report);
+    };
+    if sub.status != SubscriptionStatus::Active {
+        return Ok(report);
+    }
+    let mut keys: Vec<InstanceKey> = Vec::new();
+    match &sub.instance_id {
+        Some(instance) => keys.push(InstanceKey::new(project.clone(), instance.clone())),
+        None => {
+            let mut page = PageRequest {
+                cursor: None,
+                limit: 1000,
+            };
+            loop {
+                let batch = store.list_instances(project, &page).await?;
+                keys.extend(batch.items.iter().map(|i| i.key()));
+                match batch.next {
+                    Some(next) => page.cursor = Some(next),
+                    None => break,
+                }
+            }
+        }
+    }
+    for key in &keys {
+        let Some(calculation) = store.latest_prices(key).await? else {
+            continue;
+        };
+        let deliveries: Vec<Delivery> = resent_prices_events(key, &calculation, trigger_id)
+            .iter()
+            .filter(|e| sub.wants(e))
+            .map(|e| Delivery::new(e, &sub, now))
+            .collect();
+        if deliveries.is_empty() {
+            continue;
+        }
+        report.instances += 1;
+        for webhook_id in store.create_deliveries(&deliveries).await? {
+            queue.send(&Message::Deliver { webhook_id }).await?;
+            report.deliveries += 1;
+        }
+    }
+    Ok(report)
+}
