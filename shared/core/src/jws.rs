@@ -11,6 +11,9 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD as B64};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
 use crate::time::Timestamp;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -77,78 +80,191 @@ impl StoredKey {
     }
 }
 
-struct PublishedKey {
-    kid: String,
-    status: KeyStatus,
-    /// Uncompressed point: 0x04 || x || y.
-    public: Vec<u8>,
+/// How long a retired key stays published (DESIGN.md section 7).
+pub const RETIRED_KEY_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+/// A new key signs only once it has been published this long, so every process that
+/// reloads its keys at least this often publishes it before anyone receives a signature
+/// made with it; until then the key it replaced keeps signing.
+pub const KEY_PROPAGATION: Duration = Duration::from_secs(10 * 60);
+
+/// Rotates a key set: `new` becomes the active key and every active key is retired at
+/// `now` (it keeps signing for [`KEY_PROPAGATION`], and stays published for
+/// [`RETIRED_KEY_LIFETIME`]); keys retired longer ago than that are dropped.
+pub fn rotate(keys: &[StoredKey], new: StoredKey, now: Timestamp) -> Vec<StoredKey> {
+    let mut out: Vec<StoredKey> = keys
+        .iter()
+        .filter(|k| is_published(k, now))
+        .cloned()
+        .map(|mut k| {
+            if k.status == KeyStatus::Active {
+                k.status = KeyStatus::Retired;
+                k.retired_at = Some(now);
+            }
+            k
+        })
+        .collect();
+    out.push(new);
+    out
 }
 
-/// The service's key set: the newest active key signs; retired keys stay published.
-pub struct Signer {
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Whether a key is still listed at `now`: active ones always, retired ones for
+/// [`RETIRED_KEY_LIFETIME`].
+fn is_published(k: &StoredKey, now: Timestamp) -> bool {
+    match (k.status, k.retired_at) {
+        (KeyStatus::Active, _) | (KeyStatus::Retired, None) => true,
+        (KeyStatus::Retired, Some(at)) => {
+            at.millis().saturating_add(ms(RETIRED_KEY_LIFETIME)) > now.millis()
+        }
+    }
+}
+
+struct KeyEntry {
     kid: String,
+    status: KeyStatus,
+    created_at: Timestamp,
+    retired_at: Option<Timestamp>,
+    /// Uncompressed point: 0x04 || x || y.
+    public: Vec<u8>,
     /// Signs JWS (fixed r||s signatures).
     jws_key: EcdsaKeyPair,
     /// Signs webhooks (DER signatures); same key.
     der_key: EcdsaKeyPair,
-    rng: SystemRandom,
     /// base64url of the protected header `{"alg":"ES256","kid":...,"typ":"JWT"}`.
     header_b64: String,
-    published: Vec<PublishedKey>,
+    stored: StoredKey,
+}
+
+impl KeyEntry {
+    /// Whether this key may sign at `now` (see [`KEY_PROPAGATION`]).
+    fn signs_at(&self, now: Timestamp) -> bool {
+        let p = ms(KEY_PROPAGATION);
+        match self.status {
+            KeyStatus::Active => self.created_at.millis().saturating_add(p) <= now.millis(),
+            KeyStatus::Retired => self
+                .retired_at
+                .is_some_and(|at| at.millis().saturating_add(p) > now.millis()),
+        }
+    }
+}
+
+struct KeySet {
+    entries: Vec<KeyEntry>,
+}
+
+impl KeySet {
+    fn new(keys: &[StoredKey]) -> Result<Self, KeyError> {
+        let mut entries = Vec::with_capacity(keys.len());
+        for k in keys {
+            let der = k.der()?;
+            let bad = |e: aws_lc_rs::error::KeyRejected| KeyError(format!("{}: {e}", k.kid));
+            let jws_key =
+                EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der).map_err(bad)?;
+            let der_key =
+                EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &der).map_err(bad)?;
+            let header = json!({"alg": "ES256", "kid": k.kid, "typ": "JWT"});
+            entries.push(KeyEntry {
+                kid: k.kid.clone(),
+                status: k.status,
+                created_at: k.created_at,
+                retired_at: k.retired_at,
+                public: jws_key.public_key().as_ref().to_vec(),
+                jws_key,
+                der_key,
+                header_b64: B64.encode(header.to_string()),
+                stored: k.clone(),
+            });
+        }
+        if !entries.iter().any(|e| e.status == KeyStatus::Active) {
+            return Err(KeyError("no active key".into()));
+        }
+        Ok(KeySet { entries })
+    }
+
+    /// The key that signs at `now`: the newest that may (see [`KeyEntry::signs_at`]), else
+    /// the newest active one (a fresh key set's first key signs at once).
+    fn signing(&self, now: Timestamp) -> &KeyEntry {
+        let propagated = self
+            .entries
+            .iter()
+            .filter(|e| e.signs_at(now))
+            .max_by_key(|e| e.created_at.0);
+        propagated
+            .or_else(|| {
+                self.entries
+                    .iter()
+                    .filter(|e| e.status == KeyStatus::Active)
+                    .max_by_key(|e| e.created_at.0)
+            })
+            .unwrap_or_else(|| unreachable!("a key set holds an active key"))
+    }
+}
+
+/// The service's key set: one key signs (the newest that has propagated); every active key
+/// and the recently retired ones are published. The set can be replaced while in use
+/// (rotation), so a long-running process picks up keys rotated elsewhere.
+pub struct Signer {
+    set: RwLock<Arc<KeySet>>,
+    rng: SystemRandom,
 }
 
 impl std::fmt::Debug for Signer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Signer")
-            .field("kid", &self.kid)
+            .field("kid", &self.kid())
             .finish_non_exhaustive()
     }
 }
 
 impl Signer {
     pub fn from_keys(keys: &[StoredKey]) -> Result<Self, KeyError> {
-        let mut published = Vec::with_capacity(keys.len());
-        let mut active: Option<&StoredKey> = None;
-        for k in keys {
-            let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &k.der()?)
-                .map_err(|e| KeyError(format!("{}: {e}", k.kid)))?;
-            published.push(PublishedKey {
-                kid: k.kid.clone(),
-                status: k.status,
-                public: pair.public_key().as_ref().to_vec(),
-            });
-            if k.status == KeyStatus::Active && active.is_none_or(|a| a.created_at < k.created_at) {
-                active = Some(k);
-            }
-        }
-        let k = active.ok_or_else(|| KeyError("no active key".into()))?;
-        let der = k.der()?;
-        let jws_key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der)
-            .map_err(|e| KeyError(e.to_string()))?;
-        let der_key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &der)
-            .map_err(|e| KeyError(e.to_string()))?;
-        let header = json!({"alg": "ES256", "kid": k.kid, "typ": "JWT"});
         Ok(Signer {
-            kid: k.kid.clone(),
-            jws_key,
-            der_key,
+            set: RwLock::new(Arc::new(KeySet::new(keys)?)),
             rng: SystemRandom::new(),
-            header_b64: B64.encode(header.to_string()),
-            published,
         })
     }
 
-    pub fn kid(&self) -> &str {
-        &self.kid
+    /// Replaces the key set (after a rotation); an unusable set is refused and the current
+    /// one kept.
+    pub fn replace_keys(&self, keys: &[StoredKey]) -> Result<(), KeyError> {
+        let set = Arc::new(KeySet::new(keys)?);
+        *self.set.write().unwrap_or_else(std::sync::PoisonError::into_inner) = set;
+        Ok(())
     }
 
-    /// Signs `payload` as a compact JWS with the active key.
+    /// The stored form of the current set (to compare with what storage holds).
+    pub fn stored_keys(&self) -> Vec<StoredKey> {
+        self.current()
+            .entries
+            .iter()
+            .map(|e| e.stored.clone())
+            .collect()
+    }
+
+    fn current(&self) -> Arc<KeySet> {
+        self.set
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The kid of the key that signs now.
+    pub fn kid(&self) -> String {
+        self.current().signing(Timestamp::now()).kid.clone()
+    }
+
+    /// Signs `payload` as a compact JWS with the signing key.
     pub fn sign_jws(&self, payload: &[u8]) -> String {
-        let mut out = String::with_capacity(self.header_b64.len() + payload.len() * 4 / 3 + 92);
-        out.push_str(&self.header_b64);
+        let set = self.current();
+        let key = set.signing(Timestamp::now());
+        let mut out = String::with_capacity(key.header_b64.len() + payload.len() * 4 / 3 + 92);
+        out.push_str(&key.header_b64);
         out.push('.');
         B64.encode_string(payload, &mut out);
-        let sig = self
+        let sig = key
             .jws_key
             .sign(&self.rng, out.as_bytes())
             .unwrap_or_else(|e| panic!("ECDSA signing failed: {e}"));
@@ -157,20 +273,27 @@ impl Signer {
         out
     }
 
-    /// DER signature over `message` (webhook signatures), with the kid that made it.
-    pub fn sign_der(&self, message: &[u8]) -> (Vec<u8>, &str) {
-        let sig = self
+    /// DER signature over `message` (webhook signatures) with the key that signs at `now`,
+    /// and that key's kid.
+    pub fn sign_der(&self, message: &[u8], now: Timestamp) -> (Vec<u8>, String) {
+        let set = self.current();
+        let key = set.signing(now);
+        let sig = key
             .der_key
             .sign(&self.rng, message)
             .unwrap_or_else(|e| panic!("ECDSA signing failed: {e}"));
-        (sig.as_ref().to_vec(), &self.kid)
+        (sig.as_ref().to_vec(), key.kid.clone())
     }
 
-    /// The published key set as JWKs.
+    /// The published key set as JWKs: active keys and keys retired less than
+    /// [`RETIRED_KEY_LIFETIME`] ago.
     pub fn jwks(&self) -> Value {
-        let keys: Vec<Value> = self
-            .published
+        let now = Timestamp::now();
+        let set = self.current();
+        let keys: Vec<Value> = set
+            .entries
             .iter()
+            .filter(|e| is_published(&e.stored, now))
             .map(|k| {
                 let (x, y) = k.public[1..].split_at(32);
                 json!({
@@ -191,7 +314,7 @@ impl Signer {
 
     /// Verifies a DER signature (a webhook's) made by the published key `kid`.
     pub fn verify_der(&self, kid: &str, message: &[u8], signature: &[u8]) -> bool {
-        self.published.iter().filter(|k| k.kid == kid).any(|k| {
+        self.current().entries.iter().filter(|k| k.kid == kid).any(|k| {
             UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &k.public)
                 .verify(message, signature)
                 .is_ok()
@@ -212,7 +335,8 @@ impl Signer {
             .and_then(|h| B64.decode(h).ok())
             .and_then(|h| serde_json::from_slice::<Value>(&h).ok())
             .and_then(|h| h.get("kid").and_then(Value::as_str).map(str::to_owned));
-        self.published
+        self.current()
+            .entries
             .iter()
             .filter(|k| Some(k.kid.as_str()) == kid.as_deref())
             .any(|k| {
@@ -271,6 +395,55 @@ mod tests {
         assert_eq!(jwks["keys"][0]["crv"], "P-256");
         assert_eq!(jwks["keys"][0]["status"], "active");
         assert_eq!(jwks["keys"][0]["x"].as_str().unwrap().len(), 43);
+    }
+
+    #[test]
+    fn rotation_publishes_first_and_signs_after_propagation() {
+        let t0 = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+        let at = |mins: i64| Timestamp::from_millis(t0.millis() + mins * 60_000).unwrap();
+        let old = StoredKey::generate("old".into(), at(-1000)).unwrap();
+        let keys = rotate(&[old], StoredKey::generate("new".into(), at(0)).unwrap(), at(0));
+        assert_eq!(keys.len(), 2);
+        assert_eq!(keys[0].status, KeyStatus::Retired);
+        assert_eq!(keys[0].retired_at, Some(at(0)));
+        let set = KeySet::new(&keys).unwrap();
+        // The old key signs until the new one has propagated.
+        assert_eq!(set.signing(at(5)).kid, "old");
+        assert_eq!(set.signing(at(11)).kid, "new");
+        // Retired keys are dropped from the set after their lifetime.
+        let week = 7 * 24 * 60;
+        let again = rotate(
+            &keys,
+            StoredKey::generate("newer".into(), at(week + 1)).unwrap(),
+            at(week + 1),
+        );
+        let kids: Vec<&str> = again.iter().map(|k| k.kid.as_str()).collect();
+        assert_eq!(kids, ["new", "newer"]);
+        // A set whose only active key is fresh signs with it at once.
+        let fresh = KeySet::new(&[StoredKey::generate("f".into(), at(0)).unwrap()]).unwrap();
+        assert_eq!(fresh.signing(at(0)).kid, "f");
+    }
+
+    #[test]
+    fn replacing_keys_changes_what_is_published() {
+        let s = test_signer();
+        let jws = s.sign_jws(b"{}");
+        let t = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+        let keys = rotate(
+            &s.stored_keys(),
+            StoredKey::generate("k2".into(), t).unwrap(),
+            Timestamp::now(),
+        );
+        s.replace_keys(&keys).unwrap();
+        let kids: Vec<String> = s.jwks()["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kid"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(kids, ["k1", "k2"]);
+        assert!(s.verify_jws(&jws), "signatures of the retired key still verify");
+        assert!(s.replace_keys(&[]).is_err());
     }
 
     #[test]

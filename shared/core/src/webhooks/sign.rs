@@ -64,8 +64,10 @@ pub fn signed_request(
 ) -> WebhookRequest {
     let body = envelope(event, webhook_id);
     let date = http_date(now);
-    let (signature, kid) =
-        signer.sign_der(&signing_input("POST", &path_with_query(url), &date, &body));
+    let (signature, kid) = signer.sign_der(
+        &signing_input("POST", &path_with_query(url), &date, &body),
+        now,
+    );
     let hex: String = signature.iter().map(|b| format!("{b:02x}")).collect();
     WebhookRequest {
         url: url.as_str().to_owned(),
@@ -73,7 +75,7 @@ pub fn signed_request(
             ("content-type", "application/json".to_owned()),
             ("date", date),
             (SIGNATURE_HEADER, hex),
-            (KEY_ID_HEADER, kid.to_owned()),
+            (KEY_ID_HEADER, kid),
             (WEBHOOK_ID_HEADER, webhook_id.to_owned()),
             (WEBHOOK_TIMESTAMP_HEADER, (now.millis() / 1000).to_string()),
         ],
