@@ -231,7 +231,10 @@ impl Signer {
     /// one kept.
     pub fn replace_keys(&self, keys: &[StoredKey]) -> Result<(), KeyError> {
         let set = Arc::new(KeySet::new(keys)?);
-        *self.set.write().unwrap_or_else(std::sync::PoisonError::into_inner) = set;
+        *self
+            .set
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = set;
         Ok(())
     }
 
@@ -314,11 +317,15 @@ impl Signer {
 
     /// Verifies a DER signature (a webhook's) made by the published key `kid`.
     pub fn verify_der(&self, kid: &str, message: &[u8], signature: &[u8]) -> bool {
-        self.current().entries.iter().filter(|k| k.kid == kid).any(|k| {
-            UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &k.public)
-                .verify(message, signature)
-                .is_ok()
-        })
+        self.current()
+            .entries
+            .iter()
+            .filter(|k| k.kid == kid)
+            .any(|k| {
+                UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &k.public)
+                    .verify(message, signature)
+                    .is_ok()
+            })
     }
 
     /// Verifies a compact JWS made by one of the published keys (tests and tools).
@@ -402,7 +409,11 @@ mod tests {
         let t0 = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
         let at = |mins: i64| Timestamp::from_millis(t0.millis() + mins * 60_000).unwrap();
         let old = StoredKey::generate("old".into(), at(-1000)).unwrap();
-        let keys = rotate(&[old], StoredKey::generate("new".into(), at(0)).unwrap(), at(0));
+        let keys = rotate(
+            &[old],
+            StoredKey::generate("new".into(), at(0)).unwrap(),
+            at(0),
+        );
         assert_eq!(keys.len(), 2);
         assert_eq!(keys[0].status, KeyStatus::Retired);
         assert_eq!(keys[0].retired_at, Some(at(0)));
@@ -442,7 +453,10 @@ mod tests {
             .map(|k| k["kid"].as_str().unwrap().to_owned())
             .collect();
         assert_eq!(kids, ["k1", "k2"]);
-        assert!(s.verify_jws(&jws), "signatures of the retired key still verify");
+        assert!(
+            s.verify_jws(&jws),
+            "signatures of the retired key still verify"
+        );
         assert!(s.replace_keys(&[]).is_err());
     }
 
