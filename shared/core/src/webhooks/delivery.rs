@@ -24,8 +24,10 @@ pub const RETRY_DELAYS: [Duration; 7] = [
 ];
 /// The first attempt and every retry.
 pub const MAX_ATTEMPTS: u32 = RETRY_DELAYS.len() as u32 + 1;
-/// Retry-After is honoured up to this long (SQS hides a message for at most 12 h).
+/// Retry-After is honoured up to this long (SQS hides a message for at most 12 h) ...
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(11 * 3600);
+/// ... and from this long (a receiver asking for 0 s is not hammered).
+pub const MIN_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Client error reports kept per delivery (the oldest are kept).
 pub const MAX_CLIENT_REPORTS: usize = 20;
 /// Longest error text stored for an attempt or a client report.
@@ -235,7 +237,9 @@ pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
 
 /// The delay before the next attempt after `attempts_made` failed ones, or `None` when
 /// that was the last. The schedule's delay gets +-10 % jitter (derived from the webhook
-/// id, so it is reproducible); a longer Retry-After wins, up to [`MAX_RETRY_AFTER`].
+/// id, so it is reproducible). A Retry-After the receiver sent with 429 or 503 replaces
+/// it: the receiver knows when it can take the webhook again (bounded to
+/// [`MIN_RETRY_AFTER`]..=[`MAX_RETRY_AFTER`]); the attempt still counts.
 pub fn retry_delay(
     attempts_made: u32,
     webhook_id: &str,
@@ -248,7 +252,7 @@ pub fn retry_delay(
     let unit = f64::from(u16::from_be_bytes([digest[0], digest[1]])) / f64::from(u16::MAX);
     let jittered = base.mul_f64(0.9 + 0.2 * unit);
     Some(match retry_after {
-        Some(asked) => jittered.max(asked.min(MAX_RETRY_AFTER)),
+        Some(asked) => asked.clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER),
         None => jittered,
     })
 }
@@ -288,13 +292,17 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_wins_when_longer_and_is_capped() {
+    fn retry_after_replaces_the_schedule_within_bounds() {
         let d = retry_delay(1, "wh_a", Some(Duration::from_secs(120))).unwrap();
         assert_eq!(d, Duration::from_secs(120));
-        let d = retry_delay(2, "wh_a", Some(Duration::from_secs(1))).unwrap();
-        assert!(d > Duration::from_secs(200));
+        let d = retry_delay(2, "wh_a", Some(Duration::from_secs(2))).unwrap();
+        assert_eq!(d, Duration::from_secs(2));
+        let d = retry_delay(2, "wh_a", Some(Duration::ZERO)).unwrap();
+        assert_eq!(d, MIN_RETRY_AFTER);
         let d = retry_delay(1, "wh_a", Some(Duration::from_secs(999_999))).unwrap();
         assert_eq!(d, MAX_RETRY_AFTER);
+        // The last attempt stays the last, whatever the receiver asks.
+        assert_eq!(retry_delay(8, "wh_a", Some(Duration::from_secs(1))), None);
     }
 
     #[test]
