@@ -1,12 +1,17 @@
 //! Records for the suites, with ids unique to one run so that suites can share a store.
 
 use pricing_core::ids::{
-    InstanceId, InstanceKey, ItemId, MatchId, ProductId, ProjectId, TenantId, TransactionId,
+    InstanceId, InstanceKey, ItemId, MatchId, ProductId, ProjectId, SubscriptionId, TenantId,
+    TransactionId,
 };
 use pricing_core::model::{Event, Instance, Message, NewEntry, PriceCalculation, Project};
 use pricing_core::pricing::{ItemPrice, PriceMatch, PriceStatus, Trigger};
 use pricing_core::state::{Header, ItemState, ProductState};
 use pricing_core::time::Timestamp;
+use pricing_core::webhooks::{
+    Attempt, AttemptUpdate, ClientReport, Delivery, DeliveryStatus, EventType, Subscription,
+    SubscriptionStatus,
+};
 use serde_json::{Map, Value, json};
 
 /// Ids of one suite run: everything it creates lives under its own project ids.
@@ -37,12 +42,25 @@ impl Run {
         TenantId::from_claim(&format!("{}-{name}", self.prefix)).expect("a valid tenant")
     }
 
-    /// Whether a message is about one of this run's instances.
+    /// A subscription id of this run: `{prefix}-{name}` (ordered by `name` within the run,
+    /// as generated ULIDs are by creation time).
+    pub fn subscription_id(&self, name: &str) -> SubscriptionId {
+        SubscriptionId::parse(format!("{}-{name}", self.prefix)).expect("a valid subscription id")
+    }
+
+    /// A webhook id of this run (stores treat webhook ids as opaque).
+    pub fn webhook_id(&self, name: &str) -> String {
+        format!("wh_{}-{name}", self.prefix)
+    }
+
+    /// Whether a message is about one of this run's instances, subscriptions or webhooks.
     pub fn owns(&self, message: &Message) -> bool {
         match message {
             Message::ProcessInstance { key } | Message::Recalculate { key, .. } => {
                 key.project_id.as_str().starts_with(&self.prefix)
             }
+            Message::Deliver { webhook_id } => webhook_id.contains(&self.prefix),
+            Message::Trigger { project_id, .. } => project_id.as_str().starts_with(&self.prefix),
         }
     }
 }
@@ -238,6 +256,102 @@ pub fn price_match(id: &str, item: &str, source: &str, ratio: f64, offset: f64) 
         "offset": offset,
     }))
     .expect("a valid price match")
+}
+
+/// An active subscription taking every event type, at project level (`instance` none) or
+/// instance level, created at `created_at`.
+pub fn subscription(
+    id: SubscriptionId,
+    project: &ProjectId,
+    instance: Option<&str>,
+    created_at: Timestamp,
+) -> Subscription {
+    Subscription {
+        subscription_id: id,
+        project_id: project.clone(),
+        instance_id: instance.map(instance_id),
+        callback_url: "https://hooks.example.com/pricing?x=1".into(),
+        events: EventType::ALL.to_vec(),
+        description: "contract suite: ünïcödé, \"quotes\" and more".into(),
+        status: SubscriptionStatus::Active,
+        created_at,
+        disabled_at: None,
+        disabled_reason: None,
+    }
+}
+
+/// A pending delivery of a new `prices.updated` event `event_id` of `key` to
+/// `subscription`, created (and due) at `created_at`.
+pub fn delivery(
+    key: &InstanceKey,
+    subscription: &Subscription,
+    event_id: &str,
+    created_at: Timestamp,
+) -> Delivery {
+    let event = Event {
+        id: event_id.to_owned(),
+        event_type: "prices.updated".into(),
+        project_id: key.project_id.clone(),
+        instance_id: key.instance_id.clone(),
+        created_at,
+        data: json!({
+            "calculationId": format!("calc-{event_id}"),
+            "trigger": "schedule",
+            "sequence": 3,
+            "part": 1,
+            "parts": 1,
+            "prices": [{"itemId": "a", "price": 12.5, "previousPrice": 11.0, "changed": true}],
+        }),
+    };
+    Delivery::new(&event, subscription, created_at)
+}
+
+/// Attempt number `attempt` at `at`: a success, or a failure retried at `next` (final
+/// when `next` is none).
+pub fn attempt(attempt: u32, at: Timestamp, next: Option<Timestamp>, ok: bool) -> AttemptUpdate {
+    let (status, response_status, error) = if ok {
+        (DeliveryStatus::Succeeded, Some(204), None)
+    } else {
+        let status = if next.is_some() {
+            DeliveryStatus::Retrying
+        } else {
+            DeliveryStatus::Failed
+        };
+        (
+            status,
+            Some(503),
+            Some("the receiver answered 503".to_owned()),
+        )
+    };
+    AttemptUpdate {
+        attempt,
+        status,
+        response_status,
+        error: error.clone(),
+        attempted_at: at,
+        next_attempt_at: next,
+        record: Attempt {
+            attempt,
+            attempted_at: at,
+            response_status,
+            error,
+            duration_ms: 17,
+        },
+    }
+}
+
+/// A receiver's error report.
+pub fn client_report(message: &str, at: Timestamp) -> ClientReport {
+    ClientReport {
+        message: message.to_owned(),
+        status: Some(422),
+        reported_at: at,
+    }
+}
+
+/// `at` plus `secs` seconds.
+pub fn plus(at: Timestamp, secs: i64) -> Timestamp {
+    Timestamp::from_millis(at.millis() + secs * 1000).expect("a valid time")
 }
 
 pub fn process(key: &InstanceKey) -> Message {

@@ -20,9 +20,18 @@
 //! ```ignore
 //! pricing_contract::contract_tests!(adapters(), queue: QueueTiming { .. });
 //! ```
+//!
+//! A store that also hands out the webhooks lane's queue names the method that does
+//! (it is called on the store; the queue suites then run on that queue too, and the lane
+//! suite checks that webhooks messages reach it and instance work does not):
+//!
+//! ```ignore
+//! pricing_contract::contract_tests!(adapters(), queue: QueueTiming::default(), webhooks: webhook_queue);
+//! ```
 
 mod active;
 mod backlog;
+mod deliveries;
 mod events;
 pub mod fixtures;
 mod instances;
@@ -32,25 +41,33 @@ mod prices;
 mod projects;
 mod queue;
 mod state;
+mod subscriptions;
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 
 use pricing_core::model::{Page, PageRequest};
 use pricing_core::ports::{
-    ActiveInstances, Backlog, EntryLog, EventStore, InstanceStore, PriceMatchStore, PriceStore,
-    ProjectStore, StateStore, WorkQueue,
+    ActiveInstances, Backlog, DeliveryStore, EntryLog, EventStore, InstanceStore, PriceMatchStore,
+    PriceStore, ProjectStore, StateStore, SubscriptionStore, WorkQueue,
 };
 
 pub use active::active_instances_contract;
 pub use backlog::backlog_contract;
+pub use deliveries::delivery_store_contract;
 pub use events::event_store_contract;
 pub use instances::{instance_state_contract, instance_store_contract};
 pub use log::entry_log_contract;
 pub use matches::price_match_store_contract;
 pub use prices::price_store_contract;
 pub use projects::project_store_contract;
-pub use queue::{QueueTiming, work_queue_contract, work_queue_contract_with};
+pub use queue::{
+    QueueTiming, webhook_lane_contract, webhook_queue_contract, webhook_queue_contract_with,
+    work_queue_contract, work_queue_contract_with,
+};
 pub use state::state_store_contract;
+pub use subscriptions::subscription_store_contract;
 
 /// Every suite at once on one store: shows that the suites (and so concurrent users)
 /// do not disturb each other.
@@ -65,7 +82,9 @@ where
         + Backlog
         + PriceStore
         + PriceMatchStore
-        + ActiveInstances,
+        + ActiveInstances
+        + SubscriptionStore
+        + DeliveryStore,
 {
     all_contracts_with(store, QueueTiming::default()).await;
 }
@@ -82,7 +101,9 @@ where
         + Backlog
         + PriceStore
         + PriceMatchStore
-        + ActiveInstances,
+        + ActiveInstances
+        + SubscriptionStore
+        + DeliveryStore,
 {
     tokio::join!(
         project_store_contract(store),
@@ -96,18 +117,20 @@ where
         price_store_contract(store),
         price_match_store_contract(store),
         active_instances_contract(store),
+        subscription_store_contract(store),
+        delivery_store_contract(store),
     );
 }
 
 /// Expands to one `#[tokio::test]` per suite (and one running them all on one store),
 /// each on a fresh adapter built by the async factory expression; `queue: TIMING` sets the
-/// queue suite's [`QueueTiming`] (default: `QueueTiming::default()`).
+/// queue suites' [`QueueTiming`] (default: `QueueTiming::default()`); `webhooks: METHOD`
+/// names the store's method that returns its webhooks-lane queue, which adds the webhooks
+/// queue suite and the lane suite (and runs the webhooks queue suite beside the others on
+/// one store).
 #[macro_export]
 macro_rules! contract_tests {
-    ($factory:expr) => {
-        $crate::contract_tests!($factory, queue: $crate::QueueTiming::default());
-    };
-    ($factory:expr, queue: $timing:expr) => {
+    (@suites $factory:expr, $timing:expr) => {
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn project_store_contract() {
             let store = $factory.await;
@@ -175,11 +198,81 @@ macro_rules! contract_tests {
         }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn subscription_store_contract() {
+            let store = $factory.await;
+            $crate::subscription_store_contract(&store).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn delivery_store_contract() {
+            let store = $factory.await;
+            $crate::delivery_store_contract(&store).await;
+        }
+    };
+    ($factory:expr) => {
+        $crate::contract_tests!($factory, queue: $crate::QueueTiming::default());
+    };
+    ($factory:expr, queue: $timing:expr) => {
+        $crate::contract_tests!(@suites $factory, $timing);
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn all_contracts_on_one_store() {
             let store = $factory.await;
             $crate::all_contracts_with(&store, $timing).await;
         }
     };
+    ($factory:expr, queue: $timing:expr, webhooks: $webhooks:ident) => {
+        $crate::contract_tests!(@suites $factory, $timing);
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn webhook_queue_contract() {
+            let store = $factory.await;
+            $crate::webhook_queue_contract_with(&store.$webhooks(), $timing).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn webhook_lane_contract() {
+            let store = $factory.await;
+            $crate::webhook_lane_contract(&store, &store, &store.$webhooks(), $timing).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn all_contracts_on_one_store() {
+            let store = $factory.await;
+            let webhooks = store.$webhooks();
+            ::tokio::join!(
+                $crate::all_contracts_with(&store, $timing),
+                $crate::webhook_queue_contract_with(&webhooks, $timing),
+            );
+        }
+    };
+}
+
+/// Awaits every future concurrently (as `tokio::join!` does for a fixed number), results in
+/// input order: creators racing through one adapter.
+pub(crate) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut done: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, out) in futures.iter_mut().zip(done.iter_mut()) {
+            if out.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(v) => *out = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    done.into_iter()
+        .map(|o| o.expect("every future finished"))
+        .collect()
 }
 
 pub(crate) fn page_request(cursor: Option<String>, limit: usize) -> PageRequest {

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use pricing_core::ids::InstanceKey;
 use pricing_core::model::Message;
-use pricing_core::ports::{Received, WorkQueue};
+use pricing_core::ports::{Enqueue, Received, WorkQueue};
 use tokio::time::{Instant, sleep};
 
 use crate::fixtures::{Run, process};
@@ -51,27 +51,57 @@ pub async fn work_queue_contract<Q: WorkQueue>(queue: &Q) {
 /// Messages of other runs are acknowledged (deleted) when received: give the suite a
 /// queue no one else consumes.
 pub async fn work_queue_contract_with<Q: WorkQueue>(queue: &Q, timing: QueueTiming) {
-    let run = Run::new("queue");
+    queue_suite(queue, timing, "queue", process).await;
+}
+
+/// The WorkQueue suite ([`work_queue_contract_with`]) with the webhooks lane's messages
+/// (`Message::Deliver`, one group per webhook), for the queue that lane's consumers
+/// receive from, with the default timing.
+pub async fn webhook_queue_contract<Q: WorkQueue>(queue: &Q) {
+    webhook_queue_contract_with(queue, QueueTiming::default()).await;
+}
+
+/// [`webhook_queue_contract`] with the given timing.
+pub async fn webhook_queue_contract_with<Q: WorkQueue>(queue: &Q, timing: QueueTiming) {
+    queue_suite(queue, timing, "webhook-queue", deliver).await;
+}
+
+/// A `Deliver` message standing for `key` (its webhook id names the run's project).
+fn deliver(key: &InstanceKey) -> Message {
+    Message::Deliver {
+        webhook_id: format!("wh_{}_{}", key.project_id, key.instance_id),
+    }
+}
+
+/// The suite proper, on the messages `msg` makes (one group and dedupe key per key).
+async fn queue_suite<Q: WorkQueue>(
+    queue: &Q,
+    timing: QueueTiming,
+    what: &str,
+    msg: fn(&InstanceKey) -> Message,
+) {
+    let run = Run::new(what);
     let long = Duration::from_secs(60);
     let t = Tester {
         queue,
         run: &run,
         timing,
+        msg,
     };
 
     // Send twice before anyone receives: one message (where pending sends merge).
     let k1 = run.key("p", "dedupe");
-    queue.send(&process(&k1)).await.expect("send");
+    queue.send(&msg(&k1)).await.expect("send");
     queue
-        .send(&process(&k1))
+        .send(&msg(&k1))
         .await
         .expect("send the same message again");
     let got = t.wait_for(&k1, long).await;
     assert_eq!(got.receive_count, 1, "first delivery has receive count 1");
-    assert_eq!(got.message, process(&k1));
+    assert_eq!(got.message, msg(&k1));
     if timing.pending_sends_merge {
         assert!(
-            t.receive_own(10, long).await.iter().all(|r| !is(r, &k1)),
+            t.receive_own(10, long).await.iter().all(|r| !t.is(r, &k1)),
             "a pending message with the same dedupe key is merged into the first"
         );
         queue.ack(&got.receipt).await.expect("ack");
@@ -82,7 +112,10 @@ pub async fn work_queue_contract_with<Q: WorkQueue>(queue: &Q, timing: QueueTimi
         let deadline = Instant::now() + timing.patience;
         while deliveries < 2 {
             for r in t.receive_own(10, long).await {
-                assert!(is(&r, &k1), "only {k1}'s messages are expected, got {r:?}");
+                assert!(
+                    t.is(&r, &k1),
+                    "only {k1}'s messages are expected, got {r:?}"
+                );
                 assert_eq!(
                     r.receive_count, 1,
                     "the second send is a message of its own (first delivery)"
@@ -116,7 +149,7 @@ pub async fn work_queue_contract_with<Q: WorkQueue>(queue: &Q, timing: QueueTimi
 
     // Visibility: a received message hides, then comes back (at-least-once).
     let k2 = run.key("p", "visibility");
-    queue.send(&process(&k2)).await.expect("send");
+    queue.send(&msg(&k2)).await.expect("send");
     let first = t.wait_for(&k2, timing.visibility).await;
     assert_eq!(first.receive_count, 1);
     assert!(
@@ -147,12 +180,9 @@ pub async fn work_queue_contract_with<Q: WorkQueue>(queue: &Q, timing: QueueTimi
     // A message sent while an earlier one of the group is in flight is not merged, and
     // waits for the group: FIFO, one in flight per group.
     let k3 = run.key("p", "group");
-    queue.send(&process(&k3)).await.expect("send");
+    queue.send(&msg(&k3)).await.expect("send");
     let a = t.wait_for(&k3, timing.visibility).await;
-    queue
-        .send(&process(&k3))
-        .await
-        .expect("send while in flight");
+    queue.send(&msg(&k3)).await.expect("send while in flight");
     assert!(
         t.nothing_for(&k3).await,
         "a group with a message in flight hands out nothing"
@@ -180,7 +210,7 @@ pub async fn work_queue_contract_with<Q: WorkQueue>(queue: &Q, timing: QueueTimi
 
     // retry_later: visible again after the delay, still holding its group meanwhile.
     let k4 = run.key("p", "retry");
-    queue.send(&process(&k4)).await.expect("send");
+    queue.send(&msg(&k4)).await.expect("send");
     let r1 = t.wait_for(&k4, long).await;
     // The delay outlasts the check below even on a slow, loaded adapter.
     let delay = timing.visibility + timing.slack;
@@ -206,7 +236,7 @@ pub async fn work_queue_contract_with<Q: WorkQueue>(queue: &Q, timing: QueueTimi
     // Several groups: each message delivered once while in flight; `max` is honoured.
     let keys: Vec<InstanceKey> = (0..5).map(|n| run.key("p", &format!("many-{n}"))).collect();
     for k in &keys {
-        queue.send(&process(k)).await.expect("send");
+        queue.send(&msg(k)).await.expect("send");
     }
     let some = t.receive_own(2, long).await;
     assert!(some.len() <= 2, "receive returns at most max messages");
@@ -218,7 +248,7 @@ pub async fn work_queue_contract_with<Q: WorkQueue>(queue: &Q, timing: QueueTimi
     }
     let mut seen: Vec<Message> = got.iter().map(|r| r.message.clone()).collect();
     seen.sort_by_key(|m| m.group());
-    let mut want: Vec<Message> = keys.iter().map(process).collect();
+    let mut want: Vec<Message> = keys.iter().map(msg).collect();
     want.sort_by_key(|m| m.group());
     assert_eq!(
         seen, want,
@@ -230,17 +260,98 @@ pub async fn work_queue_contract_with<Q: WorkQueue>(queue: &Q, timing: QueueTimi
     assert!(t.receive_own(10, long).await.is_empty(), "all acknowledged");
 }
 
+/// The lanes: messages of the webhooks lane (`Deliver`, `Trigger`) sent through `sender`
+/// are received from `webhooks` and never from `work`; instance work (`ProcessInstance`)
+/// is received from `work` and never from `webhooks`. Both queues acknowledge other runs'
+/// messages when they receive them: give the suite queues no one else consumes.
+pub async fn webhook_lane_contract<E, W, H>(sender: &E, work: &W, webhooks: &H, timing: QueueTiming)
+where
+    E: Enqueue,
+    W: WorkQueue,
+    H: WorkQueue,
+{
+    let run = Run::new("lanes");
+    let instance_work = process(&run.key("p", "i"));
+    let deliver = Message::Deliver {
+        webhook_id: run.webhook_id("d"),
+    };
+    let trigger = Message::Trigger {
+        project_id: run.project_id("p"),
+        subscription_id: run.subscription_id("s"),
+        trigger_id: run.webhook_id("trigger"),
+    };
+    for m in [&deliver, &instance_work, &trigger] {
+        sender.send(m).await.expect("send");
+    }
+    collect(work, &run, &[instance_work], timing, "the work queue").await;
+    collect(
+        webhooks,
+        &run,
+        &[deliver, trigger],
+        timing,
+        "the webhooks queue",
+    )
+    .await;
+    sleep(timing.slack).await;
+    collect(work, &run, &[], timing, "the work queue").await;
+    collect(webhooks, &run, &[], timing, "the webhooks queue").await;
+}
+
+/// Receives (and acknowledges) until every message of `want` came, failing on any other
+/// message of this run; with `want` empty, one receive that must bring none of this run.
+async fn collect<Q: WorkQueue>(
+    queue: &Q,
+    run: &Run,
+    want: &[Message],
+    timing: QueueTiming,
+    name: &str,
+) {
+    let mut missing = want.to_vec();
+    let deadline = Instant::now() + timing.patience;
+    loop {
+        for r in queue
+            .receive(10, Duration::from_secs(60))
+            .await
+            .expect("receive")
+        {
+            queue.ack(&r.receipt).await.expect("ack");
+            if !run.owns(&r.message) {
+                continue;
+            }
+            let Some(pos) = missing.iter().position(|m| *m == r.message) else {
+                panic!(
+                    "{name} hands out only {want:?} of the messages sent, got {:?} (lane {:?})",
+                    r.message,
+                    r.message.lane()
+                );
+            };
+            missing.remove(pos);
+        }
+        if missing.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: {missing:?} did not arrive within {:?}",
+            timing.patience
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
 struct Tester<'a, Q> {
     queue: &'a Q,
     run: &'a Run,
     timing: QueueTiming,
-}
-
-fn is(r: &Received, key: &InstanceKey) -> bool {
-    r.message == process(key)
+    /// The message standing for a key.
+    msg: fn(&InstanceKey) -> Message,
 }
 
 impl<Q: WorkQueue> Tester<'_, Q> {
+    fn is(&self, r: &Received, key: &InstanceKey) -> bool {
+        r.message == (self.msg)(key)
+    }
+
     /// One receive; messages of other runs are acknowledged and dropped.
     async fn receive_own(&self, max: usize, visibility: Duration) -> Vec<Received> {
         let got = self.queue.receive(max, visibility).await.expect("receive");
@@ -269,7 +380,7 @@ impl<Q: WorkQueue> Tester<'_, Q> {
                 "only {key}'s message is expected, got {got:?}"
             );
             if let Some(r) = got.pop() {
-                assert!(is(&r, key), "expected {key}'s message, got {r:?}");
+                assert!(self.is(&r, key), "expected {key}'s message, got {r:?}");
                 return r;
             }
             assert!(
@@ -291,6 +402,6 @@ impl<Q: WorkQueue> Tester<'_, Q> {
                 .await
                 .expect("retry_later");
         }
-        got.iter().all(|r| !is(r, key)) && got.is_empty()
+        got.iter().all(|r| !self.is(r, key)) && got.is_empty()
     }
 }
