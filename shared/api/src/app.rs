@@ -1,11 +1,14 @@
-//! The application state shared by handlers: ports, keys, authentication, limits.
+//! The application state shared by handlers: ports, keys, authentication, limits and the
+//! callback URL policy.
 
 use std::sync::Arc;
 
 use pricing_core::jws::Signer;
 use pricing_core::ports::{
-    Enqueue, EntryLog, InstanceStore, PriceMatchStore, PriceStore, ProjectStore, StateStore,
+    DeliveryStore, Enqueue, EntryLog, InstanceStore, PriceMatchStore, PriceStore, ProjectStore,
+    StateStore, SubscriptionStore,
 };
+use pricing_core::webhooks::CallbackPolicy;
 
 use crate::auth::{Authenticator, RateLimiter};
 
@@ -17,6 +20,8 @@ pub trait Ports: Send + Sync + 'static {
     type State: StateStore;
     type Prices: PriceStore;
     type Matches: PriceMatchStore;
+    type Subscriptions: SubscriptionStore;
+    type Deliveries: DeliveryStore;
     type Queue: Enqueue;
 
     fn projects(&self) -> &Self::Projects;
@@ -25,6 +30,8 @@ pub trait Ports: Send + Sync + 'static {
     fn state(&self) -> &Self::State;
     fn prices(&self) -> &Self::Prices;
     fn matches(&self) -> &Self::Matches;
+    fn subscriptions(&self) -> &Self::Subscriptions;
+    fn deliveries(&self) -> &Self::Deliveries;
     fn queue(&self) -> &Self::Queue;
 }
 
@@ -36,7 +43,14 @@ pub struct Stores<S, Q> {
 
 impl<S, Q> Ports for Stores<S, Q>
 where
-    S: ProjectStore + InstanceStore + EntryLog + StateStore + PriceStore + PriceMatchStore,
+    S: ProjectStore
+        + InstanceStore
+        + EntryLog
+        + StateStore
+        + PriceStore
+        + PriceMatchStore
+        + SubscriptionStore
+        + DeliveryStore,
     Q: Enqueue,
 {
     type Projects = S;
@@ -45,6 +59,8 @@ where
     type State = S;
     type Prices = S;
     type Matches = S;
+    type Subscriptions = S;
+    type Deliveries = S;
     type Queue = Q;
 
     fn projects(&self) -> &S {
@@ -63,6 +79,12 @@ where
         &self.store
     }
     fn matches(&self) -> &S {
+        &self.store
+    }
+    fn subscriptions(&self) -> &S {
+        &self.store
+    }
+    fn deliveries(&self) -> &S {
         &self.store
     }
     fn queue(&self) -> &Q {
@@ -91,6 +113,9 @@ pub struct App<P> {
     pub auth: Arc<dyn Authenticator>,
     pub rate_limit: Option<RateLimiter>,
     pub limits: Limits,
+    /// Which callback URLs a subscription may name: `STRICT` (https, public hosts) unless
+    /// the deployment allows more (the standalone's local development default).
+    pub callback_policy: CallbackPolicy,
 }
 
 impl<P: Ports> App<P> {
@@ -101,7 +126,13 @@ impl<P: Ports> App<P> {
             auth,
             rate_limit: None,
             limits: Limits::default(),
+            callback_policy: CallbackPolicy::STRICT,
         }
+    }
+
+    pub fn with_callback_policy(mut self, policy: CallbackPolicy) -> Self {
+        self.callback_policy = policy;
+        self
     }
 
     pub fn with_rate_limit(mut self, limiter: RateLimiter) -> Self {
