@@ -10,6 +10,8 @@ pub mod instances;
 pub mod matches;
 pub mod prices;
 pub mod projects;
+pub mod reports;
+pub mod subscriptions;
 pub mod system;
 pub mod util;
 
@@ -73,6 +75,29 @@ pub const ROUTES: &[(&str, &str)] = &[
         "DELETE",
         "/projects/{projectId}/instances/{instanceId}/priceMatches/{matchId}",
     ),
+    ("GET", "/projects/{projectId}/subscriptions"),
+    ("POST", "/projects/{projectId}/subscriptions"),
+    (
+        "GET",
+        "/projects/{projectId}/instances/{instanceId}/subscriptions",
+    ),
+    (
+        "POST",
+        "/projects/{projectId}/instances/{instanceId}/subscriptions",
+    ),
+    (
+        "DELETE",
+        "/projects/{projectId}/subscriptions/{subscriptionId}",
+    ),
+    (
+        "POST",
+        "/projects/{projectId}/subscriptions/{subscriptionId}/trigger",
+    ),
+    (
+        "GET",
+        "/projects/{projectId}/subscriptions/{subscriptionId}/deliveries",
+    ),
+    ("POST", "/webhooks/errors"),
     ("POST", "/projects/{projectId}/publicKeys"),
     ("GET", "/projects/{projectId}/publicKeys"),
     ("POST", "/projects/{projectId}/instances/{instanceId}/items"),
@@ -133,6 +158,29 @@ pub fn router<P: Ports>(app: Arc<App<P>>) -> Router {
             "/projects/{projectId}/instances/{instanceId}/priceMatches/{matchId}",
             delete(matches::delete::<P>),
         )
+        .route(
+            "/projects/{projectId}/subscriptions",
+            get(subscriptions::list_project_level::<P>)
+                .post(subscriptions::create_project_level::<P>),
+        )
+        .route(
+            "/projects/{projectId}/instances/{instanceId}/subscriptions",
+            get(subscriptions::list_instance_level::<P>)
+                .post(subscriptions::create_instance_level::<P>),
+        )
+        .route(
+            "/projects/{projectId}/subscriptions/{subscriptionId}",
+            delete(subscriptions::delete::<P>),
+        )
+        .route(
+            "/projects/{projectId}/subscriptions/{subscriptionId}/trigger",
+            post(subscriptions::trigger::<P>),
+        )
+        .route(
+            "/projects/{projectId}/subscriptions/{subscriptionId}/deliveries",
+            get(subscriptions::deliveries::<P>),
+        )
+        .route("/webhooks/errors", post(reports::report_error::<P>))
         .route(
             "/projects/{projectId}/publicKeys",
             any(system::gone_public_keys),

@@ -2,6 +2,7 @@
 //! class of DESIGN.md section 3, tenant isolation on every project-scoped route.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -11,8 +12,11 @@ use pricing_api::auth::{Authenticator, LocalTokens, RateLimiter};
 use pricing_api::{App, ROUTES, Stores, router};
 use pricing_core::ids::{InstanceId, InstanceKey, ProjectId};
 use pricing_core::jws::{Signer, StoredKey};
+use pricing_core::model::Message;
+use pricing_core::ports::WorkQueue;
 use pricing_core::process::Processor;
 use pricing_core::time::Timestamp;
+use pricing_core::webhooks::CallbackPolicy;
 use pricing_embedded::EmbeddedStore;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -32,23 +36,23 @@ struct Reply {
     body: Value,
 }
 
-fn harness_with(rate: Option<RateLimiter>) -> Harness {
+type TestApp = App<Stores<EmbeddedStore, EmbeddedStore>>;
+
+/// A harness whose app `configure` adjusts (rate limit, callback policy).
+fn harness_with(configure: impl FnOnce(TestApp) -> TestApp) -> Harness {
     let store = EmbeddedStore::open_in_memory().expect("store");
     let key = StoredKey::generate("test-key".into(), Timestamp::now()).expect("key");
     let signer = Arc::new(Signer::from_keys(&[key]).expect("signer"));
     let tokens = Arc::new(LocalTokens::new(SECRET));
     let auth: Arc<dyn Authenticator> = tokens.clone();
-    let mut app = App::new(
+    let app = configure(App::new(
         Stores {
             store: store.clone(),
             queue: store.clone(),
         },
         signer.clone(),
         auth,
-    );
-    if let Some(rate) = rate {
-        app = app.with_rate_limit(rate);
-    }
+    ));
     Harness {
         router: router(Arc::new(app)),
         store,
@@ -58,7 +62,7 @@ fn harness_with(rate: Option<RateLimiter>) -> Harness {
 }
 
 fn harness() -> Harness {
-    harness_with(None)
+    harness_with(|app| app)
 }
 
 impl Harness {
@@ -139,6 +143,24 @@ impl Harness {
         assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
     }
 
+    /// Creates a subscription at `path` (a scope's subscriptions) and returns its id.
+    async fn subscription(&self, tenant: &str, path: &str) -> String {
+        let r = self
+            .call("POST", path, Some(tenant), Some(hook(tenant)))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+        r.body["subscriptionId"].as_str().expect("id").to_owned()
+    }
+
+    /// Every message waiting in the queues, instance work and webhooks (received and
+    /// acknowledged).
+    async fn drain(&self) -> Vec<Message> {
+        let mut out = Vec::new();
+        out.extend(drain_queue(&self.store).await);
+        out.extend(drain_queue(&self.store.webhook_queue()).await);
+        out
+    }
+
     async fn process(&self, project: &str, instance: &str) {
         let key = InstanceKey::new(
             ProjectId::parse(project).expect("project id"),
@@ -149,6 +171,28 @@ impl Harness {
             .await
             .expect("processing");
     }
+}
+
+/// Every message waiting in one queue (received and acknowledged).
+async fn drain_queue(queue: &impl WorkQueue) -> Vec<Message> {
+    let mut out = Vec::new();
+    // A FIFO group hands out one message at a time: a few rounds empty the queue.
+    for _ in 0..5 {
+        for m in queue
+            .receive(10, Duration::from_secs(30))
+            .await
+            .expect("receive")
+        {
+            queue.ack(&m.receipt).await.expect("ack");
+            out.push(m.message);
+        }
+    }
+    out
+}
+
+/// A subscription request body for `tenant`'s receiver.
+fn hook(tenant: &str) -> Value {
+    json!({"callbackUrl": format!("https://{tenant}.example.com/hook")})
 }
 
 fn assert_problem(r: &Reply, status: StatusCode) {
@@ -211,7 +255,8 @@ async fn openapi_describes_exactly_the_routes() {
             .replace("{instanceId}", "i")
             .replace("{itemId}", "x")
             .replace("{productId}", "y")
-            .replace("{matchId}", "m");
+            .replace("{matchId}", "m")
+            .replace("{subscriptionId}", "s");
         let r = h.call(method, &concrete, None, None).await;
         assert!(
             [StatusCode::OK, StatusCode::UNAUTHORIZED, StatusCode::GONE].contains(&r.status),
@@ -882,7 +927,7 @@ async fn unknown_paths_methods_removed_endpoints_and_versions() {
 
 #[tokio::test]
 async fn rate_limit_answers_429_with_retry_after() {
-    let h = harness_with(Some(RateLimiter::new(0.5, 2.0)));
+    let h = harness_with(|app| app.with_rate_limit(RateLimiter::new(0.5, 2.0)));
     assert_eq!(
         h.call("GET", "/projects", Some("acme"), None).await.status,
         StatusCode::OK
@@ -937,6 +982,7 @@ async fn tenant_isolation_on_every_project_scoped_route() {
         .await;
     assert_eq!(r.status, StatusCode::OK);
     h.process("p", "i").await;
+    let subscription = h.subscription("acme", "/projects/p/subscriptions").await;
     let scoped: Vec<_> = ROUTES
         .iter()
         .filter(|(_, p)| p.starts_with("/projects/{projectId}"))
@@ -951,9 +997,11 @@ async fn tenant_isolation_on_every_project_scoped_route() {
             .replace("{instanceId}", "i")
             .replace("{itemId}", "ga-1")
             .replace("{productId}", "ga")
-            .replace("{matchId}", "m");
+            .replace("{matchId}", "m")
+            .replace("{subscriptionId}", &subscription);
         let body = match *method {
             "POST" if concrete.ends_with("/entries") => Some(registrations()),
+            "POST" if concrete.ends_with("/subscriptions") => Some(hook("intruder")),
             "POST" | "PUT" => Some(json!({"name": "hijack"})),
             _ => None,
         };
@@ -980,11 +1028,39 @@ async fn tenant_isolation_on_every_project_scoped_route() {
         3,
         "the intruder's entries were not stored"
     );
+    let r = h
+        .call("GET", "/projects/p/subscriptions", Some("acme"), None)
+        .await;
+    assert_eq!(
+        r.body["items"],
+        json!([{"subscriptionId": subscription, "projectId": "p",
+                "callbackUrl": "https://acme.example.com/hook",
+                "events": ["prices.updated", "entries.rejected", "instance.deactivated"],
+                "description": "", "status": "active",
+                "createdAt": r.body["items"][0]["createdAt"]}]),
+        "the intruder neither deleted nor added a subscription"
+    );
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/i/subscriptions",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.body["items"], json!([]));
+    assert!(
+        h.drain()
+            .await
+            .iter()
+            .all(|m| !matches!(m, Message::Trigger { .. })),
+        "the intruder's trigger was not enqueued"
+    );
 }
 
 #[tokio::test]
 async fn price_matches_calculations_instance_prices_and_history() {
-    use pricing_core::ports::{EventStore, InstanceStore, WorkQueue};
+    use pricing_core::ports::{EventStore, InstanceStore};
     use pricing_core::recalc::{RecalcRequest, recalculate};
     let h = harness();
     h.project("acme", "p").await;
@@ -1258,4 +1334,671 @@ async fn price_matches_calculations_instance_prices_and_history() {
         )
         .await;
     assert_problem(&r, StatusCode::NOT_FOUND);
+}
+
+/// Stores `n` deliveries for a subscription, one a second apart (the oldest first), as the
+/// dispatcher would; returns their webhook ids.
+async fn stored_deliveries(
+    h: &Harness,
+    project: &str,
+    subscription: &str,
+    n: usize,
+) -> Vec<String> {
+    use pricing_core::ports::{DeliveryStore, SubscriptionStore};
+    use pricing_core::webhooks::Delivery;
+    let project_id = ProjectId::parse(project).expect("project id");
+    let sub = h
+        .store
+        .get_subscription(
+            &project_id,
+            &pricing_core::ids::SubscriptionId::parse(subscription).expect("subscription id"),
+        )
+        .await
+        .expect("reading a subscription")
+        .expect("subscription");
+    let start = Timestamp::now().millis();
+    let mut ids = Vec::new();
+    for k in 0..n {
+        let at =
+            Timestamp::from_millis(start + 1000 * i64::try_from(k).expect("small")).expect("time");
+        let event = pricing_core::model::Event {
+            id: format!("evt_{subscription}_{k}"),
+            event_type: "prices.updated".into(),
+            project_id: project_id.clone(),
+            instance_id: InstanceId::parse("i").expect("instance id"),
+            created_at: at,
+            data: json!({"k": k}),
+        };
+        let delivery = Delivery::new(&event, &sub, at);
+        ids.push(delivery.webhook_id.clone());
+        let stored = h
+            .store
+            .create_deliveries(&[delivery])
+            .await
+            .expect("stored");
+        assert_eq!(stored.len(), 1);
+    }
+    ids
+}
+
+#[tokio::test]
+async fn subscriptions_are_created_listed_and_deleted_at_both_levels() {
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    h.instance("acme", "p", "j").await;
+
+    // Project level: every event type by default, no instanceId.
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/subscriptions",
+            Some("acme"),
+            Some(json!({"callbackUrl": "https://hooks.example.com/prices", "description": "all"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let project_level = r.body["subscriptionId"].as_str().unwrap().to_owned();
+    assert_eq!(r.body["projectId"], "p");
+    assert!(r.body.get("instanceId").is_none(), "{:?}", r.body);
+    assert_eq!(r.body["callbackUrl"], "https://hooks.example.com/prices");
+    assert_eq!(
+        r.body["events"],
+        json!(["prices.updated", "entries.rejected", "instance.deactivated"])
+    );
+    assert_eq!(r.body["description"], "all");
+    assert_eq!(r.body["status"], "active");
+    assert!(Timestamp::parse(r.body["createdAt"].as_str().unwrap()).is_some());
+
+    // Instance level: its own events only.
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/instances/i/subscriptions",
+            Some("acme"),
+            Some(json!({"callbackUrl": "https://hooks.example.com/i", "events": ["entries.rejected"]})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let instance_level = r.body["subscriptionId"].as_str().unwrap().to_owned();
+    assert_eq!(r.body["instanceId"], "i");
+    assert_eq!(r.body["events"], json!(["entries.rejected"]));
+    assert_eq!(r.body["description"], "");
+
+    // Each listing holds its own scope, with callback URLs.
+    let r = h
+        .call("GET", "/projects/p/subscriptions", Some("acme"), None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body["next"], Value::Null);
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 1);
+    assert_eq!(r.body["items"][0]["subscriptionId"], project_level.as_str());
+    assert_eq!(
+        r.body["items"][0]["callbackUrl"],
+        "https://hooks.example.com/prices"
+    );
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/i/subscriptions",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        r.body["items"][0]["subscriptionId"],
+        instance_level.as_str()
+    );
+    assert_eq!(
+        r.body["items"][0]["callbackUrl"],
+        "https://hooks.example.com/i"
+    );
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/j/subscriptions",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.body, json!({"items": [], "next": null}));
+
+    // An instance that does not exist.
+    for method in ["GET", "POST"] {
+        let body = (method == "POST").then(|| hook("acme"));
+        let r = h
+            .call(
+                method,
+                "/projects/p/instances/ghost/subscriptions",
+                Some("acme"),
+                body,
+            )
+            .await;
+        assert_problem(&r, StatusCode::NOT_FOUND);
+    }
+    let r = h
+        .call("GET", "/projects/nope/subscriptions", Some("acme"), None)
+        .await;
+    assert_problem(&r, StatusCode::NOT_FOUND);
+
+    // DELETE takes either level on the project path; a second time it is unknown.
+    for id in [&instance_level, &project_level] {
+        let path = format!("/projects/p/subscriptions/{id}");
+        let r = h.call("DELETE", &path, Some("acme"), None).await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
+        assert_eq!(r.body, Value::Null);
+        assert_problem(
+            &h.call("DELETE", &path, Some("acme"), None).await,
+            StatusCode::NOT_FOUND,
+        );
+    }
+    assert_problem(
+        &h.call(
+            "DELETE",
+            "/projects/p/subscriptions/unknown",
+            Some("acme"),
+            None,
+        )
+        .await,
+        StatusCode::NOT_FOUND,
+    );
+    let r = h
+        .call("GET", "/projects/p/subscriptions", Some("acme"), None)
+        .await;
+    assert_eq!(r.body["items"], json!([]));
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/i/subscriptions",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.body["items"], json!([]));
+
+    // No token, no subscriptions.
+    for (method, path) in [
+        ("GET", "/projects/p/subscriptions"),
+        ("POST", "/projects/p/subscriptions"),
+        ("POST", "/projects/p/instances/i/subscriptions"),
+        ("DELETE", "/projects/p/subscriptions/x"),
+        ("POST", "/projects/p/subscriptions/x/trigger"),
+        ("GET", "/projects/p/subscriptions/x/deliveries"),
+    ] {
+        let r = h.call(method, path, None, Some(hook("acme"))).await;
+        assert_problem(&r, StatusCode::UNAUTHORIZED);
+        assert_eq!(r.headers["www-authenticate"], "Bearer");
+    }
+}
+
+#[tokio::test]
+async fn subscription_requests_are_validated_with_pointers() {
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    for path in [
+        "/projects/p/subscriptions",
+        "/projects/p/instances/i/subscriptions",
+    ] {
+        let r = h
+            .call(
+                "POST",
+                path,
+                Some("acme"),
+                Some(
+                    json!({"callbackUrl": "http://10.0.0.1/", "events": ["prices.updated", "nope"],
+                            "description": 5, "extra": true}),
+                ),
+            )
+            .await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+        let pointers: Vec<&str> = r.body["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["pointer"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            pointers,
+            ["/extra", "/callbackUrl", "/events/1", "/description"],
+            "{:?}",
+            r.body
+        );
+        assert_eq!(r.body["errors"][0]["code"], "unknownField");
+        assert!(r.body["errors"][1]["message"].is_string());
+
+        let r = h.call("POST", path, Some("acme"), Some(json!({}))).await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+        assert_eq!(r.body["errors"][0]["pointer"], "/callbackUrl");
+        assert_eq!(r.body["errors"][0]["code"], "required");
+
+        let r = h.call("POST", path, Some("acme"), None).await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+        assert_eq!(r.body["errors"][0]["pointer"], "");
+
+        let r = h
+            .call(
+                "POST",
+                path,
+                Some("acme"),
+                Some(json!({"callbackUrl": "https://h.example.com", "events": []})),
+            )
+            .await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+        assert_eq!(r.body["errors"][0]["pointer"], "/events");
+
+        let r = h
+            .call(
+                "POST",
+                path,
+                Some("acme"),
+                Some(json!({"callbackUrl": "https://h.example.com", "description": "d".repeat(1001)})),
+            )
+            .await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+        assert_eq!(r.body["errors"][0]["pointer"], "/description");
+    }
+
+    // The default policy is strict: https to public hosts only.
+    for url in [
+        "http://hooks.example.com/x",
+        "https://localhost/x",
+        "https://127.0.0.1/x",
+        "https://169.254.169.254/latest",
+        "ftp://hooks.example.com/x",
+        "not a url",
+    ] {
+        let r = h
+            .call(
+                "POST",
+                "/projects/p/subscriptions",
+                Some("acme"),
+                Some(json!({"callbackUrl": url})),
+            )
+            .await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+        assert_eq!(r.body["errors"][0]["pointer"], "/callbackUrl", "{url}");
+    }
+
+    // Not JSON.
+    let req = Request::builder()
+        .method("POST")
+        .uri("/projects/p/subscriptions")
+        .header("authorization", format!("Bearer {}", h.token("acme")))
+        .header("content-type", "text/plain")
+        .body(Body::from("https://hooks.example.com"))
+        .unwrap();
+    assert_problem(&h.raw(req).await, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+
+    let r = h
+        .call("GET", "/projects/p/subscriptions", Some("acme"), None)
+        .await;
+    assert_eq!(r.body["items"], json!([]), "nothing invalid was stored");
+}
+
+#[tokio::test]
+async fn a_local_callback_policy_allows_http_and_private_addresses() {
+    let h = harness_with(|app| app.with_callback_policy(CallbackPolicy::LOCAL));
+    h.project("acme", "p").await;
+    for url in ["http://127.0.0.1:8080/hook", "http://receiver/hook"] {
+        let r = h
+            .call(
+                "POST",
+                "/projects/p/subscriptions",
+                Some("acme"),
+                Some(json!({"callbackUrl": url})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{url}: {:?}", r.body);
+        assert_eq!(r.body["callbackUrl"], url);
+    }
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/subscriptions",
+            Some("acme"),
+            Some(json!({"callbackUrl": "ftp://receiver/hook"})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn the_21st_subscription_of_a_scope_is_a_422_naming_the_limit() {
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    for scope in [
+        "/projects/p/subscriptions",
+        "/projects/p/instances/i/subscriptions",
+    ] {
+        let mut ids = Vec::new();
+        for _ in 0..20 {
+            ids.push(h.subscription("acme", scope).await);
+        }
+        let r = h
+            .call("POST", scope, Some("acme"), Some(hook("acme")))
+            .await;
+        assert_problem(&r, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(
+            r.body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("20 subscriptions"),
+            "{:?}",
+            r.body
+        );
+        let r = h.call("GET", scope, Some("acme"), None).await;
+        assert_eq!(r.body["items"].as_array().unwrap().len(), 20);
+        // Deleting one makes room again.
+        let r = h
+            .call(
+                "DELETE",
+                &format!("/projects/p/subscriptions/{}", ids[3]),
+                Some("acme"),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT);
+        h.subscription("acme", scope).await;
+    }
+    // Each instance has its own allowance.
+    h.instance("acme", "p", "j").await;
+    h.subscription("acme", "/projects/p/instances/j/subscriptions")
+        .await;
+}
+
+#[tokio::test]
+async fn a_trigger_enqueues_a_trigger_message_and_refuses_disabled_subscriptions() {
+    use pricing_core::ports::SubscriptionStore;
+    use pricing_core::webhooks::SubscriptionStatus;
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    let subscription = h
+        .subscription("acme", "/projects/p/instances/i/subscriptions")
+        .await;
+    h.drain().await;
+
+    let path = format!("/projects/p/subscriptions/{subscription}/trigger");
+    let r = h.call("POST", &path, Some("acme"), None).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
+    assert_eq!(r.body["subscriptionId"], subscription.as_str());
+    let trigger_id = r.body["triggerId"].as_str().unwrap().to_owned();
+    assert!(trigger_id.starts_with("trg_"), "{trigger_id}");
+    assert_eq!(
+        h.drain().await,
+        vec![Message::Trigger {
+            project_id: ProjectId::parse("p").unwrap(),
+            subscription_id: pricing_core::ids::SubscriptionId::parse(subscription.as_str())
+                .unwrap(),
+            trigger_id: trigger_id.clone(),
+        }]
+    );
+    // Every trigger is its own resend.
+    let r = h.call("POST", &path, Some("acme"), None).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    assert_ne!(r.body["triggerId"], trigger_id.as_str());
+    assert_eq!(h.drain().await.len(), 1);
+
+    assert_problem(
+        &h.call(
+            "POST",
+            "/projects/p/subscriptions/unknown/trigger",
+            Some("acme"),
+            None,
+        )
+        .await,
+        StatusCode::NOT_FOUND,
+    );
+
+    // A subscription the receiver disabled (410) is not triggered.
+    h.store
+        .set_subscription_status(
+            &ProjectId::parse("p").unwrap(),
+            &pricing_core::ids::SubscriptionId::parse(subscription.as_str()).unwrap(),
+            SubscriptionStatus::Disabled,
+            Timestamp::now(),
+            Some("the receiver answered 410 Gone"),
+        )
+        .await
+        .unwrap();
+    let r = h.call("POST", &path, Some("acme"), None).await;
+    assert_problem(&r, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        r.body["detail"].as_str().unwrap().contains("disabled"),
+        "{:?}",
+        r.body
+    );
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/i/subscriptions",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.body["items"][0]["status"], "disabled");
+    assert!(h.drain().await.is_empty(), "nothing was enqueued");
+}
+
+#[tokio::test]
+async fn deliveries_are_listed_newest_first_and_paged() {
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    let subscription = h.subscription("acme", "/projects/p/subscriptions").await;
+    let other = h.subscription("acme", "/projects/p/subscriptions").await;
+    let ids = stored_deliveries(&h, "p", &subscription, 3).await;
+    stored_deliveries(&h, "p", &other, 1).await;
+
+    let path = format!("/projects/p/subscriptions/{subscription}/deliveries");
+    let r = h.call("GET", &path, Some("acme"), None).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let listed: Vec<&str> = r.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["deliveryId"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listed,
+        [&ids[2], &ids[1], &ids[0]],
+        "newest first, this subscription's only"
+    );
+    assert_eq!(r.body["next"], Value::Null);
+    let first = &r.body["items"][0];
+    assert_eq!(first["webhookId"], first["deliveryId"]);
+    assert_eq!(first["subscriptionId"], subscription.as_str());
+    assert_eq!(first["instanceId"], "i");
+    assert_eq!(first["eventType"], "prices.updated");
+    assert_eq!(first["status"], "pending");
+    assert_eq!(first["attempt"], 0);
+    assert_eq!(first["attempts"], json!([]));
+    assert_eq!(first["clientReports"], json!([]));
+    assert!(
+        first.get("event").is_none(),
+        "the event itself is not listed"
+    );
+
+    // Paging.
+    let r = h
+        .call("GET", &format!("{path}?limit=2"), Some("acme"), None)
+        .await;
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 2);
+    let next = r.body["next"].as_str().expect("a next cursor").to_owned();
+    let r = h
+        .call(
+            "GET",
+            &format!("{path}?limit=2&cursor={next}"),
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 1);
+    assert_eq!(r.body["items"][0]["deliveryId"], ids[0].as_str());
+    assert_eq!(r.body["next"], Value::Null);
+    for bad in ["limit=0", "limit=1001", "limit=x", "cursor=not-ours"] {
+        let r = h
+            .call("GET", &format!("{path}?{bad}"), Some("acme"), None)
+            .await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+    }
+
+    // An unknown subscription has no log, and a deleted one neither.
+    assert_problem(
+        &h.call(
+            "GET",
+            "/projects/p/subscriptions/unknown/deliveries",
+            Some("acme"),
+            None,
+        )
+        .await,
+        StatusCode::NOT_FOUND,
+    );
+    h.call(
+        "DELETE",
+        &format!("/projects/p/subscriptions/{subscription}"),
+        Some("acme"),
+        None,
+    )
+    .await;
+    assert_problem(
+        &h.call("GET", &path, Some("acme"), None).await,
+        StatusCode::NOT_FOUND,
+    );
+}
+
+#[tokio::test]
+async fn webhook_error_reports_are_validated_kept_and_tenant_isolated() {
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    let subscription = h.subscription("acme", "/projects/p/subscriptions").await;
+    let webhook = stored_deliveries(&h, "p", &subscription, 1).await.remove(0);
+    let report = json!({"webhookId": webhook, "message": "price import failed", "status": 500});
+
+    let r = h
+        .call("POST", "/webhooks/errors", None, Some(report.clone()))
+        .await;
+    assert_problem(&r, StatusCode::UNAUTHORIZED);
+
+    // Invalid reports: every problem with its pointer.
+    let r = h
+        .call(
+            "POST",
+            "/webhooks/errors",
+            Some("acme"),
+            Some(json!({"message": "", "status": 99, "extra": 1})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+    let errors: Vec<(&str, &str)> = r.body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["pointer"].as_str().unwrap(), e["code"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            ("/extra", "unknownField"),
+            ("/webhookId", "required"),
+            ("/message", "range"),
+            ("/status", "range"),
+        ]
+    );
+    for (body, pointer, code) in [
+        (
+            json!({"webhookId": 5, "message": "x"}),
+            "/webhookId",
+            "type",
+        ),
+        (
+            json!({"webhookId": "", "message": "x"}),
+            "/webhookId",
+            "range",
+        ),
+        (
+            json!({"webhookId": webhook, "message": "x".repeat(1001)}),
+            "/message",
+            "tooLarge",
+        ),
+        (
+            json!({"webhookId": webhook, "message": "x", "status": 600}),
+            "/status",
+            "range",
+        ),
+        (
+            json!({"webhookId": webhook, "message": "x", "status": 404.5}),
+            "/status",
+            "range",
+        ),
+        (
+            json!({"webhookId": webhook, "message": "x", "status": "500"}),
+            "/status",
+            "type",
+        ),
+        (json!([report.clone()]), "", "type"),
+    ] {
+        let r = h
+            .call("POST", "/webhooks/errors", Some("acme"), Some(body))
+            .await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+        assert_eq!(r.body["errors"][0]["pointer"], pointer, "{:?}", r.body);
+        assert_eq!(r.body["errors"][0]["code"], code, "{:?}", r.body);
+    }
+    let r = h.call("POST", "/webhooks/errors", Some("acme"), None).await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+
+    // Unknown, and another tenant's: the same 404, nothing stored.
+    let r = h
+        .call(
+            "POST",
+            "/webhooks/errors",
+            Some("acme"),
+            Some(json!({"webhookId": "wh_unknown", "message": "x"})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::NOT_FOUND);
+    let r = h
+        .call(
+            "POST",
+            "/webhooks/errors",
+            Some("intruder"),
+            Some(report.clone()),
+        )
+        .await;
+    assert_problem(&r, StatusCode::NOT_FOUND);
+    let deliveries = format!("/projects/p/subscriptions/{subscription}/deliveries");
+    let r = h.call("GET", &deliveries, Some("acme"), None).await;
+    assert_eq!(r.body["items"][0]["clientReports"], json!([]));
+
+    // The owner's report is accepted and shown with the delivery; a message of exactly
+    // the longest length passes.
+    let r = h
+        .call("POST", "/webhooks/errors", Some("acme"), Some(report))
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
+    assert_eq!(r.body, json!({"webhookId": webhook, "accepted": true}));
+    let long = "é".repeat(1000);
+    let r = h
+        .call(
+            "POST",
+            "/webhooks/errors",
+            Some("acme"),
+            Some(json!({"webhookId": webhook, "message": long})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
+    let r = h.call("GET", &deliveries, Some("acme"), None).await;
+    let reports = r.body["items"][0]["clientReports"].as_array().unwrap();
+    assert_eq!(reports.len(), 2);
+    assert_eq!(reports[0]["message"], "price import failed");
+    assert_eq!(reports[0]["status"], 500);
+    assert!(Timestamp::parse(reports[0]["reportedAt"].as_str().unwrap()).is_some());
+    assert_eq!(reports[1]["message"], long.as_str());
+    assert!(reports[1].get("status").is_none());
 }

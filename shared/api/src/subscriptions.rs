@@ -1,0 +1,240 @@
+//! Webhook subscriptions (DESIGN.md section 7): at project level (every instance) or
+//! instance level, at most [`MAX_SUBSCRIPTIONS_PER_SCOPE`] per scope; a subscription's
+//! manual trigger and its delivery log.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use pricing_core::ids::{InstanceId, ProjectId, SubscriptionId};
+use pricing_core::model::{Message, Page};
+use pricing_core::ports::{DeliveryStore, Enqueue, StoreError, SubscriptionStore};
+use pricing_core::validate::codes;
+use pricing_core::webhooks::{
+    MAX_SUBSCRIPTIONS_PER_SCOPE, NewSubscription, Subscription, SubscriptionStatus,
+};
+use serde_json::{Value, json};
+
+use crate::app::{App, Ports};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Caller, JsonBody, page_request};
+use crate::instances::owned_instance;
+use crate::projects::owned_project;
+use crate::util::now;
+
+pub fn subscription_view(s: &Subscription) -> Value {
+    serde_json::to_value(s).unwrap_or_default()
+}
+
+/// A subscription of the caller's project, or 404.
+async fn owned_subscription<P: Ports>(
+    app: &App<P>,
+    caller: &Caller,
+    project_id: &str,
+    subscription_id: &str,
+) -> ApiResult<Subscription> {
+    let project = owned_project(app, caller, project_id).await?;
+    let not_found =
+        || ApiError::not_found(format!("subscription {subscription_id} does not exist"));
+    let id = SubscriptionId::parse(subscription_id).map_err(|_| not_found())?;
+    app.ports
+        .subscriptions()
+        .get_subscription(&project.project_id, &id)
+        .await
+        .map_err(ApiError::store("reading a subscription"))?
+        .ok_or_else(not_found)
+}
+
+/// Validates the body and stores the subscription in its scope, unless the scope is full.
+async fn create_in_scope<P: Ports>(
+    app: &App<P>,
+    project_id: ProjectId,
+    instance_id: Option<InstanceId>,
+    body: Option<Value>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let body = body
+        .ok_or_else(|| ApiError::invalid_field("", codes::REQUIRED, "a JSON object is required"))?;
+    let request =
+        NewSubscription::parse(&body, &app.callback_policy).map_err(ApiError::validation)?;
+    let subscription = request.into_subscription(project_id, instance_id, now());
+    let stored = app
+        .ports
+        .subscriptions()
+        .create_subscription(&subscription, MAX_SUBSCRIPTIONS_PER_SCOPE)
+        .await
+        .map_err(ApiError::store("creating a subscription"))?;
+    if !stored {
+        let scope = match &subscription.instance_id {
+            Some(i) => format!("instance {i}"),
+            None => format!("project {} (project level)", subscription.project_id),
+        };
+        return Err(ApiError::unprocessable(format!(
+            "{scope} already has {MAX_SUBSCRIPTIONS_PER_SCOPE} subscriptions, the most a \
+             project or an instance may have; delete one first"
+        )));
+    }
+    tracing::info!(
+        project = %subscription.project_id,
+        instance = ?subscription.instance_id.as_ref().map(InstanceId::as_str),
+        subscription = %subscription.subscription_id,
+        "subscription created"
+    );
+    Ok((StatusCode::CREATED, Json(subscription_view(&subscription))))
+}
+
+async fn list_scope<P: Ports>(
+    app: &App<P>,
+    project: &ProjectId,
+    instance: Option<&InstanceId>,
+) -> ApiResult<Json<Value>> {
+    let items = app
+        .ports
+        .subscriptions()
+        .list_subscriptions(project, instance)
+        .await
+        .map_err(ApiError::store("listing subscriptions"))?;
+    let items: Vec<Value> = items.iter().map(subscription_view).collect();
+    // A scope holds at most 20: one page.
+    Ok(Json(json!({ "items": items, "next": null })))
+}
+
+/// POST /projects/{projectId}/subscriptions: a project-level subscription.
+pub async fn create_project_level<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path(project_id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let project = owned_project(&app, &caller, &project_id).await?;
+    create_in_scope(&app, project.project_id, None, body).await
+}
+
+/// GET /projects/{projectId}/subscriptions: the project-level subscriptions.
+pub async fn list_project_level<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path(project_id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let project = owned_project(&app, &caller, &project_id).await?;
+    list_scope(&app, &project.project_id, None).await
+}
+
+/// POST /projects/{projectId}/instances/{instanceId}/subscriptions.
+pub async fn create_instance_level<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path((project_id, instance_id)): Path<(String, String)>,
+    JsonBody(body): JsonBody,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
+    create_in_scope(&app, instance.project_id, Some(instance.instance_id), body).await
+}
+
+/// GET /projects/{projectId}/instances/{instanceId}/subscriptions: that instance's own
+/// subscriptions (the project-level ones are listed on the project).
+pub async fn list_instance_level<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path((project_id, instance_id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
+    list_scope(&app, &instance.project_id, Some(&instance.instance_id)).await
+}
+
+/// DELETE /projects/{projectId}/subscriptions/{subscriptionId}: either level.
+pub async fn delete<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path((project_id, subscription_id)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let project = owned_project(&app, &caller, &project_id).await?;
+    let not_found =
+        || ApiError::not_found(format!("subscription {subscription_id} does not exist"));
+    let id = SubscriptionId::parse(subscription_id.as_str()).map_err(|_| not_found())?;
+    let deleted = app
+        .ports
+        .subscriptions()
+        .delete_subscription(&project.project_id, &id)
+        .await
+        .map_err(ApiError::store("deleting a subscription"))?;
+    if !deleted {
+        return Err(not_found());
+    }
+    tracing::info!(project = %project.project_id, subscription = %id, "subscription deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// POST /projects/{projectId}/subscriptions/{subscriptionId}/trigger: resend the latest
+/// prices of the subscription's scope to it alone (the webhook lane does the work).
+pub async fn trigger<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path((project_id, subscription_id)): Path<(String, String)>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let subscription = owned_subscription(&app, &caller, &project_id, &subscription_id).await?;
+    if subscription.status != SubscriptionStatus::Active {
+        return Err(ApiError::unprocessable(format!(
+            "subscription {} is disabled{}; create a new subscription to receive webhooks again",
+            subscription.subscription_id,
+            subscription
+                .disabled_reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        )));
+    }
+    let trigger_id = format!("trg_{}", ulid::Ulid::new());
+    app.ports
+        .queue()
+        .send(&Message::Trigger {
+            project_id: subscription.project_id.clone(),
+            subscription_id: subscription.subscription_id.clone(),
+            trigger_id: trigger_id.clone(),
+        })
+        .await
+        .map_err(ApiError::store("enqueueing a trigger"))?;
+    tracing::info!(
+        project = %subscription.project_id,
+        subscription = %subscription.subscription_id,
+        trigger = %trigger_id,
+        "manual trigger requested"
+    );
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({
+            "subscriptionId": subscription.subscription_id,
+            "triggerId": trigger_id,
+        })),
+    ))
+}
+
+/// GET /projects/{projectId}/subscriptions/{subscriptionId}/deliveries: newest first, one
+/// record per webhook with its attempts and the receiver's error reports.
+pub async fn deliveries<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path((project_id, subscription_id)): Path<(String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> ApiResult<Json<Value>> {
+    let subscription = owned_subscription(&app, &caller, &project_id, &subscription_id).await?;
+    let page = page_request(&query)?;
+    let Page { items, next } = app
+        .ports
+        .deliveries()
+        .list_deliveries(
+            &subscription.project_id,
+            &subscription.subscription_id,
+            &page,
+        )
+        .await
+        .map_err(|e| match (e, &page.cursor) {
+            // A cursor this listing did not hand out.
+            (StoreError::NotFound, Some(cursor)) => {
+                ApiError::bad_request(format!("cursor {cursor} is not a cursor of this listing"))
+            }
+            (e, _) => ApiError::store("listing deliveries")(e),
+        })?;
+    let items: Vec<Value> = items.iter().map(|d| d.view()).collect();
+    Ok(Json(json!({ "items": items, "next": next })))
+}
