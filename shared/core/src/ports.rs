@@ -235,7 +235,8 @@ pub trait DeliveryStore: Send + Sync + 'static {
         webhook_id: &str,
         report: &ClientReport,
     ) -> impl Future<Output = StoreResult<()>> + Send;
-    /// A subscription's deliveries, newest first; the cursor is opaque.
+    /// A subscription's deliveries, newest first; the cursor is opaque, and one this store
+    /// never handed out is `NotFound`.
     fn list_deliveries(
         &self,
         project: &ProjectId,

@@ -87,22 +87,25 @@ where
         DeliveryStatus::Failed if usable(subscription.as_ref()).is_err() => Settle::Done,
         DeliveryStatus::Failed | DeliveryStatus::Pending => Settle::DeadLetter,
     };
+    // Disable first: a crash before the attempt is recorded then leaves a disabled
+    // subscription, whose redelivered message fails without another request.
+    let answered_gone = matches!(response, Response::Status { status: 410, .. });
+    if let Some(sub) =
+        subscription.filter(|s| answered_gone && s.status == SubscriptionStatus::Active)
+    {
+        store
+            .set_subscription_status(
+                &sub.project_id,
+                &sub.subscription_id,
+                SubscriptionStatus::Disabled,
+                now,
+                Some("the receiver answered 410 Gone"),
+            )
+            .await?;
+    }
     if !store.record_attempt(webhook_id, &update).await? {
         // Another worker recorded this attempt (a duplicate message): it settles.
         return Ok(Settle::Done);
-    }
-    if verdict == Verdict::Gone {
-        if let Some(sub) = subscription.filter(|s| s.status == SubscriptionStatus::Active) {
-            store
-                .set_subscription_status(
-                    &sub.project_id,
-                    &sub.subscription_id,
-                    SubscriptionStatus::Disabled,
-                    now,
-                    Some("the receiver answered 410 Gone"),
-                )
-                .await?;
-        }
     }
     Ok(settle)
 }
