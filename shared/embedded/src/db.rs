@@ -18,7 +18,7 @@ const WRITER_CHECKPOINT_PAGES: i64 = 16_384;
 /// How often the background connection copies the WAL into the database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// The schema this code writes (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: i64 = 2;
+pub(crate) const SCHEMA_VERSION: i64 = 3;
 
 /// What a write acknowledged by the store survives.
 ///
@@ -240,7 +240,7 @@ fn create_schema(conn: &mut Connection, found: i64) -> rusqlite::Result<()> {
 }
 
 /// The schema steps in order: version `n` is reached by running every batch up to `n`.
-const MIGRATIONS: &[(i64, &str)] = &[(1, SCHEMA_V1), (2, SCHEMA_V2)];
+const MIGRATIONS: &[(i64, &str)] = &[(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3)];
 
 /// Version 1. Every record is a JSON text column (`record`) beside the key columns that
 /// queries need. Tables with large rows keep a rowid (SQLite advises against WITHOUT ROWID
@@ -377,6 +377,75 @@ CREATE TABLE price_matches (
     record      TEXT NOT NULL,
     PRIMARY KEY (project_id, instance_id)
 );
+"#;
+
+/// Version 3: webhooks.
+///
+/// - `event_heads`: per instance with events, the position (`events.pos`) of its last
+///   event and of the last one dispatched (the outbox mark). A trigger keeps `last_pos`
+///   current whoever inserts events (commits, calculations, `append_events`); the partial
+///   index holds only instances with undispatched events, so the repair sweep reads those
+///   without scanning events. Events stored before this version count as dispatched (no
+///   subscription could exist yet).
+/// - `subscriptions`: one row per subscription, by (project, id); `instance_id` is `''` at
+///   project level (instance ids are never empty), so a scope is (project, instance_id),
+///   listed by creation time.
+/// - `deliveries`: one row per webhook id. `record` is the delivery with its event's data
+///   left out (`null`), `event` the event: attempts and reports rewrite the small record
+///   only. Listed per (project, subscription) by creation time; `due_at` (the next
+///   attempt's time, null once final) feeds the overdue sweep through a partial index.
+/// - `queue`: a `lane` (0 instance work, 1 webhooks; each lane is a queue of its own) and
+///   `delayed` (1 while hidden by `retry_later`, not by a receive). Receives walk a lane's
+///   visible messages by (visible_at, id) and take each free group's oldest message.
+const SCHEMA_V3: &str = r#"
+CREATE TABLE event_heads (
+    project_id     TEXT NOT NULL,
+    instance_id    TEXT NOT NULL,
+    last_pos       INTEGER NOT NULL,
+    dispatched_pos INTEGER NOT NULL,
+    PRIMARY KEY (project_id, instance_id)
+) WITHOUT ROWID;
+CREATE INDEX event_heads_undispatched ON event_heads (project_id, instance_id)
+    WHERE last_pos > dispatched_pos;
+INSERT INTO event_heads (project_id, instance_id, last_pos, dispatched_pos)
+    SELECT project_id, instance_id, MAX(pos), MAX(pos) FROM events
+    GROUP BY project_id, instance_id;
+CREATE TRIGGER events_advance_head AFTER INSERT ON events
+BEGIN
+    INSERT INTO event_heads (project_id, instance_id, last_pos, dispatched_pos)
+    VALUES (new.project_id, new.instance_id, new.pos, 0)
+    ON CONFLICT (project_id, instance_id) DO UPDATE SET last_pos = excluded.last_pos;
+END;
+
+CREATE TABLE subscriptions (
+    project_id      TEXT NOT NULL,
+    subscription_id TEXT NOT NULL,
+    instance_id     TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    record          TEXT NOT NULL,
+    PRIMARY KEY (project_id, subscription_id)
+) WITHOUT ROWID;
+CREATE INDEX subscriptions_by_scope
+    ON subscriptions (project_id, instance_id, created_at, subscription_id);
+
+CREATE TABLE deliveries (
+    webhook_id      TEXT NOT NULL PRIMARY KEY,
+    project_id      TEXT NOT NULL,
+    subscription_id TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    due_at          INTEGER,
+    record          TEXT NOT NULL,
+    event           TEXT NOT NULL
+);
+CREATE INDEX deliveries_by_subscription
+    ON deliveries (project_id, subscription_id, created_at, webhook_id);
+CREATE INDEX deliveries_due ON deliveries (due_at, webhook_id) WHERE due_at IS NOT NULL;
+
+ALTER TABLE queue ADD COLUMN lane INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE queue ADD COLUMN delayed INTEGER NOT NULL DEFAULT 0;
+DROP INDEX queue_by_visibility;
+CREATE INDEX queue_ready ON queue (lane, visible_at, id);
+CREATE INDEX queue_by_group ON queue (message_group, id);
 "#;
 
 /// Wall-clock milliseconds since the epoch (queue times survive restarts).

@@ -6,11 +6,18 @@
 //! writer connection behind a mutex (SQLite allows one writer at a time anyway), reads go
 //! through a few read-only connections, which WAL mode lets run beside the writer.
 //!
-//! Ports implemented: ProjectStore, InstanceStore, EntryLog, StateStore, EventStore,
-//! WorkQueue, Backlog, PriceStore, PriceMatchStore. Beyond the ports: [`EmbeddedStore::wait_for_work`] (a worker's
-//! idle wait that wakes on `send`), [`EmbeddedStore::path`].
+//! Ports implemented: ProjectStore, InstanceStore, EntryLog, StateStore, EventStore (with
+//! the outbox), WorkQueue, Backlog, PriceStore, PriceMatchStore, ActiveInstances,
+//! SubscriptionStore, DeliveryStore. Beyond the ports: [`EmbeddedStore::wait_for_work`] (a
+//! worker's idle wait that wakes on `send`), [`EmbeddedStore::release_in_flight`],
+//! [`EmbeddedStore::webhook_queue`] (the webhooks lane's [`WebhookQueue`], with the same
+//! two), [`EmbeddedStore::path`].
 //!
-//! Schema (version 2, `PRAGMA user_version`; see `db.rs`, which upgrades older files in
+//! Queues: one table, two lanes. The store as a `WorkQueue` receives instance work
+//! (ProcessInstance, Recalculate); its [`WebhookQueue`] receives webhooks (Deliver,
+//! Trigger). `send` on either routes by `Message::lane()`.
+//!
+//! Schema (version 3, `PRAGMA user_version`; see `db.rs`, which upgrades older files in
 //! place): every record is JSON text in a `record` column beside the key columns queries
 //! need: `projects` (by tenant), `instances`, `entries` (one row per log entry, unique
 //! (instance, transactionId)), `log_heads` (last sequence per instance), `state_headers`
@@ -19,7 +26,8 @@
 //! count); since version 2 `price_calculations` (id and sequence of every stored
 //! calculation), `price_latest` (the latest calculation whole, one JSON snapshot),
 //! `price_history` (one row per calculated price) and `price_matches` (the versioned rule
-//! set of an instance).
+//! set of an instance); since version 3 `event_heads` (last event and dispatch mark per
+//! instance), `subscriptions`, `deliveries`, and the queue's `lane` and `delayed` columns.
 //!
 //! Durability: WAL with `synchronous=NORMAL` by default ([`Durability::ProcessCrash`]):
 //! every commit is written to the WAL file before the call returns, so an acknowledged
@@ -30,6 +38,7 @@
 
 mod backlog;
 mod db;
+mod deliveries;
 mod events;
 mod instances;
 pub mod keys;
@@ -39,6 +48,7 @@ mod prices;
 mod projects;
 mod queue;
 mod state;
+mod subscriptions;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -52,6 +62,7 @@ pub use db::Durability;
 pub use keys::{
     load_or_create_private_file, load_or_create_signing_keys, read_private_file, write_private_file,
 };
+pub use queue::WebhookQueue;
 
 use db::{DbError, DbResult};
 
@@ -91,8 +102,11 @@ struct Inner {
     /// Empty for an in-memory store: reads then use the writer.
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
-    /// Woken by `send`, `ack` and `retry_later` (see `wait_for_work`).
+    /// Woken by `send`, `ack` and `retry_later` on the instance-work lane (see
+    /// `wait_for_work`).
     work: Notify,
+    /// The same for the webhooks lane (see `WebhookQueue::wait_for_work`).
+    webhooks: Notify,
     path: Option<PathBuf>,
 }
 
@@ -160,6 +174,7 @@ impl EmbeddedStore {
                 readers,
                 next_reader: AtomicUsize::new(0),
                 work: Notify::new(),
+                webhooks: Notify::new(),
                 path,
             }),
         }

@@ -1,4 +1,9 @@
-//! WorkQueue: a durable queue in the `queue` table with SQS semantics.
+//! WorkQueue: durable queues in the `queue` table with SQS semantics, one per lane.
+//!
+//! Two lanes share the table (`lane` column), each a queue of its own: instance work
+//! (`Lane::Process` and `Lane::Recalc`), which `WorkQueue for EmbeddedStore` receives, and
+//! webhooks (`Lane::Webhooks`), which [`WebhookQueue`] receives. `send` routes every
+//! message by `Message::lane()`, whichever handle it is called on.
 //!
 //! A message is *in flight* while it has a receipt and its `visible_at` lies in the future;
 //! only then do `ack` and `retry_later` act on it. Received messages hide for the
@@ -6,14 +11,20 @@
 //! (at-least-once). A group with a message in flight hands out nothing else (FIFO groups),
 //! and within a group the oldest message comes first. `send` merges a message into a
 //! pending one with the same dedupe key that was never received.
+//!
+//! A receive walks the lane's visible messages by (visible_at, id), the longest waiting
+//! first, and hands out the oldest message of each free group it meets: two index lookups
+//! per message handed out, whatever the backlog or the number of messages waiting for a
+//! retry.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use pricing_core::model::Message;
+use pricing_core::model::{Lane, Message};
 use pricing_core::ports::{Received, StoreError, StoreResult, WorkQueue};
 use rand_core::{OsRng, RngCore};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, TransactionBehavior, params};
+use tokio::sync::Notify;
 
 use crate::EmbeddedStore;
 use crate::db::{DbResult, duration_ms, now_ms, text};
@@ -22,111 +33,316 @@ use crate::db::{DbResult, duration_ms, now_ms, text};
 /// handed out, and holding no group.
 const PARKED: i64 = i64::MAX;
 
-impl WorkQueue for EmbeddedStore {
-    async fn send(&self, message: &Message) -> StoreResult<()> {
+/// The queues in the `queue` table (the `lane` column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QueueLane {
+    /// ProcessInstance and Recalculate.
+    Work,
+    /// Deliver and Trigger.
+    Webhooks,
+}
+
+impl QueueLane {
+    fn of(message: &Message) -> Self {
+        match message.lane() {
+            Lane::Process | Lane::Recalc => QueueLane::Work,
+            Lane::Webhooks => QueueLane::Webhooks,
+        }
+    }
+
+    fn column(self) -> i64 {
+        match self {
+            QueueLane::Work => 0,
+            QueueLane::Webhooks => 1,
+        }
+    }
+}
+
+/// The webhooks lane's queue of an [`EmbeddedStore`] (see [`EmbeddedStore::webhook_queue`]):
+/// `receive`, `ack` and `retry_later` act on webhooks messages only; `send` routes by lane
+/// like the store's. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct WebhookQueue {
+    store: EmbeddedStore,
+}
+
+impl EmbeddedStore {
+    /// The queue of the webhooks lane (`Deliver`, `Trigger`), beside the instance-work lane
+    /// that the store itself receives from as a `WorkQueue`.
+    pub fn webhook_queue(&self) -> WebhookQueue {
+        WebhookQueue {
+            store: self.clone(),
+        }
+    }
+
+    fn lane_notify(&self, lane: QueueLane) -> &Notify {
+        match lane {
+            QueueLane::Work => &self.inner.work,
+            QueueLane::Webhooks => &self.inner.webhooks,
+        }
+    }
+
+    async fn send_routed(&self, message: &Message) -> StoreResult<()> {
+        let lane = QueueLane::of(message);
         let body =
             serde_json::to_string(message).map_err(|e| StoreError::Failed(format!("send: {e}")))?;
         let group = message.group();
         let dedupe = message.dedupe_key();
         self.on_writer("send", move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let pending: Option<i64> = tx
+            let pending = tx
                 .prepare_cached(
-                    "SELECT id FROM queue WHERE dedupe_key = ?1 AND receive_count = 0 LIMIT 1",
+                    "SELECT 1 FROM queue WHERE dedupe_key = ?1 AND receive_count = 0 LIMIT 1",
                 )?
-                .query_row(params![dedupe], |r| r.get(0))
-                .optional()?;
-            if pending.is_none() {
+                .exists(params![dedupe])?;
+            if !pending {
                 let now = now_ms();
                 tx.prepare_cached(
-                    "INSERT INTO queue (message_group, dedupe_key, body, sent_at, visible_at)
-                     VALUES (?1, ?2, ?3, ?4, ?4)",
+                    "INSERT INTO queue (lane, message_group, dedupe_key, body, sent_at, visible_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
                 )?
-                .execute(params![group, dedupe, body, now])?;
+                .execute(params![lane.column(), group, dedupe, body, now])?;
             }
             tx.commit()?;
             Ok(())
         })
         .await?;
-        self.inner.work.notify_waiters();
+        self.lane_notify(lane).notify_waiters();
         Ok(())
     }
 
-    async fn receive(&self, max: usize, visibility: Duration) -> StoreResult<Vec<Received>> {
+    async fn receive_lane(
+        &self,
+        lane: QueueLane,
+        max: usize,
+        visibility: Duration,
+    ) -> StoreResult<Vec<Received>> {
         if max == 0 {
             return Ok(Vec::new());
         }
-        self.on_writer("receive", move |conn| receive(conn, max, visibility))
+        self.on_writer("receive", move |conn| receive(conn, lane, max, visibility))
             .await
     }
 
-    async fn ack(&self, receipt: &str) -> StoreResult<()> {
+    async fn ack_lane(&self, lane: QueueLane, receipt: &str) -> StoreResult<()> {
         let receipt = receipt.to_owned();
         let deleted = self
             .on_writer("ack", move |conn| {
                 Ok(conn
-                    .prepare_cached("DELETE FROM queue WHERE receipt = ?1 AND visible_at > ?2")?
-                    .execute(params![receipt, now_ms()])?)
+                    .prepare_cached(
+                        "DELETE FROM queue WHERE receipt = ?1 AND lane = ?2 AND visible_at > ?3",
+                    )?
+                    .execute(params![receipt, lane.column(), now_ms()])?)
             })
             .await?;
         if deleted > 0 {
             // The message's group is free again.
-            self.inner.work.notify_waiters();
+            self.lane_notify(lane).notify_waiters();
         }
         Ok(())
     }
 
-    async fn retry_later(&self, receipt: &str, delay: Duration) -> StoreResult<()> {
+    async fn retry_later_lane(
+        &self,
+        lane: QueueLane,
+        receipt: &str,
+        delay: Duration,
+    ) -> StoreResult<()> {
         let receipt = receipt.to_owned();
         let changed = self
             .on_writer("retry_later", move |conn| {
                 let now = now_ms();
                 Ok(conn
                     .prepare_cached(
-                        "UPDATE queue SET visible_at = ?2 WHERE receipt = ?1 AND visible_at > ?3",
+                        "UPDATE queue SET visible_at = ?2, delayed = 1
+                         WHERE receipt = ?1 AND lane = ?3 AND visible_at > ?4",
                     )?
                     .execute(params![
                         receipt,
                         now.saturating_add(duration_ms(delay)),
+                        lane.column(),
                         now
                     ])?)
             })
             .await?;
         if changed > 0 {
-            self.inner.work.notify_waiters();
+            self.lane_notify(lane).notify_waiters();
         }
         Ok(())
     }
+
+    async fn release_lane(&self, lane: QueueLane) -> StoreResult<usize> {
+        let released = self
+            .on_writer("release_in_flight", move |conn| {
+                let now = now_ms();
+                Ok(conn
+                    .prepare_cached(
+                        "UPDATE queue SET receipt = NULL, visible_at = ?1
+                         WHERE lane = ?3 AND receipt IS NOT NULL AND delayed = 0
+                           AND visible_at > ?1 AND visible_at < ?2",
+                    )?
+                    .execute(params![now, PARKED, lane.column()])?)
+            })
+            .await?;
+        if released > 0 {
+            self.lane_notify(lane).notify_waiters();
+        }
+        Ok(released)
+    }
+
+    async fn wait_lane(&self, lane: QueueLane, max_wait: Duration) {
+        let notified = self.lane_notify(lane).notified();
+        tokio::pin!(notified);
+        // Registered before looking, so a send in between is not missed.
+        notified.as_mut().enable();
+        let readiness = match self
+            .on_reader("wait_for_work", move |conn| readiness(conn, lane))
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look at the queue; waiting");
+                Readiness::Idle
+            }
+        };
+        let wait = match readiness {
+            Readiness::Now => return,
+            Readiness::At(at) => {
+                let ms = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
+                max_wait.min(Duration::from_millis(ms))
+            }
+            Readiness::Idle => max_wait,
+        };
+        tokio::select! {
+            _ = notified => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+
+    /// Makes every message in flight on the instance-work lane visible again at once. For a
+    /// process that owns the database alone (standalone) at start-up: messages in flight
+    /// then belong to a process that died, and waiting out their visibility would hold
+    /// their groups for nothing. Messages hidden by `retry_later` keep their delay.
+    /// Returns how many were released. (The webhooks lane: [`WebhookQueue::release_in_flight`].)
+    pub async fn release_in_flight(&self) -> StoreResult<usize> {
+        self.release_lane(QueueLane::Work).await
+    }
+
+    /// Waits until the instance-work lane may have work: returns at once when a message is
+    /// receivable, early when something is sent to the lane (or a group is freed) in this
+    /// process or when an in-flight message's visibility runs out, and at the latest after
+    /// `max_wait`. A worker loop calls it when `receive` came back empty. (The webhooks
+    /// lane: [`WebhookQueue::wait_for_work`].)
+    pub async fn wait_for_work(&self, max_wait: Duration) {
+        self.wait_lane(QueueLane::Work, max_wait).await;
+    }
 }
 
-fn receive(conn: &mut Connection, max: usize, visibility: Duration) -> DbResult<Vec<Received>> {
+impl WorkQueue for EmbeddedStore {
+    /// Routes by `message.lane()`: webhooks messages go to the webhooks lane.
+    async fn send(&self, message: &Message) -> StoreResult<()> {
+        self.send_routed(message).await
+    }
+
+    async fn receive(&self, max: usize, visibility: Duration) -> StoreResult<Vec<Received>> {
+        self.receive_lane(QueueLane::Work, max, visibility).await
+    }
+
+    async fn ack(&self, receipt: &str) -> StoreResult<()> {
+        self.ack_lane(QueueLane::Work, receipt).await
+    }
+
+    async fn retry_later(&self, receipt: &str, delay: Duration) -> StoreResult<()> {
+        self.retry_later_lane(QueueLane::Work, receipt, delay).await
+    }
+}
+
+impl WebhookQueue {
+    /// [`EmbeddedStore::wait_for_work`] for the webhooks lane.
+    pub async fn wait_for_work(&self, max_wait: Duration) {
+        self.store.wait_lane(QueueLane::Webhooks, max_wait).await;
+    }
+
+    /// [`EmbeddedStore::release_in_flight`] for the webhooks lane: deliveries waiting for a
+    /// retry keep waiting.
+    pub async fn release_in_flight(&self) -> StoreResult<usize> {
+        self.store.release_lane(QueueLane::Webhooks).await
+    }
+
+    /// The store this queue lives in.
+    pub fn store(&self) -> &EmbeddedStore {
+        &self.store
+    }
+}
+
+impl WorkQueue for WebhookQueue {
+    /// Routes by `message.lane()`, like the store's `send`.
+    async fn send(&self, message: &Message) -> StoreResult<()> {
+        self.store.send_routed(message).await
+    }
+
+    async fn receive(&self, max: usize, visibility: Duration) -> StoreResult<Vec<Received>> {
+        self.store
+            .receive_lane(QueueLane::Webhooks, max, visibility)
+            .await
+    }
+
+    async fn ack(&self, receipt: &str) -> StoreResult<()> {
+        self.store.ack_lane(QueueLane::Webhooks, receipt).await
+    }
+
+    async fn retry_later(&self, receipt: &str, delay: Duration) -> StoreResult<()> {
+        self.store
+            .retry_later_lane(QueueLane::Webhooks, receipt, delay)
+            .await
+    }
+}
+
+fn receive(
+    conn: &mut Connection,
+    lane: QueueLane,
+    max: usize,
+    visibility: Duration,
+) -> DbResult<Vec<Received>> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_ms();
     let hidden_until = now.saturating_add(duration_ms(visibility).max(1));
+    let lane = lane.column();
     let mut out = Vec::new();
+    let mut picked: Vec<(i64, String, u32)> = Vec::new();
+    let mut parked: Vec<i64> = Vec::new();
     {
-        let mut busy: HashSet<String> = HashSet::new();
-        let mut stmt = tx.prepare_cached(
-            "SELECT DISTINCT message_group FROM queue WHERE receipt IS NOT NULL AND visible_at > ?1",
+        let mut candidates = tx.prepare_cached(
+            "SELECT message_group FROM queue WHERE lane = ?1 AND visible_at <= ?2
+             ORDER BY visible_at, id",
         )?;
-        let mut rows = stmt.query(params![now])?;
-        while let Some(row) = rows.next()? {
-            busy.insert(text(row, 0)?.to_owned());
-        }
-        let mut picked: Vec<(i64, String, u32)> = Vec::new();
-        let mut parked: Vec<i64> = Vec::new();
-        let mut stmt = tx.prepare_cached(
-            "SELECT id, message_group, body, receive_count FROM queue
-             WHERE visible_at <= ?1 ORDER BY id",
+        let mut in_flight = tx.prepare_cached(
+            "SELECT 1 FROM queue WHERE message_group = ?1 AND receipt IS NOT NULL
+             AND visible_at > ?2 AND lane = ?3",
         )?;
-        let mut rows = stmt.query(params![now])?;
+        let mut oldest = tx.prepare_cached(
+            "SELECT id, body, receive_count FROM queue
+             WHERE message_group = ?1 AND lane = ?2 AND visible_at <= ?3
+             ORDER BY id LIMIT 1",
+        )?;
+        // Groups met so far: each hands out at most one message.
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut rows = candidates.query(params![lane, now])?;
         while let Some(row) = rows.next()? {
-            let group = text(row, 1)?;
-            if busy.contains(group) {
+            let group = text(row, 0)?;
+            if seen.contains(group) {
                 continue;
             }
-            let id: i64 = row.get(0)?;
-            let message: Message = match serde_json::from_str(text(row, 2)?) {
+            seen.insert(group.to_owned());
+            if in_flight.exists(params![group, now, lane])? {
+                continue;
+            }
+            let mut first = oldest.query(params![group, lane, now])?;
+            let Some(first) = first.next()? else {
+                continue;
+            };
+            let id: i64 = first.get(0)?;
+            let message: Message = match serde_json::from_str(text(first, 1)?) {
                 Ok(m) => m,
                 Err(e) => {
                     tracing::error!(id, error = %e, "queue message does not decode; parked");
@@ -134,26 +350,24 @@ fn receive(conn: &mut Connection, max: usize, visibility: Duration) -> DbResult<
                     continue;
                 }
             };
-            busy.insert(group.to_owned());
-            let count: i64 = row.get(3)?;
+            let count: i64 = first.get(2)?;
+            let count = u32::try_from(count + 1).unwrap_or(u32::MAX);
             let receipt = new_receipt();
-            picked.push((
-                id,
-                receipt.clone(),
-                u32::try_from(count + 1).unwrap_or(u32::MAX),
-            ));
+            picked.push((id, receipt.clone(), count));
             out.push(Received {
                 receipt,
                 message,
-                receive_count: u32::try_from(count + 1).unwrap_or(u32::MAX),
+                receive_count: count,
             });
             if out.len() == max {
                 break;
             }
         }
-        drop(rows);
+    }
+    {
         let mut update = tx.prepare_cached(
-            "UPDATE queue SET receipt = ?2, visible_at = ?3, receive_count = ?4 WHERE id = ?1",
+            "UPDATE queue SET receipt = ?2, visible_at = ?3, receive_count = ?4, delayed = 0
+             WHERE id = ?1",
         )?;
         for (id, receipt, count) in &picked {
             update.execute(params![id, receipt, hidden_until, count])?;
@@ -174,88 +388,45 @@ fn receive(conn: &mut Connection, max: usize, visibility: Duration) -> DbResult<
 fn new_receipt() -> String {
     let mut bytes = [0u8; 16];
     OsRng.fill_bytes(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    let mut out = String::with_capacity(32);
+    for b in bytes {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    out
 }
 
-/// When the queue may next have something to hand out.
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// When a lane may next have something to hand out.
 enum Readiness {
     Now,
     At(i64),
     Idle,
 }
 
-impl EmbeddedStore {
-    /// Makes every in-flight message visible again at once. For a process that owns the
-    /// database alone (standalone) at start-up: messages in flight then belong to a process
-    /// that died, and waiting out their visibility would hold their groups for nothing.
-    /// Returns how many were released.
-    pub async fn release_in_flight(&self) -> StoreResult<usize> {
-        let released = self
-            .on_writer("release_in_flight", |conn| {
-                let now = now_ms();
-                Ok(conn
-                    .prepare_cached(
-                        "UPDATE queue SET receipt = NULL, visible_at = ?1
-                         WHERE receipt IS NOT NULL AND visible_at > ?1 AND visible_at < ?2",
-                    )?
-                    .execute(params![now, PARKED])?)
-            })
-            .await?;
-        if released > 0 {
-            self.inner.work.notify_waiters();
-        }
-        Ok(released)
-    }
-
-    /// Waits until the queue may have work: returns at once when a message is receivable,
-    /// early when something is sent (or a group is freed) in this process or when an
-    /// in-flight message's visibility runs out, and at the latest after `max_wait`.
-    /// A worker loop calls it when `receive` came back empty.
-    pub async fn wait_for_work(&self, max_wait: Duration) {
-        let notified = self.inner.work.notified();
-        tokio::pin!(notified);
-        // Registered before looking, so a send in between is not missed.
-        notified.as_mut().enable();
-        let readiness = match self.on_reader("wait_for_work", readiness).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot look at the queue; waiting");
-                Readiness::Idle
-            }
-        };
-        let wait = match readiness {
-            Readiness::Now => return,
-            Readiness::At(at) => {
-                let ms = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
-                max_wait.min(Duration::from_millis(ms))
-            }
-            Readiness::Idle => max_wait,
-        };
-        tokio::select! {
-            _ = notified => {}
-            _ = tokio::time::sleep(wait) => {}
-        }
-    }
-}
-
-fn readiness(conn: &mut Connection) -> DbResult<Readiness> {
+fn readiness(conn: &mut Connection, lane: QueueLane) -> DbResult<Readiness> {
     let now = now_ms();
+    let lane = lane.column();
     let ready: bool = conn
         .prepare_cached(
             "SELECT EXISTS (
-                SELECT 1 FROM queue q WHERE q.visible_at <= ?1 AND NOT EXISTS (
+                SELECT 1 FROM queue q WHERE q.lane = ?2 AND q.visible_at <= ?1 AND NOT EXISTS (
                     SELECT 1 FROM queue f WHERE f.message_group = q.message_group
-                    AND f.receipt IS NOT NULL AND f.visible_at > ?1))",
+                    AND f.receipt IS NOT NULL AND f.visible_at > ?1 AND f.lane = ?2))",
         )?
-        .query_row(params![now], |r| r.get(0))?;
+        .query_row(params![now, lane], |r| r.get(0))?;
     if ready {
         return Ok(Readiness::Now);
     }
-    let next: Option<i64> = conn
-        .prepare_cached(
-            "SELECT MIN(visible_at) FROM queue
-             WHERE receipt IS NOT NULL AND visible_at > ?1 AND visible_at < ?2",
-        )?
-        .query_row(params![now, PARKED], |r| r.get(0))?;
-    Ok(next.map_or(Readiness::Idle, Readiness::At))
+    // Hidden messages (in flight or delayed) by when they show again; parked ones never do.
+    let mut stmt = conn.prepare_cached(
+        "SELECT visible_at FROM queue WHERE lane = ?2 AND visible_at > ?1 AND visible_at < ?3
+         ORDER BY visible_at LIMIT 1",
+    )?;
+    let mut rows = stmt.query(params![now, lane, PARKED])?;
+    Ok(match rows.next()? {
+        Some(row) => Readiness::At(row.get(0)?),
+        None => Readiness::Idle,
+    })
 }

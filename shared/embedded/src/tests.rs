@@ -505,12 +505,16 @@ async fn release_in_flight_hands_messages_out_again_at_once() {
 }
 
 mod prices {
+    use std::time::Duration;
+
     use pricing_contract::fixtures::{
         Run, calculated, calculation, event, header, instance, item_id, item_price, price_match,
+        process,
     };
     use pricing_core::model::{PageRequest, PriceCalculation};
     use pricing_core::ports::{
         EventStore, InstanceStore, MatchSet, PriceMatchStore, PriceStore, StateStore, StoreError,
+        WorkQueue,
     };
     use pricing_core::pricing::{PriceStatus, Trigger};
     use pricing_core::recalc::prices_updated_events;
@@ -576,11 +580,12 @@ mod prices {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, db::SCHEMA_VERSION);
-        assert_eq!(db::SCHEMA_VERSION, 2);
+        assert_eq!(db::SCHEMA_VERSION, 3);
     }
 
     /// A file written by the version 1 schema is upgraded in place on open: its records
-    /// stay, the price tables appear, and events of both versions share one order.
+    /// stay, the price and webhook tables appear, events of every version share one order
+    /// (the old ones count as dispatched), and queued messages stay on the work lane.
     #[tokio::test]
     async fn a_version_1_database_upgrades_in_place() {
         let dir = tempfile::tempdir().unwrap();
@@ -619,13 +624,55 @@ mod prices {
                 ],
             )
             .unwrap();
+            conn.execute(
+                "INSERT INTO queue (message_group, dedupe_key, body, sent_at, visible_at)
+                 VALUES (?1, ?2, ?3, 0, 0)",
+                rusqlite::params![
+                    process(&key).group(),
+                    process(&key).dedupe_key(),
+                    serde_json::to_string(&process(&key)).unwrap()
+                ],
+            )
+            .unwrap();
         }
 
         let store = EmbeddedStore::open(&path).unwrap();
+        assert!(
+            store
+                .undispatched_events(&key, 100)
+                .await
+                .unwrap()
+                .is_empty(),
+            "events from before the outbox count as dispatched"
+        );
+        assert!(
+            store
+                .instances_with_undispatched_events(100)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            store
+                .webhook_queue()
+                .receive(10, Duration::from_secs(30))
+                .await
+                .unwrap()
+                .is_empty(),
+            "queued messages stay on the work lane"
+        );
+        let queued = store.receive(10, Duration::from_secs(30)).await.unwrap();
+        assert_eq!(queued.len(), 1);
+        assert_eq!(queued[0].message, process(&key));
+        store.ack(&queued[0].receipt).await.unwrap();
         let version: i64 = super::lock(&store.inner.writer)
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 2, "upgraded to version 2");
+        assert_eq!(
+            version,
+            db::SCHEMA_VERSION,
+            "upgraded to the current version"
+        );
         assert_eq!(
             store.get_instance(&key).await.unwrap(),
             Some(instance(&key, "Old"))
@@ -645,7 +692,12 @@ mod prices {
         let rules = vec![price_match("m1", "b", "a", 1.0, 2.0)];
         store.put_matches(&key, &rules, 0).await.unwrap();
         let listed = store.list_events(&key, None, 100).await.unwrap();
-        assert_eq!(listed, [vec![old_event], events].concat());
+        assert_eq!(listed, [vec![old_event], events.clone()].concat());
+        assert_eq!(
+            store.undispatched_events(&key, 100).await.unwrap(),
+            events,
+            "events written after the upgrade are undispatched"
+        );
         drop(store);
 
         // Opening the upgraded file again changes nothing.

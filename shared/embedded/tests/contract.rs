@@ -34,13 +34,19 @@ mod file {
         }
     }
 
-    pricing_contract::contract_tests!(store());
+    pricing_contract::contract_tests!(
+        store(),
+        queue: pricing_contract::QueueTiming::default(),
+        webhooks: webhook_queue
+    );
 }
 
 mod memory {
     use pricing_embedded::EmbeddedStore;
 
-    pricing_contract::contract_tests!(async {
-        EmbeddedStore::open_in_memory().expect("open an in-memory database")
-    });
+    pricing_contract::contract_tests!(
+        async { EmbeddedStore::open_in_memory().expect("open an in-memory database") },
+        queue: pricing_contract::QueueTiming::default(),
+        webhooks: webhook_queue
+    );
 }

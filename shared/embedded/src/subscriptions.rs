@@ -1,0 +1,160 @@
+//! SubscriptionStore: one row per subscription, by (project, id), listed per scope
+//! ((project, instance_id), `''` at project level) in creation order.
+
+use pricing_core::ids::{InstanceId, ProjectId, SubscriptionId};
+use pricing_core::ports::{StoreError, StoreResult, SubscriptionStore};
+use pricing_core::time::Timestamp;
+use pricing_core::webhooks::{Subscription, SubscriptionStatus};
+use rusqlite::{Connection, TransactionBehavior, params};
+
+use crate::EmbeddedStore;
+use crate::db::{DbResult, is_constraint, text};
+
+/// The scope column: the instance id, or `''` at project level.
+fn scope(instance: Option<&InstanceId>) -> String {
+    instance.map(ToString::to_string).unwrap_or_default()
+}
+
+impl SubscriptionStore for EmbeddedStore {
+    async fn create_subscription(
+        &self,
+        subscription: &Subscription,
+        max: usize,
+    ) -> StoreResult<bool> {
+        let project = subscription.project_id.to_string();
+        let id = subscription.subscription_id.to_string();
+        let scope = scope(subscription.instance_id.as_ref());
+        let created = subscription.created_at.millis();
+        let record = serde_json::to_string(subscription)
+            .map_err(|e| StoreError::Failed(format!("create_subscription: {e}")))?;
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        self.on_writer("create_subscription", move |conn| {
+            // Count and insert in one IMMEDIATE transaction: no other writer (of this or
+            // another process) can take the last place in between.
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let held: i64 = tx
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM subscriptions WHERE project_id = ?1 AND instance_id = ?2",
+                )?
+                .query_row(params![project, scope], |r| r.get(0))?;
+            if held >= max {
+                return Ok(false);
+            }
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO subscriptions
+                     (project_id, subscription_id, instance_id, created_at, record)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )?
+                .execute(params![project, id, scope, created, record]);
+            match inserted {
+                Ok(_) => {}
+                Err(e) if is_constraint(&e) => {
+                    return Err(StoreError::Conflict(format!("subscription {id} exists")).into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+            tx.commit()?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn get_subscription(
+        &self,
+        project: &ProjectId,
+        id: &SubscriptionId,
+    ) -> StoreResult<Option<Subscription>> {
+        let project = project.to_string();
+        let id = id.to_string();
+        self.on_reader("get_subscription", move |conn| stored(conn, &project, &id))
+            .await
+    }
+
+    async fn list_subscriptions(
+        &self,
+        project: &ProjectId,
+        instance: Option<&InstanceId>,
+    ) -> StoreResult<Vec<Subscription>> {
+        let project = project.to_string();
+        let scope = scope(instance);
+        self.on_reader("list_subscriptions", move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT record FROM subscriptions WHERE project_id = ?1 AND instance_id = ?2
+                 ORDER BY created_at, subscription_id",
+            )?;
+            let mut rows = stmt.query(params![project, scope])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                out.push(serde_json::from_str(text(row, 0)?)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn delete_subscription(
+        &self,
+        project: &ProjectId,
+        id: &SubscriptionId,
+    ) -> StoreResult<bool> {
+        let project = project.to_string();
+        let id = id.to_string();
+        self.on_writer("delete_subscription", move |conn| {
+            let deleted = conn
+                .prepare_cached(
+                    "DELETE FROM subscriptions WHERE project_id = ?1 AND subscription_id = ?2",
+                )?
+                .execute(params![project, id])?;
+            Ok(deleted > 0)
+        })
+        .await
+    }
+
+    async fn set_subscription_status(
+        &self,
+        project: &ProjectId,
+        id: &SubscriptionId,
+        status: SubscriptionStatus,
+        at: Timestamp,
+        reason: Option<&str>,
+    ) -> StoreResult<()> {
+        let project = project.to_string();
+        let id = id.to_string();
+        let reason = reason.map(str::to_owned);
+        self.on_writer("set_subscription_status", move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut subscription = stored(&tx, &project, &id)?.ok_or(StoreError::NotFound)?;
+            subscription.status = status;
+            // Disabled: when and why. Active again: neither.
+            match status {
+                SubscriptionStatus::Disabled => {
+                    subscription.disabled_at = Some(at);
+                    subscription.disabled_reason = reason;
+                }
+                SubscriptionStatus::Active => {
+                    subscription.disabled_at = None;
+                    subscription.disabled_reason = None;
+                }
+            }
+            tx.prepare_cached(
+                "UPDATE subscriptions SET record = ?3 WHERE project_id = ?1 AND subscription_id = ?2",
+            )?
+            .execute(params![project, id, serde_json::to_string(&subscription)?])?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+fn stored(conn: &Connection, project: &str, id: &str) -> DbResult<Option<Subscription>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT record FROM subscriptions WHERE project_id = ?1 AND subscription_id = ?2",
+    )?;
+    let mut rows = stmt.query(params![project, id])?;
+    match rows.next()? {
+        None => Ok(None),
+        Some(row) => Ok(Some(serde_json::from_str(text(row, 0)?)?)),
+    }
+}
