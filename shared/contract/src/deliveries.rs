@@ -34,7 +34,8 @@ async fn create<S: DeliveryStore>(store: &S, deliveries: &[Delivery]) -> Vec<Str
 /// otherwise, also for the loser of concurrent attempts; `NotFound` when missing) and keeps
 /// the client reports; `add_client_report` keeps the first `MAX_CLIENT_REPORTS`, also
 /// under concurrent reports (`NotFound` when missing); `list_deliveries` lists one
-/// subscription's deliveries of one project, newest first, with cursor paging;
+/// subscription's deliveries of one project, newest first, with cursor paging (a cursor
+/// the store never handed out is `NotFound`);
 /// `overdue_deliveries` lists the non-final deliveries due before a time, oldest due
 /// first, at most `limit`.
 pub async fn delivery_store_contract<S: DeliveryStore>(store: &S) {
@@ -419,8 +420,21 @@ async fn listing<S: DeliveryStore>(store: &S, run: &Run, t0: Timestamp) {
         other_project.items.is_empty() && other_project.next.is_none(),
         "another project sees none of the subscription's deliveries"
     );
-    let unknown = list(project, run.subscription_id("none"), None, 10).await;
+    let unknown = list(project.clone(), run.subscription_id("none"), None, 10).await;
     assert!(unknown.items.is_empty() && unknown.next.is_none());
+    for cursor in ["not-a-cursor", "", "0"] {
+        let r = store
+            .list_deliveries(
+                &project,
+                &sub_l.subscription_id,
+                &page_request(Some(cursor.to_owned()), 10),
+            )
+            .await;
+        assert!(
+            matches!(r, Err(StoreError::NotFound)),
+            "a cursor the store never handed out ({cursor:?}) is NotFound: {r:?}"
+        );
+    }
 }
 
 /// `overdue_deliveries`: non-final, due strictly before `before`, oldest due first.

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::EmbeddedStore;
 use crate::db::{DbResult, text};
-use crate::projects::fetch_limit;
+use crate::projects::{fetch_limit, page_of};
 
 impl DeliveryStore for EmbeddedStore {
     async fn create_deliveries(&self, deliveries: &[Delivery]) -> StoreResult<Vec<String>> {
@@ -112,17 +112,31 @@ impl DeliveryStore for EmbeddedStore {
     ) -> StoreResult<Page<Delivery>> {
         let project = project.to_string();
         let subscription = subscription.to_string();
-        let (before_ms, before_id) = match &page.cursor {
-            // Before every stored delivery.
-            None => (i64::MAX, String::new()),
-            Some(c) => parse_cursor(c)?,
-        };
+        let cursor = page.cursor.clone();
         let limit = page.limit;
         self.on_reader("list_deliveries", move |conn| {
+            // The cursor is the last listed webhook id; the page continues before its
+            // (created_at, webhook id).
+            let before = match cursor {
+                // Before every stored delivery.
+                None => (i64::MAX, String::new()),
+                Some(id) => {
+                    let created: i64 = conn
+                        .prepare_cached(
+                            "SELECT created_at FROM deliveries
+                             WHERE webhook_id = ?1 AND project_id = ?2 AND subscription_id = ?3",
+                        )?
+                        .query_row(params![id, project, subscription], |r| r.get(0))
+                        .optional()?
+                        // Not a cursor this listing handed out.
+                        .ok_or(StoreError::NotFound)?;
+                    (created, id)
+                }
+            };
             // Newest first; ties (one dispatch creates many at once) by webhook id, so that
-            // the cursor (the last row's created_at and id) is exact.
+            // the cursor is exact.
             let mut stmt = conn.prepare_cached(
-                "SELECT created_at, webhook_id, record, event FROM deliveries
+                "SELECT record, event FROM deliveries
                  WHERE project_id = ?1 AND subscription_id = ?2
                    AND (created_at, webhook_id) < (?3, ?4)
                  ORDER BY created_at DESC, webhook_id DESC LIMIT ?5",
@@ -130,24 +144,15 @@ impl DeliveryStore for EmbeddedStore {
             let mut rows = stmt.query(params![
                 project,
                 subscription,
-                before_ms,
-                before_id,
+                before.0,
+                before.1,
                 fetch_limit(limit)
             ])?;
             let mut items = Vec::new();
-            let mut keys = Vec::new();
             while let Some(row) = rows.next()? {
-                let created: i64 = row.get(0)?;
-                keys.push(format!("{created}:{}", text(row, 1)?));
-                items.push(whole(text(row, 2)?, text(row, 3)?)?);
+                items.push(whole(text(row, 0)?, text(row, 1)?)?);
             }
-            let next = if items.len() > limit {
-                items.truncate(limit);
-                keys.get(limit - 1).cloned()
-            } else {
-                None
-            };
-            Ok(Page { items, next })
+            Ok(page_of(items, limit, |d: &Delivery| d.webhook_id.clone()))
         })
         .await
     }
@@ -284,12 +289,4 @@ fn rewrite(conn: &Connection, d: &Delivery) -> DbResult<()> {
     conn.prepare_cached("UPDATE deliveries SET record = ?2, due_at = ?3 WHERE webhook_id = ?1")?
         .execute(params![d.webhook_id, serde_json::to_string(d)?, due_at(d)])?;
     Ok(())
-}
-
-/// The cursor of a deliveries page: `{created_at ms}:{webhook id}` of the last listed. One
-/// that does not parse was not made by this store: `NotFound`.
-fn parse_cursor(cursor: &str) -> StoreResult<(i64, String)> {
-    let (ms, id) = cursor.split_once(':').ok_or(StoreError::NotFound)?;
-    let ms = ms.parse::<i64>().map_err(|_| StoreError::NotFound)?;
-    Ok((ms, id.to_owned()))
 }
