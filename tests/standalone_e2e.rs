@@ -2,127 +2,12 @@
 //! process with SIGKILL mid-load, restarts it on the same data directory, and shows that
 //! nothing accepted was lost or applied twice.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+mod support;
+
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-
-struct Service {
-    child: Child,
-    base: String,
-    stdout_lines: Vec<String>,
-}
-
-impl Service {
-    fn start(data: &Path) -> Service {
-        Self::start_with(data, &[])
-    }
-
-    fn start_with(data: &Path, extra: &[&str]) -> Service {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_standalone"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-            .arg(data)
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start standalone");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut reader = BufReader::new(stdout);
-        let mut lines = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let base = loop {
-            assert!(
-                Instant::now() < deadline,
-                "the service did not print its address"
-            );
-            let mut line = String::new();
-            if reader.read_line(&mut line).expect("read stdout") == 0 {
-                panic!("the service exited early: {lines:?}");
-            }
-            let line = line.trim().to_owned();
-            lines.push(line.clone());
-            if let Some(addr) = line.strip_prefix("listening on ") {
-                break addr.to_owned();
-            }
-        };
-        // Keep draining stdout so the child never blocks on a full pipe.
-        std::thread::spawn(move || for _ in reader.lines() {});
-        Service {
-            child,
-            base,
-            stdout_lines: lines,
-        }
-    }
-
-    fn kill9(&mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().expect("reap");
-    }
-
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        let status = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill -TERM");
-        assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "no graceful exit after SIGTERM");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn token(data: &Path, tenant: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_standalone"))
-        .args(["token", "--tenant", tenant, "--data"])
-        .arg(data)
-        .output()
-        .expect("token subcommand");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("utf-8")
-        .lines()
-        .last()
-        .expect("a token line")
-        .to_owned()
-}
-
-async fn send(
-    client: &reqwest::Client,
-    method: reqwest::Method,
-    url: String,
-    token: &str,
-    body: Option<Value>,
-) -> reqwest::Result<(u16, Value)> {
-    let mut req = client.request(method, url).bearer_auth(token);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let resp = req.send().await?;
-    let status = resp.status().as_u16();
-    let body = resp.json::<Value>().await.unwrap_or(Value::Null);
-    Ok((status, body))
-}
+use support::{Service, send, token, wait_for};
 
 fn sale_batch(batch: usize, size: usize) -> Value {
     let entries: Vec<Value> = (0..size)
@@ -405,30 +290,6 @@ async fn oauth_client_credentials_and_token_subcommand() {
                 .mode();
             assert_eq!(mode & 0o777, 0o600, "{f}");
         }
-    }
-}
-
-/// Polls `url` until `done` accepts its JSON body.
-async fn wait_for(
-    client: &reqwest::Client,
-    url: &str,
-    token: &str,
-    what: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (status, body) = send(client, reqwest::Method::GET, url.to_owned(), token, None)
-            .await
-            .expect("GET");
-        if status == 200 && done(&body) {
-            return body;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {status} {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

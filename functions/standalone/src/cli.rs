@@ -25,6 +25,26 @@ pub enum Command {
     /// Compare pricing models on a generated market or an instance's entry log: prints
     /// revenue and sell-through per model.
     Simulate(SimulateArgs),
+    /// Rotate the signing keys: a new key is published at once and signs webhooks and
+    /// entries 10 minutes later; the old key stays published for 7 days. A running service
+    /// picks the new set up within 30 s.
+    RotateKeys(RotateKeysArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RotateKeysArgs {
+    /// Data directory of the service (its keys live there).
+    #[arg(long, default_value = "./data")]
+    pub data: PathBuf,
+}
+
+/// Which callback URLs subscriptions may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CallbackPolicyArg {
+    /// http and private addresses too (local development).
+    Local,
+    /// https and public addresses only (as on AWS).
+    Strict,
 }
 
 #[derive(Debug, Args)]
@@ -44,9 +64,16 @@ pub struct ServeArgs {
     /// Entry-processing workers.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
-    /// Seconds between looks for due scheduled price calculations.
+    /// Seconds between looks for due scheduled price calculations, deactivations and
+    /// webhooks to repair.
     #[arg(long, default_value_t = 60)]
     pub schedule_tick: u64,
+    /// Callback URLs allowed for webhook subscriptions.
+    #[arg(long, value_enum, default_value_t = CallbackPolicyArg::Local, env = "PRICING_CALLBACK_POLICY")]
+    pub callback_policy: CallbackPolicyArg,
+    /// Webhook deliveries in flight at once.
+    #[arg(long, default_value_t = 64)]
+    pub delivery_concurrency: usize,
 }
 
 #[derive(Debug, Args)]

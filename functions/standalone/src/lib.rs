@@ -6,6 +6,7 @@ pub mod datadir;
 pub mod oauth;
 pub mod serve;
 pub mod simulate;
+pub mod webhooks;
 pub mod worker;
 
 /// Structured logs to stderr; `RUST_LOG` filters (default: info), `LOG_FORMAT=json` for JSON.

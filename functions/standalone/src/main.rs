@@ -22,6 +22,7 @@ fn main() -> std::process::ExitCode {
             Command::Serve(args) => standalone::serve::run(args).await,
             Command::Token(args) => standalone::datadir::print_token(&args),
             Command::Simulate(args) => standalone::simulate::run(args).await,
+            Command::RotateKeys(args) => standalone::webhooks::rotate_keys(&args),
         }
     });
     match result {

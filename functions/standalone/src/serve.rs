@@ -8,11 +8,13 @@ use pricing_api::auth::{Authenticator, LocalTokens, RateLimiter};
 use pricing_api::{App, Stores};
 use pricing_core::jws::Signer;
 use pricing_core::process::Processor;
+use pricing_core::webhooks::CallbackPolicy;
 use pricing_embedded::EmbeddedStore;
+use pricing_http::HttpTransport;
 use tokio::sync::watch;
 
 use crate::Error;
-use crate::cli::ServeArgs;
+use crate::cli::{CallbackPolicyArg, ServeArgs};
 use crate::datadir::{Clients, ensure_dir, token_secret};
 use crate::oauth::{self, TokenEndpoint};
 
@@ -32,9 +34,17 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         store: store.clone(),
         queue: store.clone(),
     };
+    let policy = match args.callback_policy {
+        CallbackPolicyArg::Local => CallbackPolicy::LOCAL,
+        CallbackPolicyArg::Strict => CallbackPolicy::STRICT,
+    };
+    let transport = Arc::new(
+        HttpTransport::new(policy).map_err(|e| Error::Setup(format!("HTTP client: {e}")))?,
+    );
     let auth: Arc<dyn Authenticator> = tokens.clone();
-    let app = App::new(ports, signer, auth)
-        .with_rate_limit(RateLimiter::new(args.rate_limit, args.rate_burst));
+    let app = App::new(ports, signer.clone(), auth)
+        .with_rate_limit(RateLimiter::new(args.rate_limit, args.rate_burst))
+        .with_callback_policy(policy);
     let router = pricing_api::router(Arc::new(app))
         .merge(oauth::router(Arc::new(TokenEndpoint { tokens, clients })));
 
@@ -66,6 +76,18 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
             ))
         })
         .collect();
+    let deliveries = tokio::spawn(crate::webhooks::run(
+        store.clone(),
+        transport,
+        signer.clone(),
+        args.delivery_concurrency,
+        stopped.clone(),
+    ));
+    let key_watch = tokio::spawn(crate::webhooks::watch_keys(
+        args.data.clone(),
+        signer,
+        stopped.clone(),
+    ));
     crate::worker::sweep(&store).await;
     let scheduler = tokio::spawn(crate::worker::schedule(
         store.clone(),
@@ -99,6 +121,8 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     tracing::info!("shutting down: finishing work in progress");
     let _ = stop.send(true);
     let _ = scheduler.await;
+    let _ = key_watch.await;
+    let _ = deliveries.await;
     for w in workers {
         if tokio::time::timeout(Duration::from_secs(10), w)
             .await

@@ -4,11 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use pricing_core::lifecycle::deactivate_due;
 use pricing_core::model::Message;
 use pricing_core::ports::{Backlog, StoreError, WorkQueue};
 use pricing_core::process::Processor;
 use pricing_core::recalc::due_scheduled_runs;
 use pricing_core::time::Timestamp;
+use pricing_core::webhooks;
 use pricing_core::work::Handled;
 use pricing_embedded::EmbeddedStore;
 use tokio::sync::watch;
@@ -17,6 +19,8 @@ use tokio::sync::watch;
 const VISIBILITY: Duration = Duration::from_secs(60);
 /// Messages taken per receive.
 const BATCH: usize = 8;
+/// Instances and deliveries re-enqueued per sweep at most.
+const SWEEP_LIMIT: usize = 10_000;
 
 /// Delay before retrying a failed attempt: 1 s, 2 s, 4 s ... capped at 5 min.
 pub fn backoff(receive_count: u32) -> Duration {
@@ -75,21 +79,38 @@ pub async fn handle(
 ) -> Result<(), StoreError> {
     let handled =
         pricing_core::work::handle(store, store, processor, message, Timestamp::now()).await?;
-    let instance = match message {
-        Message::ProcessInstance { key } | Message::Recalculate { key, .. } => key,
-    };
+    let group = message.group();
     if matches!(handled, Handled::UnknownInstance) {
-        tracing::warn!(%instance, "{handled}");
+        tracing::warn!(instance = %group, "{handled}");
     } else {
-        tracing::debug!(%instance, "{handled}");
+        tracing::debug!(instance = %group, "{handled}");
     }
     Ok(())
 }
 
-/// The scheduler: every `tick`, enqueues the scheduled calculations that are due (one per
-/// active instance and schedule slot; idempotent per slot).
+/// The scheduler: every `tick`, deactivates instances past their deactivation date,
+/// enqueues the scheduled calculations that are due (one per active instance and schedule
+/// slot; idempotent per slot), and repairs the webhook path (undispatched events, overdue
+/// deliveries).
 pub async fn schedule(store: EmbeddedStore, tick: Duration, mut shutdown: watch::Receiver<bool>) {
     loop {
+        let now = Timestamp::now();
+        match deactivate_due(&store, &store, now).await {
+            Ok(keys) if !keys.is_empty() => {
+                tracing::info!(instances = keys.len(), "instances deactivated");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "deactivating instances failed"),
+        }
+        match webhooks::sweep(&store, &store, now, SWEEP_LIMIT).await {
+            Ok(r) if r.instances + r.deliveries > 0 => tracing::info!(
+                instances = r.instances,
+                deliveries = r.deliveries,
+                "webhook sweep re-enqueued undispatched events and overdue deliveries"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "webhook sweep failed"),
+        }
         match due_scheduled_runs(&store, &store, Timestamp::now()).await {
             Ok(due) => {
                 for message in &due {

@@ -21,8 +21,7 @@ pub fn load_or_create_signing_keys(dir: &Path) -> Result<Vec<StoredKey>, Embedde
     let path = dir.join(SIGNING_KEYS_FILE);
     let (bytes, created) = load_or_create_private_file(&path, || {
         let now = Timestamp(chrono::Utc::now());
-        let kid = format!("k{}-{}", now.0.format("%Y%m%d"), random_hex(4));
-        let keys = vec![StoredKey::generate(kid, now)?];
+        let keys = vec![StoredKey::generate(new_kid(now), now)?];
         serde_json::to_vec_pretty(&keys).map_err(|e| EmbeddedError::Invalid {
             path: path.clone(),
             detail: e.to_string(),
@@ -33,6 +32,38 @@ pub fn load_or_create_signing_keys(dir: &Path) -> Result<Vec<StoredKey>, Embedde
         tracing::info!(path = %path.display(), kid = %keys[0].kid, "created a signing key");
     }
     Ok(keys)
+}
+
+/// Rotates the signing keys in `dir/signing-keys.json` (see `pricing_core::jws::rotate`)
+/// and returns the new set. The file is replaced atomically. Two rotations at the same
+/// moment both succeed and the last one wins; each leaves a valid key set.
+pub fn rotate_signing_keys(dir: &Path) -> Result<Vec<StoredKey>, EmbeddedError> {
+    let path = dir.join(SIGNING_KEYS_FILE);
+    let current = load_or_create_signing_keys(dir)?;
+    let now = Timestamp(chrono::Utc::now());
+    let new = StoredKey::generate(new_kid(now), now)?;
+    let kid = new.kid.clone();
+    let keys = pricing_core::jws::rotate(&current, new, now);
+    let bytes = serde_json::to_vec_pretty(&keys).map_err(|e| EmbeddedError::Invalid {
+        path: path.clone(),
+        detail: e.to_string(),
+    })?;
+    write_private_file(&path, &bytes)?;
+    tracing::info!(path = %path.display(), %kid, "rotated the signing keys");
+    Ok(keys)
+}
+
+/// Reads the signing keys from `dir` if the file exists and is valid.
+pub fn read_signing_keys(dir: &Path) -> Result<Option<Vec<StoredKey>>, EmbeddedError> {
+    let path = dir.join(SIGNING_KEYS_FILE);
+    match read_private_file(&path)? {
+        None => Ok(None),
+        Some(bytes) => parse_keys(&path, &bytes).map(Some),
+    }
+}
+
+fn new_kid(now: Timestamp) -> String {
+    format!("k{}-{}", now.0.format("%Y%m%d"), random_hex(4))
 }
 
 /// Reads the private file at `path`, or creates it with `make()` when it does not exist.
@@ -205,6 +236,19 @@ fn random_hex(bytes: usize) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rotation_keeps_the_old_key_published() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = load_or_create_signing_keys(dir.path()).unwrap();
+        let rotated = rotate_signing_keys(dir.path()).unwrap();
+        assert_eq!(rotated.len(), 2);
+        assert_eq!(rotated[0].kid, first[0].kid);
+        assert_eq!(rotated[0].status, pricing_core::jws::KeyStatus::Retired);
+        let read = read_signing_keys(dir.path()).unwrap().unwrap();
+        assert_eq!(read.len(), 2);
+        assert_eq!(read[1].kid, rotated[1].kid);
+    }
 
     #[test]
     fn creates_the_signing_keys_once() {

@@ -1,0 +1,255 @@
+//! The delivery state machine (`pricing_core::webhooks::deliver`) on the embedded store
+//! with a scripted transport and a moving clock: the full retry schedule to the final
+//! failure, Retry-After, 410, a deleted subscription, early wake-ups and duplicate
+//! messages.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use pricing_core::ids::{InstanceId, ProjectId};
+use pricing_core::jws::{Signer, StoredKey};
+use pricing_core::model::Event;
+use pricing_core::ports::{DeliveryStore, SubscriptionStore, WebhookRequest, WebhookTransport};
+use pricing_core::time::Timestamp;
+use pricing_core::webhooks::delivery::Response;
+use pricing_core::webhooks::{
+    CallbackPolicy, Delivery, DeliveryStatus, NewSubscription, RETRY_DELAYS, Settle, Subscription,
+    SubscriptionStatus, deliver,
+};
+use pricing_embedded::EmbeddedStore;
+use serde_json::json;
+
+/// Answers from a script and records every request.
+#[derive(Default)]
+struct Scripted {
+    answers: Mutex<VecDeque<Response>>,
+    requests: Mutex<Vec<WebhookRequest>>,
+}
+
+impl Scripted {
+    fn answer(&self, r: Response) {
+        self.answers.lock().unwrap().push_back(r);
+    }
+    fn sent(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+}
+
+impl WebhookTransport for Scripted {
+    async fn post(&self, request: WebhookRequest) -> Response {
+        self.requests.lock().unwrap().push(request);
+        self.answers
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Response::Error("no scripted answer".into()))
+    }
+}
+
+fn status(s: u16) -> Response {
+    Response::Status {
+        status: s,
+        retry_after: None,
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    store: EmbeddedStore,
+    signer: Signer,
+    subscription: Subscription,
+    t0: Timestamp,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(&dir.path().join("db")).unwrap();
+    let t0 = Timestamp::parse("2026-05-01T12:00:00Z").unwrap();
+    let subscription = NewSubscription::parse(
+        &json!({"callbackUrl": "https://hooks.example.com/in?x=1"}),
+        &CallbackPolicy::STRICT,
+    )
+    .unwrap()
+    .into_subscription(ProjectId::parse("p").unwrap(), None, t0);
+    assert!(store.create_subscription(&subscription, 20).await.unwrap());
+    let signer = Signer::from_keys(&[StoredKey::generate("k".into(), t0).unwrap()]).unwrap();
+    Fixture {
+        _dir: dir,
+        store,
+        signer,
+        subscription,
+        t0,
+    }
+}
+
+impl Fixture {
+    async fn delivery(&self, n: u32) -> String {
+        let event = Event {
+            id: format!("evt_{n}"),
+            event_type: "prices.updated".into(),
+            project_id: ProjectId::parse("p").unwrap(),
+            instance_id: InstanceId::parse("i").unwrap(),
+            created_at: self.t0,
+            data: json!({"prices": []}),
+        };
+        let d = Delivery::new(&event, &self.subscription, self.t0);
+        let created = self.store.create_deliveries(&[d]).await.unwrap();
+        assert_eq!(created.len(), 1);
+        created[0].clone()
+    }
+
+    fn at(&self, after: Duration) -> Timestamp {
+        Timestamp::from_millis(self.t0.millis() + i64::try_from(after.as_millis()).unwrap())
+            .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn every_attempt_fails_then_the_last_is_dead_lettered() {
+    let f = fixture().await;
+    let id = f.delivery(1).await;
+    let transport = Scripted::default();
+    let mut clock = Duration::ZERO;
+    for attempt in 1..=8u32 {
+        transport.answer(status(500));
+        let settle = deliver(&f.store, &transport, &f.signer, &id, f.at(clock))
+            .await
+            .unwrap();
+        let d = f.store.get_delivery(&id).await.unwrap().unwrap();
+        assert_eq!(d.attempt, attempt);
+        assert_eq!(d.response_status, Some(500));
+        if attempt < 8 {
+            let Settle::RetryIn(delay) = settle else {
+                panic!("attempt {attempt}: {settle:?}")
+            };
+            let base = RETRY_DELAYS[attempt as usize - 1];
+            assert!(delay >= base.mul_f64(0.89) && delay <= base.mul_f64(1.11));
+            assert_eq!(d.status, DeliveryStatus::Retrying);
+            // A wake-up before the retry is due sends nothing and waits the rest.
+            let early = deliver(&f.store, &transport, &f.signer, &id, f.at(clock))
+                .await
+                .unwrap();
+            assert!(matches!(early, Settle::RetryIn(_)), "{early:?}");
+            assert_eq!(transport.sent(), attempt as usize);
+            clock += delay;
+        } else {
+            assert_eq!(settle, Settle::DeadLetter);
+            assert_eq!(d.status, DeliveryStatus::Failed);
+            assert_eq!(d.attempts.len(), 8);
+            assert_eq!(d.next_attempt_at, None);
+        }
+    }
+    // Redelivered after the final failure: dead-lettered again, nothing sent.
+    let again = deliver(&f.store, &transport, &f.signer, &id, f.at(clock))
+        .await
+        .unwrap();
+    assert_eq!(again, Settle::DeadLetter);
+    assert_eq!(transport.sent(), 8);
+    let first = &transport.requests.lock().unwrap()[0];
+    let header = |name: &str| {
+        first
+            .headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+            .unwrap()
+    };
+    assert_eq!(header("webhook-id"), id);
+    assert_eq!(first.url, "https://hooks.example.com/in?x=1");
+}
+
+#[tokio::test]
+async fn retry_after_sets_the_delay_and_success_ends_it() {
+    let f = fixture().await;
+    let id = f.delivery(2).await;
+    let transport = Scripted::default();
+    transport.answer(Response::Status {
+        status: 429,
+        retry_after: Some("42".into()),
+    });
+    let settle = deliver(&f.store, &transport, &f.signer, &id, f.t0)
+        .await
+        .unwrap();
+    assert_eq!(settle, Settle::RetryIn(Duration::from_secs(42)));
+    transport.answer(status(204));
+    let settle = deliver(
+        &f.store,
+        &transport,
+        &f.signer,
+        &id,
+        f.at(Duration::from_secs(42)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(settle, Settle::Done);
+    let d = f.store.get_delivery(&id).await.unwrap().unwrap();
+    assert_eq!((d.status, d.attempt), (DeliveryStatus::Succeeded, 2));
+    // A duplicate message after success sends nothing.
+    let dup = deliver(
+        &f.store,
+        &transport,
+        &f.signer,
+        &id,
+        f.at(Duration::from_secs(50)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(dup, Settle::Done);
+    assert_eq!(transport.sent(), 2);
+}
+
+#[tokio::test]
+async fn gone_disables_the_subscription_and_fails_its_other_deliveries() {
+    let f = fixture().await;
+    let first = f.delivery(3).await;
+    let second = f.delivery(4).await;
+    let transport = Scripted::default();
+    transport.answer(status(410));
+    let settle = deliver(&f.store, &transport, &f.signer, &first, f.t0)
+        .await
+        .unwrap();
+    assert_eq!(settle, Settle::DeadLetter);
+    let sub = f
+        .store
+        .get_subscription(&f.subscription.project_id, &f.subscription.subscription_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(sub.status, SubscriptionStatus::Disabled);
+    // The other delivery fails without a request.
+    let settle = deliver(&f.store, &transport, &f.signer, &second, f.t0)
+        .await
+        .unwrap();
+    assert_eq!(settle, Settle::Done);
+    let d = f.store.get_delivery(&second).await.unwrap().unwrap();
+    assert_eq!(d.status, DeliveryStatus::Failed);
+    assert_eq!(d.error.as_deref(), Some("the subscription is disabled"));
+    assert_eq!(transport.sent(), 1);
+}
+
+#[tokio::test]
+async fn a_deleted_subscription_gets_nothing() {
+    let f = fixture().await;
+    let id = f.delivery(5).await;
+    assert!(
+        f.store
+            .delete_subscription(&f.subscription.project_id, &f.subscription.subscription_id)
+            .await
+            .unwrap()
+    );
+    let transport = Scripted::default();
+    let settle = deliver(&f.store, &transport, &f.signer, &id, f.t0)
+        .await
+        .unwrap();
+    assert_eq!(settle, Settle::Done);
+    assert_eq!(transport.sent(), 0);
+    let d = f.store.get_delivery(&id).await.unwrap().unwrap();
+    assert_eq!(d.status, DeliveryStatus::Failed);
+    assert_eq!(
+        f.store.get_delivery("wh_missing").await.unwrap(),
+        None,
+        "unknown ids are no deliveries"
+    );
+}

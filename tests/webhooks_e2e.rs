@@ -1,0 +1,527 @@
+//! End-to-end: signed webhooks from the real `standalone` binary to real HTTP receivers
+//! (one in this test, and the Python example in infra/webhook-receiver). Semantic
+//! rejections arrive as `entries.rejected` with their transaction id, calculatePrices as
+//! `prices.updated` with its metadata; signatures verify with the published keys and fail
+//! on a tampered body; a receiver that fails twice gets the third attempt with the same
+//! webhook-id; a 410 disables the subscription; a manual trigger resends the latest
+//! prices; a client's error report shows in the delivery log.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, UnparsedPublicKey};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::{Service, send, token, wait_for};
+
+/// One request a receiver got.
+#[derive(Debug, Clone)]
+struct Hit {
+    path: String,
+    headers: HashMap<String, String>,
+    body: Bytes,
+}
+
+impl Hit {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).expect("a JSON body")
+    }
+    fn header(&self, name: &str) -> &str {
+        self.headers.get(name).map_or("", String::as_str)
+    }
+}
+
+#[derive(Default)]
+struct Receiver {
+    hits: Mutex<Vec<Hit>>,
+}
+
+impl Receiver {
+    fn hits(&self, path_prefix: &str) -> Vec<Hit> {
+        self.hits
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|h| h.path.starts_with(path_prefix))
+            .cloned()
+            .collect()
+    }
+}
+
+/// `/ok...` answers 204, `/gone` 410, `/flaky` 503 (Retry-After: 1) to the first two
+/// attempts of each webhook and 200 to the third.
+async fn receive(
+    State(r): State<Arc<Receiver>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri
+        .path_and_query()
+        .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
+    let headers: HashMap<String, String> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+        .collect();
+    let hit = Hit {
+        path: path.clone(),
+        headers,
+        body,
+    };
+    let webhook_id = hit.header("webhook-id").to_owned();
+    let mut hits = r.hits.lock().unwrap();
+    hits.push(hit);
+    if path.starts_with("/gone") {
+        StatusCode::GONE.into_response()
+    } else if path.starts_with("/flaky") {
+        let seen = hits
+            .iter()
+            .filter(|h| h.path.starts_with("/flaky") && h.header("webhook-id") == webhook_id)
+            .count();
+        if seen <= 2 {
+            (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", "1")]).into_response()
+        } else {
+            StatusCode::OK.into_response()
+        }
+    } else {
+        StatusCode::NO_CONTENT.into_response()
+    }
+}
+
+async fn start_receiver() -> (Arc<Receiver>, SocketAddr) {
+    let state = Arc::new(Receiver::default());
+    let app = axum::Router::new()
+        .fallback(receive)
+        .with_state(state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (state, addr)
+}
+
+/// Waits until the receiver holds a hit under `prefix` that `pick` accepts.
+async fn wait_hit(r: &Receiver, prefix: &str, what: &str, pick: impl Fn(&Hit) -> bool) -> Hit {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(h) = r.hits(prefix).into_iter().find(|h| pick(h)) {
+            return h;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {what} at {prefix}; got {:?}",
+            r.hits("/")
+                .iter()
+                .map(|h| (h.path.clone(), h.json()["type"].clone()))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// Verifies a hit's signature with the published JWK set, as a receiver would.
+fn verifies(jwks: &Value, hit: &Hit, body: &[u8]) -> bool {
+    let kid = hit.header("x-signature-key-id");
+    let Some(jwk) = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kid"] == kid)
+    else {
+        return false;
+    };
+    let coord = |c: &str| URL_SAFE_NO_PAD.decode(jwk[c].as_str().unwrap()).unwrap();
+    let mut point = vec![4u8];
+    point.extend(coord("x"));
+    point.extend(coord("y"));
+    let mut message = b"POST".to_vec();
+    message.extend(hit.path.as_bytes());
+    message.extend(hit.header("date").as_bytes());
+    message.extend(body);
+    let signature = unhex(hit.header("x-signature-secp256r1-sha256"));
+    UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &point)
+        .verify(&message, &signature)
+        .is_ok()
+}
+
+/// The example receiver of infra/webhook-receiver, on the project's venv Python.
+struct PythonReceiver {
+    child: Child,
+    base: String,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl PythonReceiver {
+    fn start(keys_url: &str, token: &str) -> PythonReceiver {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let python = root.join(".venv/bin/python");
+        assert!(
+            python.exists(),
+            "{} is missing: run infra/venv.sh (infra/test.sh does) to install the receiver's \
+             dependencies",
+            python.display()
+        );
+        let mut child = Command::new(python)
+            .arg(root.join("infra/webhook-receiver/receiver.py"))
+            .args(["--port", "0", "--keys-url", keys_url, "--token", token])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the Python receiver");
+        let mut reader = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        reader.read_line(&mut first).expect("receiver output");
+        let base = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("the receiver did not start: {first}"))
+            .to_owned();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in reader.lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        PythonReceiver { child, base, lines }
+    }
+
+    async fn wait_line(&self, what: &str, pick: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let found = self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|v| pick(v));
+            if let Some(v) = found {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the Python receiver printed no {what}: {:?}",
+                self.lines.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for PythonReceiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn post(client: &reqwest::Client, url: String, token: &str, body: Value) -> (u16, Value) {
+    send(client, Method::POST, url, token, Some(body))
+        .await
+        .expect("POST")
+}
+
+async fn subscribe(client: &reqwest::Client, url: String, token: &str, body: Value) -> String {
+    let (s, sub) = post(client, url, token, body).await;
+    assert_eq!(s, 201, "{sub}");
+    sub["subscriptionId"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_webhooks_reach_real_receivers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let service = Service::start_with(&data, &["--schedule-tick", "1"]);
+    let token = token(&data, "hooks");
+    let client = reqwest::Client::new();
+    let base = service.base.clone();
+    let (receiver, addr) = start_receiver().await;
+    let hook = |path: &str| format!("http://{addr}{path}");
+
+    let (s, _) = post(
+        &client,
+        format!("{base}/projects"),
+        &token,
+        json!({"projectId": "shop"}),
+    )
+    .await;
+    assert_eq!(s, 201);
+    let (s, _) = post(
+        &client,
+        format!("{base}/projects/shop/instances"),
+        &token,
+        json!({"instanceId": "gig"}),
+    )
+    .await;
+    assert_eq!(s, 201);
+
+    // Project level: everything to /ok (with a query, which is signed too); the Python
+    // example receiver; instance level: prices to /flaky; everything to /gone.
+    let ok = subscribe(
+        &client,
+        format!("{base}/projects/shop/subscriptions"),
+        &token,
+        json!({"callbackUrl": hook("/ok/in?source=pricing&v=1"), "description": "main"}),
+    )
+    .await;
+    let keys_url = format!("{base}/webhooks/signatureVerificationKeys");
+    let python = PythonReceiver::start(&keys_url, &token);
+    subscribe(
+        &client,
+        format!("{base}/projects/shop/subscriptions"),
+        &token,
+        json!({"callbackUrl": format!("{}/py", python.base), "events": ["prices.updated"]}),
+    )
+    .await;
+    let flaky = subscribe(
+        &client,
+        format!("{base}/projects/shop/instances/gig/subscriptions"),
+        &token,
+        json!({"callbackUrl": hook("/flaky"), "events": ["prices.updated"]}),
+    )
+    .await;
+    let gone = subscribe(
+        &client,
+        format!("{base}/projects/shop/instances/gig/subscriptions"),
+        &token,
+        json!({"callbackUrl": hook("/gone")}),
+    )
+    .await;
+
+    // Entries: one is rejected semantically (a sale of an item never registered).
+    let (s, body) = post(
+        &client,
+        format!("{base}/projects/shop/instances/gig/entries"),
+        &token,
+        json!({"entries": [
+            {"type": "productRegistration", "data": {"productId": "ga", "capacity": 100}},
+            {"type": "itemRegistration", "data": {"itemId": "a", "productId": "ga",
+                "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2035-01-01T00:00:00Z"},
+                "priceSettings": {"min": 10, "max": 100, "default": 40}}},
+            {"type": "itemSale", "transactionId": "bad-1",
+                "data": {"itemId": "ghost", "quantity": 1, "price": 10}},
+        ]}),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let rejected = wait_hit(&receiver, "/ok", "entries.rejected", |h| {
+        h.json()["type"] == "entries.rejected"
+    })
+    .await;
+    let event = rejected.json();
+    assert_eq!(event["data"]["errors"][0]["transactionId"], "bad-1");
+    assert_eq!(event["projectId"], "shop");
+    assert_eq!(event["instanceId"], "gig");
+    assert_eq!(event["id"], rejected.header("webhook-id"));
+
+    // calculatePrices: prices.updated with the metadata.
+    let (s, body) = post(
+        &client,
+        format!("{base}/projects/shop/calculatePrices"),
+        &token,
+        json!({"instanceIds": ["gig"], "metadata": {"run": 7}}),
+    )
+    .await;
+    assert_eq!(s, 202, "{body}");
+    let calculation_id = body["calculations"][0]["calculationId"].clone();
+    let priced = wait_hit(&receiver, "/ok", "prices.updated", |h| {
+        h.json()["type"] == "prices.updated"
+    })
+    .await;
+    let event = priced.json();
+    assert_eq!(event["data"]["metadata"], json!({"run": 7}));
+    assert_eq!(event["data"]["calculationId"], calculation_id);
+    assert_eq!(event["data"]["trigger"], "request");
+    assert_eq!(event["data"]["prices"][0]["itemId"], "a");
+    assert_eq!(event["apiVersion"], "3.1.0");
+    assert_eq!(priced.path, "/ok/in?source=pricing&v=1");
+    for header in ["date", "webhook-timestamp", "x-signature-key-id"] {
+        assert!(!priced.header(header).is_empty(), "{header} is sent");
+    }
+
+    // Signatures verify with the published keys, and not over a tampered body.
+    let (s, jwks) = send(&client, Method::GET, keys_url.clone(), &token, None)
+        .await
+        .unwrap();
+    assert_eq!(s, 200);
+    assert!(verifies(&jwks, &priced, &priced.body));
+    assert!(verifies(&jwks, &rejected, &rejected.body));
+    let mut tampered = priced.body.to_vec();
+    let at = tampered.len() / 2;
+    tampered[at] ^= 0x01;
+    assert!(!verifies(&jwks, &priced, &tampered));
+
+    // The Python example verified a real delivery, and refuses a tampered copy.
+    python
+        .wait_line("verified prices.updated", |v| {
+            v["verified"] == true && v["type"] == "prices.updated"
+        })
+        .await;
+    let replay = |body: Vec<u8>| {
+        let mut req = client.post(format!("{}{}", python.base, priced.path));
+        for (k, v) in &priced.headers {
+            if !matches!(k.as_str(), "host" | "content-length") {
+                req = req.header(k, v);
+            }
+        }
+        req.body(body).send()
+    };
+    assert_eq!(replay(priced.body.to_vec()).await.unwrap().status(), 204);
+    assert_eq!(replay(tampered).await.unwrap().status(), 401);
+
+    // The flaky receiver got the third attempt with the same webhook-id.
+    let third = wait_hit(&receiver, "/flaky", "a third attempt", |h| {
+        receiver
+            .hits("/flaky")
+            .iter()
+            .filter(|o| o.header("webhook-id") == h.header("webhook-id"))
+            .count()
+            >= 3
+    })
+    .await;
+    let attempts: Vec<Hit> = receiver
+        .hits("/flaky")
+        .into_iter()
+        .filter(|h| h.header("webhook-id") == third.header("webhook-id"))
+        .collect();
+    assert_eq!(attempts.len(), 3);
+    assert!(
+        attempts
+            .iter()
+            .all(|h| h.json()["id"] == third.header("webhook-id"))
+    );
+    let log = wait_for(
+        &client,
+        &format!("{base}/projects/shop/subscriptions/{flaky}/deliveries"),
+        &token,
+        "the flaky delivery succeeded",
+        |b| b["items"][0]["status"] == "succeeded",
+    )
+    .await;
+    let delivery = &log["items"][0];
+    assert_eq!(delivery["attempt"], 3);
+    assert_eq!(delivery["webhookId"], third.header("webhook-id"));
+    let statuses: Vec<Value> = delivery["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["responseStatus"].clone())
+        .collect();
+    assert_eq!(statuses, [json!(503), json!(503), json!(200)]);
+
+    // 410 disabled the /gone subscription; later events do not go there.
+    let listing = wait_for(
+        &client,
+        &format!("{base}/projects/shop/instances/gig/subscriptions"),
+        &token,
+        "the /gone subscription disabled",
+        |b| {
+            b["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["subscriptionId"] == gone.as_str() && s["status"] == "disabled")
+        },
+    )
+    .await;
+    assert!(
+        listing["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["callbackUrl"] == hook("/gone"))
+    );
+    let gone_hits = receiver.hits("/gone").len();
+    let (s, body) = post(
+        &client,
+        format!("{base}/projects/shop/calculatePrices"),
+        &token,
+        json!({"instanceIds": ["gig"], "metadata": {"run": 8}}),
+    )
+    .await;
+    assert_eq!(s, 202, "{body}");
+    wait_hit(&receiver, "/ok", "the second prices.updated", |h| {
+        h.json()["data"]["metadata"]["run"] == 8
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(receiver.hits("/gone").len(), gone_hits, "nothing after 410");
+
+    // Manual trigger: the latest prices again, trigger "manual", original calculation id.
+    let (s, body) = post(
+        &client,
+        format!("{base}/projects/shop/subscriptions/{ok}/trigger"),
+        &token,
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, 202, "{body}");
+    let manual = wait_hit(&receiver, "/ok", "a manual resend", |h| {
+        h.json()["data"]["trigger"] == "manual"
+    })
+    .await;
+    let latest = wait_hit(&receiver, "/ok", "the second prices.updated", |h| {
+        h.json()["data"]["metadata"]["run"] == 8
+    })
+    .await;
+    assert_eq!(
+        manual.json()["data"]["calculationId"],
+        latest.json()["data"]["calculationId"]
+    );
+    assert_ne!(manual.header("webhook-id"), latest.header("webhook-id"));
+
+    // A client's asynchronous error report shows in the delivery log.
+    let (s, body) = post(
+        &client,
+        format!("{base}/webhooks/errors"),
+        &token,
+        json!({"webhookId": manual.header("webhook-id"), "message": "queue full", "status": 500}),
+    )
+    .await;
+    assert_eq!(s, 202, "{body}");
+    let log = wait_for(
+        &client,
+        &format!("{base}/projects/shop/subscriptions/{ok}/deliveries"),
+        &token,
+        "the client report",
+        |b| {
+            b["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["clientReports"][0]["message"] == "queue full")
+        },
+    )
+    .await;
+    assert!(log["items"].as_array().unwrap().len() >= 3);
+    let (s, _) = post(
+        &client,
+        format!("{base}/webhooks/errors"),
+        &token,
+        json!({"webhookId": "wh_unknown", "message": "x"}),
+    )
+    .await;
+    assert_eq!(s, 404);
+}
