@@ -414,3 +414,279 @@ async fn entries_flow_through_the_lambda_handlers_on_the_emulator() {
     assert_eq!(history["items"].as_array().map(Vec::len), Some(1));
     assert_eq!(history["items"][0]["trigger"], "request");
 }
+
+/// `/flaky` answers 503 (Retry-After: 1) to the first attempt of each webhook and 204 to
+/// the next; `/fail` always 500. Every request is kept.
+async fn start_receiver() -> (
+    std::sync::Arc<std::sync::Mutex<Vec<(String, axum::http::HeaderMap, axum::body::Bytes)>>>,
+    std::net::SocketAddr,
+) {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    type Hits =
+        std::sync::Arc<std::sync::Mutex<Vec<(String, axum::http::HeaderMap, axum::body::Bytes)>>>;
+    let hits: Hits = Default::default();
+    let state = hits.clone();
+    let app = Router::new().fallback(
+        move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+            let hits = state.clone();
+            async move {
+                let id = headers
+                    .get("webhook-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned();
+                let mut hits = hits.lock().unwrap();
+                let before = hits
+                    .iter()
+                    .filter(|(_, h, _)| {
+                        h.get("webhook-id").and_then(|v| v.to_str().ok()) == Some(&id)
+                    })
+                    .count();
+                hits.push((uri.path().to_owned(), headers, body));
+                match uri.path() {
+                    "/flaky" if before == 0 => {
+                        (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", "1")]).into_response()
+                    }
+                    "/flaky" => StatusCode::NO_CONTENT.into_response(),
+                    _ => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                }
+            }
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (hits, addr)
+}
+
+/// The webhook lane as the event source mapping runs it: receive, handle, delete what
+/// succeeded. Returns the number of messages received.
+async fn deliver_once(
+    aws: &Aws,
+    transport: &pricing_http::HttpTransport,
+    signer: &pricing_core::jws::Signer,
+) -> usize {
+    use pricing_lambda::handlers::webhook_message;
+    use pricing_lambda::sqs::handle_webhook_batch;
+    let url = aws.config.webhook_queue_url.clone();
+    let (event, receipts) = poll_sqs(aws, &url).await;
+    let n = event.records.len();
+    let (store, queues) = (&aws.store, &aws.queues);
+    let result = handle_webhook_batch(event.clone(), &queues.webhooks, |m| {
+        webhook_message(store, queues, transport, signer, m)
+    })
+    .await;
+    let failed: Vec<String> = result
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect();
+    delete_succeeded(aws, &url, &event, &receipts, &failed).await;
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
+    use pricing_core::ports::{DeliveryStore, Enqueue, SubscriptionStore};
+    use pricing_core::webhooks::{
+        AttemptUpdate, CallbackPolicy, Delivery, DeliveryStatus, NewSubscription, delivery::Attempt,
+    };
+
+    let env = pricing_emulator::provision("lambda-hooks");
+    let config = Config::from_map(&env).expect("the provisioned environment is complete");
+    let sdk = pricing_aws::emulator::emulator_sdk_config(pricing_emulator::endpoint()).await;
+    let aws = Aws::with_sdk(config, sdk);
+    let api = aws.api_router().await.expect("cold start");
+    let keys = aws.keys().await.expect("keys");
+    // The function uses the strict policy; the receiver here is on loopback.
+    let transport = pricing_http::HttpTransport::new(CallbackPolicy::LOCAL).unwrap();
+    let (hits, addr) = start_receiver().await;
+
+    for (path, body) in [
+        ("/projects", json!({"projectId": "hooks"})),
+        ("/projects/hooks/instances", json!({"instanceId": "day-1"})),
+    ] {
+        let (s, b) = invoke(
+            &api,
+            http_event("POST", path, "/{proxy+}", Some(body), "acme"),
+        )
+        .await;
+        assert_eq!(s, 201, "{b}");
+    }
+    let project = ProjectId::parse("hooks").unwrap();
+    let now = Timestamp::now();
+    // Stored directly: the API's strict policy refuses loopback callback URLs.
+    let subscribe = |path: &str| {
+        NewSubscription::parse(
+            &json!({"callbackUrl": format!("http://{addr}{path}"), "events": ["entries.rejected"]}),
+            &CallbackPolicy::LOCAL,
+        )
+        .unwrap()
+        .into_subscription(project.clone(), None, now)
+    };
+    let flaky = subscribe("/flaky");
+    assert!(aws.store.create_subscription(&flaky, 20).await.unwrap());
+
+    // A rejected entry, processed by the entry-processor handler.
+    let (s, b) = invoke(
+        &api,
+        http_event(
+            "POST",
+            "/projects/hooks/instances/day-1/entries",
+            "/projects/{projectId}/instances/{instanceId}/entries",
+            Some(json!({"entries": [
+                {"type": "itemSale", "transactionId": "bad", "data": {"itemId": "ghost", "price": 40}},
+            ]})),
+            "acme",
+        ),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    let processor = Processor::new();
+    let (event, receipts) = poll_sqs(&aws, &aws.config.process_queue_url).await;
+    assert_eq!(event.records.len(), 1);
+    let (store, queues) = (&aws.store, &aws.queues);
+    let result = handle_batch(event.clone(), |m| {
+        work_message(&processor, store, queues, m)
+    })
+    .await;
+    assert!(result.batch_item_failures.is_empty());
+    delete_succeeded(&aws, &aws.config.process_queue_url, &event, &receipts, &[]).await;
+
+    // First attempt: 503 with Retry-After: 1 hides the message for a second.
+    assert_eq!(deliver_once(&aws, &transport, &keys.signer).await, 1);
+    assert_eq!(hits.lock().unwrap().len(), 1);
+    assert_eq!(
+        deliver_once(&aws, &transport, &keys.signer).await,
+        0,
+        "hidden until the retry is due"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(deliver_once(&aws, &transport, &keys.signer).await, 1);
+    let got = hits.lock().unwrap().clone();
+    assert_eq!(got.len(), 2);
+    let id = |h: &axum::http::HeaderMap| h["webhook-id"].to_str().unwrap().to_owned();
+    assert_eq!(
+        id(&got[0].1),
+        id(&got[1].1),
+        "the retry keeps the webhook id"
+    );
+    let body: Value = serde_json::from_slice(&got[1].2).unwrap();
+    assert_eq!(body["type"], "entries.rejected");
+    assert_eq!(body["data"]["errors"][0]["transactionId"], "bad");
+    // The signature verifies with the published key.
+    let headers = &got[1].1;
+    let mut message = b"POST/flaky".to_vec();
+    message.extend(headers["date"].as_bytes());
+    message.extend(&got[1].2);
+    let hex = headers["x-signature-secp256r1-sha256"].to_str().unwrap();
+    let signature: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let kid = headers["x-signature-key-id"].to_str().unwrap();
+    assert!(keys.signer.verify_der(kid, &message, &signature));
+    let delivery = aws.store.get_delivery(&id(headers)).await.unwrap().unwrap();
+    assert_eq!(
+        (delivery.status, delivery.attempt),
+        (DeliveryStatus::Succeeded, 2)
+    );
+
+    // A delivery on its last attempt: the failure ends in the dead-letter queue.
+    let failing = subscribe("/fail");
+    assert!(aws.store.create_subscription(&failing, 20).await.unwrap());
+    let event = pricing_core::model::Event {
+        id: "evt_last".into(),
+        event_type: "entries.rejected".into(),
+        project_id: project.clone(),
+        instance_id: InstanceId::parse("day-1").unwrap(),
+        created_at: now,
+        data: json!({"errors": []}),
+    };
+    let d = Delivery::new(&event, &failing, now);
+    let webhook_id = d.webhook_id.clone();
+    aws.store.create_deliveries(&[d]).await.unwrap();
+    for attempt in 1..=7 {
+        let update = AttemptUpdate {
+            attempt,
+            status: DeliveryStatus::Retrying,
+            response_status: Some(500),
+            error: Some("the receiver answered 500".into()),
+            attempted_at: now,
+            next_attempt_at: Some(now),
+            record: Attempt {
+                attempt,
+                attempted_at: now,
+                response_status: Some(500),
+                error: None,
+                duration_ms: 1,
+            },
+        };
+        assert!(
+            aws.store
+                .record_attempt(&webhook_id, &update)
+                .await
+                .unwrap()
+        );
+    }
+    aws.queues
+        .send(&pricing_core::model::Message::Deliver {
+            webhook_id: webhook_id.clone(),
+        })
+        .await
+        .unwrap();
+    let sqs = aws_sdk_sqs::Client::new(&aws.sdk);
+    let attrs = sqs
+        .get_queue_attributes()
+        .queue_url(&aws.config.webhook_queue_url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy)
+        .send()
+        .await
+        .unwrap();
+    let redrive: Value = serde_json::from_str(
+        attrs.attributes().unwrap()[&aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy]
+            .as_str(),
+    )
+    .unwrap();
+    let dlq_name = redrive["deadLetterTargetArn"]
+        .as_str()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let dlq = sqs
+        .get_queue_url()
+        .queue_name(dlq_name)
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_owned();
+    let mut receives = 0;
+    while deliver_once(&aws, &transport, &keys.signer).await > 0 {
+        receives += 1;
+        assert!(
+            receives <= 12,
+            "the message never reached the dead-letter queue"
+        );
+    }
+    let dead = sqs.receive_message().queue_url(&dlq).send().await.unwrap();
+    let bodies: Vec<&str> = dead.messages().iter().filter_map(|m| m.body()).collect();
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    assert!(bodies[0].contains(&webhook_id));
+    let fails = hits
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(p, _, _)| p == "/fail")
+        .count();
+    assert_eq!(
+        fails, 1,
+        "the last attempt is made once; redeliveries send nothing"
+    );
+    let d = aws.store.get_delivery(&webhook_id).await.unwrap().unwrap();
+    assert_eq!((d.status, d.attempt), (DeliveryStatus::Failed, 8));
+}

@@ -1,23 +1,32 @@
-//! webhook-delivery (SQS): posts signed webhooks. Delivery arrives with the webhooks
-//! milestone; until then every message is reported failed (and ends in the dead-letter
-//! queue) rather than dropped.
+//! webhook-delivery (SQS): attempts signed webhooks and runs manual triggers. A retry
+//! hides its message until the next attempt is due; a final failure goes on to the
+//! dead-letter queue (partial batch failures).
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use pricing_lambda::handlers::unsupported;
-use pricing_lambda::sqs::handle_batch;
+use pricing_core::webhooks::CallbackPolicy;
+use pricing_http::HttpTransport;
+use pricing_lambda::handlers::webhook_message;
+use pricing_lambda::sqs::handle_webhook_batch;
 use pricing_lambda::wiring::Aws;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let started = pricing_lambda::init_tracing();
     let aws = Aws::from_env().await?;
-    // Load the keys at cold start: a deployment without usable keys fails here, visibly.
-    let _signer = aws.signer().await?;
+    let keys = aws.keys().await?;
+    // On AWS callbacks must be https and resolve to public addresses.
+    let transport = HttpTransport::new(CallbackPolicy::STRICT)?;
     pricing_lambda::initialized("webhook-delivery", started);
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async {
+        keys.refresh().await;
+        let (store, queues, transport, signer) =
+            (&aws.store, &aws.queues, &transport, &keys.signer);
         Ok::<SqsBatchResponse, Error>(
-            handle_batch(event.payload, |m| unsupported("webhook-delivery", m)).await,
+            handle_webhook_batch(event.payload, &queues.webhooks, |m| {
+                webhook_message(store, queues, transport, signer, m)
+            })
+            .await,
         )
     }))
     .await

@@ -1,15 +1,18 @@
 //! The handlers of the event-driven functions, generic over the ports so they are
 //! unit-tested on the embedded adapters.
 
+use pricing_core::jws::Signer;
+use pricing_core::lifecycle::deactivate_due;
 use pricing_core::model::Message;
 use pricing_core::ports::{
-    ActiveInstances, Backlog, Enqueue, EntryLog, InstanceStore, PriceMatchStore, PriceStore,
-    StateStore,
+    ActiveInstances, Backlog, DeliveryStore, Enqueue, EventStore, InstanceStore, PriceStore,
+    SubscriptionStore, WebhookTransport,
 };
 use pricing_core::process::{Processor, SweepReport, sweep};
 use pricing_core::recalc::due_scheduled_runs;
 use pricing_core::time::Timestamp;
-use pricing_core::work::handle;
+use pricing_core::webhooks::{self, Settle};
+use pricing_core::work::{WorkStore, handle};
 
 /// entry-processor and recalculator: one message, handled as everywhere else
 /// (`pricing_core::work::handle`); errors make SQS redeliver it.
@@ -20,7 +23,7 @@ pub async fn work_message<S, Q>(
     message: Message,
 ) -> Result<(), String>
 where
-    S: EntryLog + StateStore + InstanceStore + PriceStore + PriceMatchStore,
+    S: WorkStore,
     Q: Enqueue,
 {
     // Boxed: the nested futures of processing and pricing are deep; a box keeps the
@@ -28,17 +31,37 @@ where
     let handled = Box::pin(handle(store, queue, processor, &message, Timestamp::now()))
         .await
         .map_err(|e| format!("{message:?}: {e}"))?;
-    let instance = match &message {
-        Message::ProcessInstance { key } | Message::Recalculate { key, .. } => key,
-    };
-    tracing::info!(%instance, "{handled}");
+    tracing::info!(instance = %message.group(), "{handled}");
     Ok(())
 }
 
-/// webhook-delivery, until the webhooks milestone: refuses what it cannot handle, so it is
-/// redelivered and lands in the dead-letter queue instead of vanishing.
-pub async fn unsupported(function: &str, message: Message) -> Result<(), String> {
-    Err(format!("{function} cannot handle {message:?}"))
+/// webhook-delivery: one message of the webhooks lane (an attempt, or a manual trigger);
+/// the caller settles the message as the result says.
+pub async fn webhook_message<S, Q, T>(
+    store: &S,
+    queue: &Q,
+    transport: &T,
+    signer: &Signer,
+    message: Message,
+) -> Result<Settle, String>
+where
+    S: DeliveryStore + SubscriptionStore + InstanceStore + PriceStore,
+    Q: Enqueue,
+    T: WebhookTransport,
+{
+    let settle = webhooks::handle(store, queue, transport, signer, &message, Timestamp::now())
+        .await
+        .map_err(|e| format!("{message:?}: {e}"))?;
+    match settle {
+        Settle::DeadLetter => {
+            tracing::warn!(
+                ?message,
+                "webhook failed for good; to the dead-letter queue"
+            )
+        }
+        _ => tracing::info!(?message, ?settle, "webhook handled"),
+    }
+    Ok(settle)
 }
 
 /// Instances re-enqueued per sweep at most.
@@ -49,17 +72,30 @@ pub const SWEEP_LIMIT: usize = 10_000;
 pub struct SchedulerReport {
     pub swept: usize,
     pub scheduled: usize,
+    pub deactivated: usize,
+    /// Instances woken to dispatch their events.
+    pub undispatched: usize,
+    /// Deliveries re-enqueued because their message was lost.
+    pub overdue: usize,
 }
 
-/// scheduler: the repair sweep (instances whose log is ahead of their state), then the
+/// scheduler: the repair sweep (instances whose log is ahead of their state),
+/// deactivations, the webhook sweep (undispatched events, overdue deliveries), then the
 /// scheduled calculations that are due (idempotent per instance and slot).
 pub async fn scheduler_run<S, Q>(store: &S, queue: &Q) -> Result<SchedulerReport, String>
 where
-    S: Backlog + ActiveInstances + PriceStore,
+    S: Backlog + ActiveInstances + PriceStore + InstanceStore + EventStore + DeliveryStore,
     Q: Enqueue,
 {
+    let now = Timestamp::now();
     let report = scheduled_sweep(store, queue).await?;
-    let due = due_scheduled_runs(store, store, Timestamp::now())
+    let deactivated = deactivate_due(store, queue, now)
+        .await
+        .map_err(|e| format!("deactivations: {e}"))?;
+    let hooks = webhooks::sweep(store, queue, now, SWEEP_LIMIT)
+        .await
+        .map_err(|e| format!("webhook sweep: {e}"))?;
+    let due = due_scheduled_runs(store, store, now)
         .await
         .map_err(|e| e.to_string())?;
     for message in &due {
@@ -71,11 +107,17 @@ where
     tracing::info!(
         swept = report.enqueued,
         scheduled = due.len(),
+        deactivated = deactivated.len(),
+        undispatched = hooks.instances,
+        overdue = hooks.deliveries,
         "scheduler run done"
     );
     Ok(SchedulerReport {
         swept: report.enqueued,
         scheduled: due.len(),
+        deactivated: deactivated.len(),
+        undispatched: hooks.instances,
+        overdue: hooks.deliveries,
     })
 }
 

@@ -1,12 +1,13 @@
 //! Cold-start wiring: configuration and SDK clients are built once per process and shared
 //! by every invocation.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use pricing_api::auth::Authenticator;
 use pricing_api::{App, Stores};
-use pricing_aws::{Config, DynamoStore, Queues, SqsQueue, sdk_config};
+use pricing_aws::{Config, DynamoStore, Queues, sdk_config};
 use pricing_core::jws::Signer;
 
 use crate::StartError;
@@ -36,11 +37,7 @@ impl Aws {
     /// With a given SDK configuration (tests on the emulator pass theirs).
     pub fn with_sdk(config: Config, sdk: aws_config::SdkConfig) -> Self {
         let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config.table_name);
-        let sqs = aws_sdk_sqs::Client::new(&sdk);
-        let queues = Queues {
-            process: SqsQueue::new(sqs.clone(), &config.process_queue_url),
-            recalc: SqsQueue::new(sqs, &config.recalc_queue_url),
-        };
+        let queues = Queues::new(&aws_sdk_sqs::Client::new(&sdk), &config);
         Aws {
             config,
             sdk,
@@ -51,24 +48,89 @@ impl Aws {
 
     /// The service's signing keys from Secrets Manager (the first cold start stores one).
     pub async fn signer(&self) -> Result<Signer, StartError> {
+        Signer::from_keys(&self.load_keys().await?).map_err(|e| StartError::Keys(e.to_string()))
+    }
+
+    async fn load_keys(&self) -> Result<Vec<pricing_core::jws::StoredKey>, StartError> {
         let client = aws_sdk_secretsmanager::Client::new(&self.sdk);
-        let keys = pricing_aws::secrets::load_or_bootstrap_signing_keys(
+        pricing_aws::secrets::load_or_bootstrap_signing_keys(
             &client,
             &self.config.signing_keys_secret_id,
         )
         .await
-        .map_err(|e| StartError::Keys(e.to_string()))?;
-        Signer::from_keys(&keys).map_err(|e| StartError::Keys(e.to_string()))
+        .map_err(|e| StartError::Keys(e.to_string()))
     }
 
-    /// The HTTP API over these adapters, trusting the JWT authorizer's claims.
+    /// The signing keys, kept fresh: see [`Keys::refresh`].
+    pub async fn keys(&self) -> Result<Keys, StartError> {
+        Ok(Keys {
+            signer: Arc::new(self.signer().await?),
+            aws: self.clone(),
+            loaded: Arc::new(Mutex::new(Instant::now())),
+        })
+    }
+
+    /// The HTTP API over these adapters, trusting the JWT authorizer's claims, with keys
+    /// that follow rotations.
     pub async fn api_router(&self) -> Result<Router, StartError> {
-        let signer = Arc::new(self.signer().await?);
+        let keys = self.keys().await?;
+        let signer = keys.signer.clone();
+        tokio::spawn(keys.refresh_forever());
         let auth: Arc<dyn Authenticator> = Arc::new(AuthorizerClaims);
         let ports = Stores {
             store: self.store.clone(),
             queue: self.queues.clone(),
         };
         Ok(pricing_api::router(Arc::new(App::new(ports, signer, auth))))
+    }
+}
+
+/// How often a warm function reloads its keys. Shorter than
+/// `pricing_core::jws::KEY_PROPAGATION`, so a rotated key is published by every function
+/// before any function signs with it.
+pub const KEY_REFRESH: Duration = Duration::from_secs(5 * 60);
+
+/// The signing keys of a warm function and when they were loaded.
+#[derive(Clone)]
+pub struct Keys {
+    pub signer: Arc<Signer>,
+    aws: Aws,
+    loaded: Arc<Mutex<Instant>>,
+}
+
+impl Keys {
+    /// Reloads the key set from the secret if it is older than [`KEY_REFRESH`]. A failed
+    /// reload keeps the current set (and is retried at the next call).
+    pub async fn refresh(&self) {
+        {
+            let mut loaded = self
+                .loaded
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if loaded.elapsed() < KEY_REFRESH {
+                return;
+            }
+            *loaded = Instant::now();
+        }
+        match self.aws.load_keys().await {
+            Ok(keys) => match self.signer.replace_keys(&keys) {
+                Ok(()) => tracing::debug!(keys = keys.len(), "signing keys reloaded"),
+                Err(e) => {
+                    tracing::error!(error = %e, "the secret holds no usable key set; keeping the current one")
+                }
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "reloading the signing keys failed; keeping the current ones")
+            }
+        }
+    }
+
+    /// Refreshes in the background (the runtime only runs it while the function is
+    /// invoked, which is when it matters).
+    pub async fn refresh_forever(self) {
+        loop {
+            tokio::time::sleep(KEY_REFRESH).await;
+            self.refresh().await;
+        }
     }
 }

@@ -21,8 +21,8 @@ use pricing_core::state::Header;
 use pricing_core::time::Timestamp;
 use pricing_embedded::EmbeddedStore;
 use pricing_lambda::auth::AuthorizerClaims;
-use pricing_lambda::handlers::{scheduled_sweep, unsupported, work_message};
-use pricing_lambda::sqs::handle_batch;
+use pricing_lambda::handlers::{scheduled_sweep, work_message};
+use pricing_lambda::sqs::{handle_batch, handle_webhook_batch};
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> String {
@@ -166,7 +166,10 @@ async fn failed_and_unreadable_messages_are_reported_not_swallowed() {
     broken.message_id = Some("broken".into());
     broken.body = Some("{not json".into());
     event.records.push(broken);
-    let result = handle_batch(event.clone(), |m| unsupported("recalculator", m)).await;
+    let result = handle_batch(event.clone(), |m| async move {
+        Err::<(), String>(format!("cannot handle {m:?}"))
+    })
+    .await;
     let ids: Vec<&str> = result
         .batch_item_failures
         .iter()
@@ -213,4 +216,83 @@ async fn the_schedule_event_runs_the_sweep() {
         .await
         .unwrap();
     assert_eq!(received[0].message, Message::ProcessInstance { key });
+}
+
+/// Records what the webhook batch asks of the queue.
+#[derive(Default)]
+struct VisibilityLog(std::sync::Mutex<Vec<(String, std::time::Duration)>>);
+
+impl WorkQueue for VisibilityLog {
+    async fn send(&self, _: &Message) -> pricing_core::ports::StoreResult<()> {
+        Ok(())
+    }
+    async fn receive(
+        &self,
+        _: usize,
+        _: std::time::Duration,
+    ) -> pricing_core::ports::StoreResult<Vec<pricing_core::ports::Received>> {
+        Ok(Vec::new())
+    }
+    async fn ack(&self, _: &str) -> pricing_core::ports::StoreResult<()> {
+        Ok(())
+    }
+    async fn retry_later(
+        &self,
+        receipt: &str,
+        delay: std::time::Duration,
+    ) -> pricing_core::ports::StoreResult<()> {
+        self.0.lock().unwrap().push((receipt.to_owned(), delay));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn webhook_batches_hide_retries_dead_letter_final_failures_and_report_both() {
+    use pricing_core::webhooks::Settle;
+    use std::time::Duration;
+    let template: SqsEvent = serde_json::from_str(&fixture("sqs-process-instance.json")).unwrap();
+    let mut event = SqsEvent::default();
+    for (i, id) in ["done", "retry", "dead", "error", "unreadable"]
+        .iter()
+        .enumerate()
+    {
+        let mut r = template.records[0].clone();
+        r.message_id = Some((*id).into());
+        r.receipt_handle = Some(format!("receipt-{id}"));
+        r.body = Some(if *id == "unreadable" {
+            "{not json".into()
+        } else {
+            serde_json::to_string(&Message::Deliver {
+                webhook_id: format!("wh_{i}"),
+            })
+            .unwrap()
+        });
+        event.records.push(r);
+    }
+    let queue = VisibilityLog::default();
+    let result = handle_webhook_batch(event, &queue, |m| async move {
+        let Message::Deliver { webhook_id } = m else {
+            return Err("not a delivery".to_owned());
+        };
+        match webhook_id.as_str() {
+            "wh_0" => Ok(Settle::Done),
+            "wh_1" => Ok(Settle::RetryIn(Duration::from_secs(300))),
+            "wh_2" => Ok(Settle::DeadLetter),
+            _ => Err("the store is down".to_owned()),
+        }
+    })
+    .await;
+    let failed: Vec<&str> = result
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(failed, ["retry", "dead", "error", "unreadable"]);
+    assert_eq!(
+        *queue.0.lock().unwrap(),
+        [
+            ("receipt-retry".to_owned(), Duration::from_secs(300)),
+            ("receipt-dead".to_owned(), Duration::ZERO),
+        ]
+    );
 }
