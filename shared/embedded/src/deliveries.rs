@@ -135,12 +135,7 @@ impl DeliveryStore for EmbeddedStore {
             };
             // Newest first; ties (one dispatch creates many at once) by webhook id, so that
             // the cursor is exact.
-            let mut stmt = conn.prepare_cached(
-                "SELECT record, event FROM deliveries
-                 WHERE project_id = ?1 AND subscription_id = ?2
-                   AND (created_at, webhook_id) < (?3, ?4)
-                 ORDER BY created_at DESC, webhook_id DESC LIMIT ?5",
-            )?;
+            let mut stmt = conn.prepare_cached(LIST_PAGE)?;
             let mut rows = stmt.query(params![
                 project,
                 subscription,
@@ -164,10 +159,7 @@ impl DeliveryStore for EmbeddedStore {
     ) -> StoreResult<Vec<String>> {
         let before = before.millis();
         self.on_reader("overdue_deliveries", move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT webhook_id FROM deliveries WHERE due_at < ?1
-                 ORDER BY due_at, webhook_id LIMIT ?2",
-            )?;
+            let mut stmt = conn.prepare_cached(OVERDUE)?;
             let mut rows = stmt.query(params![before, i64::try_from(limit).unwrap_or(i64::MAX)])?;
             let mut out = Vec::new();
             while let Some(row) = rows.next()? {
@@ -178,6 +170,16 @@ impl DeliveryStore for EmbeddedStore {
         .await
     }
 }
+
+/// A page of one (project, subscription)'s deliveries before a (created_at, webhook id),
+/// newest first (index `deliveries_by_subscription`, walked backwards).
+pub(crate) const LIST_PAGE: &str = "SELECT record, event FROM deliveries
+     WHERE project_id = ?1 AND subscription_id = ?2 AND (created_at, webhook_id) < (?3, ?4)
+     ORDER BY created_at DESC, webhook_id DESC LIMIT ?5";
+
+/// Open deliveries due before a time, oldest due first (partial index `deliveries_due`).
+pub(crate) const OVERDUE: &str = "SELECT webhook_id FROM deliveries WHERE due_at < ?1
+     ORDER BY due_at, webhook_id LIMIT ?2";
 
 /// A delivery as its columns.
 struct Row {

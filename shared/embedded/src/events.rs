@@ -150,12 +150,7 @@ impl EventStore for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<InstanceKey>> {
         self.on_reader("instances_with_undispatched_events", move |conn| {
-            // Served by the partial index `event_heads_undispatched`.
-            let mut stmt = conn.prepare_cached(
-                "SELECT project_id, instance_id FROM event_heads
-                 WHERE last_pos > dispatched_pos
-                 ORDER BY project_id, instance_id LIMIT ?1",
-            )?;
+            let mut stmt = conn.prepare_cached(UNDISPATCHED_INSTANCES)?;
             let mut rows = stmt.query(params![i64::try_from(limit).unwrap_or(i64::MAX)])?;
             let mut out = Vec::new();
             while let Some(row) = rows.next()? {
@@ -172,6 +167,12 @@ impl EventStore for EmbeddedStore {
         .await
     }
 }
+
+/// Instances with events after their dispatch mark (served by the partial index
+/// `event_heads_undispatched`).
+pub(crate) const UNDISPATCHED_INSTANCES: &str = "SELECT project_id, instance_id FROM event_heads
+     WHERE last_pos > dispatched_pos
+     ORDER BY project_id, instance_id LIMIT ?1";
 
 /// The position of the instance's last dispatched event (0: none yet).
 fn dispatched_pos(conn: &Connection, project: &str, instance: &str) -> DbResult<i64> {

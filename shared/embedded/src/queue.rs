@@ -129,9 +129,7 @@ impl EmbeddedStore {
         let deleted = self
             .on_writer("ack", move |conn| {
                 Ok(conn
-                    .prepare_cached(
-                        "DELETE FROM queue WHERE receipt = ?1 AND lane = ?2 AND visible_at > ?3",
-                    )?
+                    .prepare_cached(ACK)?
                     .execute(params![receipt, lane.column(), now_ms()])?)
             })
             .await?;
@@ -152,17 +150,12 @@ impl EmbeddedStore {
         let changed = self
             .on_writer("retry_later", move |conn| {
                 let now = now_ms();
-                Ok(conn
-                    .prepare_cached(
-                        "UPDATE queue SET visible_at = ?2, delayed = 1
-                         WHERE receipt = ?1 AND lane = ?3 AND visible_at > ?4",
-                    )?
-                    .execute(params![
-                        receipt,
-                        now.saturating_add(duration_ms(delay)),
-                        lane.column(),
-                        now
-                    ])?)
+                Ok(conn.prepare_cached(RETRY_LATER)?.execute(params![
+                    receipt,
+                    now.saturating_add(duration_ms(delay)),
+                    lane.column(),
+                    now
+                ])?)
             })
             .await?;
         if changed > 0 {
@@ -298,6 +291,32 @@ impl WorkQueue for WebhookQueue {
     }
 }
 
+/// Deletes an in-flight message by its receipt (the receipt's unique index).
+pub(crate) const ACK: &str =
+    "DELETE FROM queue WHERE receipt = ?1 AND +lane = ?2 AND +visible_at > ?3";
+/// Hides an in-flight message until a time, keeping its group (the receipt's unique index).
+pub(crate) const RETRY_LATER: &str = "UPDATE queue SET visible_at = ?2, delayed = 1
+     WHERE receipt = ?1 AND +lane = ?3 AND +visible_at > ?4";
+/// A lane's visible messages, longest waiting first (index `queue_ready`).
+pub(crate) const CANDIDATES: &str = "SELECT message_group FROM queue
+     WHERE lane = ?1 AND visible_at <= ?2 ORDER BY visible_at, id";
+/// Whether a group has a message in flight (partial index `queue_in_flight`; `+lane` keeps
+/// the planner off `queue_ready`, whose range would cover every hidden message).
+pub(crate) const IN_FLIGHT: &str = "SELECT 1 FROM queue WHERE message_group = ?1
+     AND receipt IS NOT NULL AND visible_at > ?2 AND +lane = ?3";
+/// A group's oldest visible message (index `queue_by_group`; the `+` keep the planner off
+/// `queue_ready`).
+pub(crate) const OLDEST_OF_GROUP: &str = "SELECT id, body, receive_count FROM queue
+     WHERE message_group = ?1 AND +lane = ?2 AND +visible_at <= ?3 ORDER BY id LIMIT 1";
+/// Whether a lane has a visible message in a free group.
+pub(crate) const READY: &str = "SELECT EXISTS (
+     SELECT 1 FROM queue q WHERE q.lane = ?2 AND q.visible_at <= ?1 AND NOT EXISTS (
+         SELECT 1 FROM queue f WHERE f.message_group = q.message_group
+         AND f.receipt IS NOT NULL AND f.visible_at > ?1 AND +f.lane = ?2))";
+/// When a lane's next hidden message shows again (index `queue_ready`).
+pub(crate) const NEXT_VISIBLE: &str = "SELECT visible_at FROM queue
+     WHERE lane = ?2 AND visible_at > ?1 AND visible_at < ?3 ORDER BY visible_at LIMIT 1";
+
 fn receive(
     conn: &mut Connection,
     lane: QueueLane,
@@ -312,19 +331,9 @@ fn receive(
     let mut picked: Vec<(i64, String, u32)> = Vec::new();
     let mut parked: Vec<i64> = Vec::new();
     {
-        let mut candidates = tx.prepare_cached(
-            "SELECT message_group FROM queue WHERE lane = ?1 AND visible_at <= ?2
-             ORDER BY visible_at, id",
-        )?;
-        let mut in_flight = tx.prepare_cached(
-            "SELECT 1 FROM queue WHERE message_group = ?1 AND receipt IS NOT NULL
-             AND visible_at > ?2 AND lane = ?3",
-        )?;
-        let mut oldest = tx.prepare_cached(
-            "SELECT id, body, receive_count FROM queue
-             WHERE message_group = ?1 AND lane = ?2 AND visible_at <= ?3
-             ORDER BY id LIMIT 1",
-        )?;
+        let mut candidates = tx.prepare_cached(CANDIDATES)?;
+        let mut in_flight = tx.prepare_cached(IN_FLIGHT)?;
+        let mut oldest = tx.prepare_cached(OLDEST_OF_GROUP)?;
         // Groups met so far: each hands out at most one message.
         let mut seen: HashSet<String> = HashSet::new();
         let mut rows = candidates.query(params![lane, now])?;
@@ -409,21 +418,13 @@ fn readiness(conn: &mut Connection, lane: QueueLane) -> DbResult<Readiness> {
     let now = now_ms();
     let lane = lane.column();
     let ready: bool = conn
-        .prepare_cached(
-            "SELECT EXISTS (
-                SELECT 1 FROM queue q WHERE q.lane = ?2 AND q.visible_at <= ?1 AND NOT EXISTS (
-                    SELECT 1 FROM queue f WHERE f.message_group = q.message_group
-                    AND f.receipt IS NOT NULL AND f.visible_at > ?1 AND f.lane = ?2))",
-        )?
+        .prepare_cached(READY)?
         .query_row(params![now, lane], |r| r.get(0))?;
     if ready {
         return Ok(Readiness::Now);
     }
     // Hidden messages (in flight or delayed) by when they show again; parked ones never do.
-    let mut stmt = conn.prepare_cached(
-        "SELECT visible_at FROM queue WHERE lane = ?2 AND visible_at > ?1 AND visible_at < ?3
-         ORDER BY visible_at LIMIT 1",
-    )?;
+    let mut stmt = conn.prepare_cached(NEXT_VISIBLE)?;
     let mut rows = stmt.query(params![now, lane, PARKED])?;
     Ok(match rows.next()? {
         Some(row) => Readiness::At(row.get(0)?),

@@ -863,3 +863,213 @@ mod prices {
         );
     }
 }
+
+mod webhooks {
+    use std::time::{Duration, Instant};
+
+    use pricing_contract::fixtures::{Run, process};
+    use pricing_core::model::Message;
+    use pricing_core::ports::WorkQueue;
+
+    use super::super::{deliveries, events, queue};
+    use super::{EmbeddedStore, lock};
+
+    fn deliver(run: &Run, name: &str) -> Message {
+        Message::Deliver {
+            webhook_id: run.webhook_id(name),
+        }
+    }
+
+    #[tokio::test]
+    async fn sends_route_by_lane_from_either_handle() {
+        let store = EmbeddedStore::open_in_memory().unwrap();
+        let hooks = store.webhook_queue();
+        let run = Run::new("route");
+        let key = run.key("p", "i");
+        let recalc = Message::Recalculate {
+            key: run.key("p", "j"),
+            calculation_id: "calc-1".into(),
+            trigger: pricing_core::pricing::Trigger::Request,
+            metadata: None,
+        };
+        store.send(&deliver(&run, "a")).await.unwrap();
+        hooks.send(&process(&key)).await.unwrap();
+        hooks.send(&recalc).await.unwrap();
+
+        let long = Duration::from_secs(60);
+        let work = store.receive(10, long).await.unwrap();
+        let got: Vec<_> = work.iter().map(|r| r.message.clone()).collect();
+        assert_eq!(
+            got,
+            vec![process(&key), recalc],
+            "instance work goes to the store's lane, whichever handle sent it"
+        );
+        let webhooks = hooks.receive(10, long).await.unwrap();
+        assert_eq!(webhooks.len(), 1);
+        assert_eq!(webhooks[0].message, deliver(&run, "a"));
+
+        // Receipts act on their own lane only.
+        store.ack(&webhooks[0].receipt).await.unwrap();
+        hooks.ack(&work[0].receipt).await.unwrap();
+        hooks
+            .retry_later(&work[1].receipt, Duration::ZERO)
+            .await
+            .unwrap();
+        let rows: i64 = lock(&store.inner.writer)
+            .query_row("SELECT COUNT(*) FROM queue", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 3, "acks with another lane's receipts delete nothing");
+        assert!(
+            store.receive(10, long).await.unwrap().is_empty(),
+            "a retry_later with another lane's receipt changes nothing"
+        );
+        hooks.ack(&webhooks[0].receipt).await.unwrap();
+        for r in &work {
+            store.ack(&r.receipt).await.unwrap();
+        }
+        let rows: i64 = lock(&store.inner.writer)
+            .query_row("SELECT COUNT(*) FROM queue", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 0);
+    }
+
+    #[tokio::test]
+    async fn release_in_flight_is_per_lane_and_keeps_retry_delays() {
+        let store = EmbeddedStore::open_in_memory().unwrap();
+        let hooks = store.webhook_queue();
+        let run = Run::new("release-lanes");
+        let long = Duration::from_secs(600);
+        store.send(&process(&run.key("p", "i"))).await.unwrap();
+        store.send(&deliver(&run, "a")).await.unwrap();
+        store.send(&deliver(&run, "b")).await.unwrap();
+        assert_eq!(store.receive(10, long).await.unwrap().len(), 1);
+        let got = hooks.receive(10, long).await.unwrap();
+        assert_eq!(got.len(), 2);
+        // b waits for its next attempt (hours, for a webhook).
+        hooks
+            .retry_later(&got[1].receipt, Duration::from_secs(3600))
+            .await
+            .unwrap();
+
+        assert_eq!(
+            store.release_in_flight().await.unwrap(),
+            1,
+            "the work lane only"
+        );
+        assert_eq!(
+            hooks.release_in_flight().await.unwrap(),
+            1,
+            "the received webhook, not the one waiting for its retry"
+        );
+        let again = hooks.receive(10, long).await.unwrap();
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].message, got[0].message);
+        assert_eq!(again[0].receive_count, 2);
+        assert_eq!(store.receive(10, long).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn wait_for_work_is_per_lane() {
+        let store = EmbeddedStore::open_in_memory().unwrap();
+        let hooks = store.webhook_queue();
+        let run = Run::new("wait-lanes");
+        store.send(&deliver(&run, "a")).await.unwrap();
+
+        let t = Instant::now();
+        hooks.wait_for_work(Duration::from_secs(10)).await;
+        assert!(t.elapsed() < Duration::from_secs(5), "webhooks waiting");
+        let t = Instant::now();
+        store.wait_for_work(Duration::from_millis(200)).await;
+        assert!(
+            t.elapsed() >= Duration::from_millis(180),
+            "a webhook is no work for the instance-work lane"
+        );
+
+        // A send to one lane wakes that lane's waiters, not the other's.
+        let got = hooks.receive(10, Duration::from_secs(60)).await.unwrap();
+        assert_eq!(got.len(), 1);
+        let sender = store.clone();
+        let key = run.key("p", "i");
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            sender.send(&process(&key)).await.unwrap();
+        });
+        let t = Instant::now();
+        hooks.wait_for_work(Duration::from_millis(400)).await;
+        assert!(
+            t.elapsed() >= Duration::from_millis(380),
+            "instance work does not wake the webhooks lane"
+        );
+        task.await.unwrap();
+        let sender = hooks.clone();
+        let m = deliver(&run, "b");
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            sender.send(&m).await.unwrap();
+        });
+        let t = Instant::now();
+        hooks.wait_for_work(Duration::from_secs(10)).await;
+        assert!(t.elapsed() < Duration::from_secs(5), "woken by the send");
+        task.await.unwrap();
+    }
+
+    /// Many deliveries waiting for retries and a large backlog do not slow receives: they
+    /// hand out the oldest visible messages and skip no more than the groups in flight.
+    #[tokio::test]
+    async fn receive_hands_out_up_to_max_past_retrying_webhooks() {
+        let store = EmbeddedStore::open_in_memory().unwrap();
+        let hooks = store.webhook_queue();
+        let run = Run::new("backlog");
+        let long = Duration::from_secs(600);
+        for n in 0..50 {
+            hooks.send(&deliver(&run, &format!("r{n}"))).await.unwrap();
+        }
+        for r in hooks.receive(100, long).await.unwrap() {
+            hooks
+                .retry_later(&r.receipt, Duration::from_secs(3600))
+                .await
+                .unwrap();
+        }
+        for n in 0..30 {
+            hooks
+                .send(&deliver(&run, &format!("b{n:02}")))
+                .await
+                .unwrap();
+        }
+        let got = hooks.receive(8, long).await.unwrap();
+        let names: Vec<_> = got.iter().map(|r| r.message.clone()).collect();
+        let want: Vec<_> = (0..8).map(|n| deliver(&run, &format!("b{n:02}"))).collect();
+        assert_eq!(names, want, "up to max, oldest first");
+        assert_eq!(hooks.receive(100, long).await.unwrap().len(), 22);
+    }
+
+    /// The hot queries walk their indexes: no full scans, no sorting.
+    #[test]
+    fn hot_queries_use_their_indexes() {
+        let store = EmbeddedStore::open_in_memory().unwrap();
+        let conn = lock(&store.inner.writer);
+        for (sql, index) in [
+            (events::UNDISPATCHED_INSTANCES, "event_heads_undispatched"),
+            (deliveries::OVERDUE, "deliveries_due"),
+            (deliveries::LIST_PAGE, "deliveries_by_subscription"),
+            (queue::CANDIDATES, "queue_ready"),
+            (queue::IN_FLIGHT, "queue_in_flight"),
+            (queue::OLDEST_OF_GROUP, "queue_by_group"),
+            (queue::NEXT_VISIBLE, "queue_ready"),
+            (queue::READY, "queue_in_flight"),
+            (queue::ACK, "sqlite_autoindex_queue_1"),
+            (queue::RETRY_LATER, "sqlite_autoindex_queue_1"),
+        ] {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let nulls = std::iter::repeat_n(rusqlite::types::Null, stmt.parameter_count());
+            let plan: Vec<String> = stmt
+                .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let plan = plan.join("; ");
+            assert!(plan.contains(index), "{sql}\nuses {index}: {plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{sql}\nsorts: {plan}");
+        }
+    }
+}

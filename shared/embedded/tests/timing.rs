@@ -235,3 +235,129 @@ async fn recalculate_10k_items() {
         times.iter().max().expect("some"),
     );
 }
+
+/// A receiver that answers 204 at once.
+struct Accepting;
+
+impl pricing_core::ports::WebhookTransport for Accepting {
+    async fn post(
+        &self,
+        _request: pricing_core::ports::WebhookRequest,
+    ) -> pricing_core::webhooks::delivery::Response {
+        pricing_core::webhooks::delivery::Response::Status {
+            status: 204,
+            retry_after: None,
+        }
+    }
+}
+
+/// Webhook deliveries through the webhooks lane as the standalone workers run them: 32
+/// workers, each receiving up to 16 messages and handling each with
+/// `pricing_core::webhooks::handle` (get_delivery, get_subscription, a signed request to
+/// a receiver that answers 204 at once, record_attempt), then acknowledging it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "timing; run with --release --ignored --nocapture"]
+async fn webhook_deliveries() {
+    use pricing_contract::fixtures::{at, delivery, subscription};
+    use pricing_core::jws::{Signer, StoredKey};
+    use pricing_core::model::Message;
+    use pricing_core::ports::{DeliveryStore, SubscriptionStore, WorkQueue};
+    use pricing_core::time::Timestamp;
+    use pricing_core::webhooks::{Settle, handle};
+
+    const DELIVERIES: usize = 20_000;
+    const WORKERS: usize = 32;
+    const BATCH: usize = 16;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = EmbeddedStore::open(&dir.path().join("t.db")).expect("open");
+    let run = Run::new("timing");
+    let key = run.key("p", "i");
+    let now = Timestamp::now();
+    let sub = subscription(
+        run.subscription_id("s"),
+        &key.project_id,
+        None,
+        at("2026-01-01T00:00:00Z"),
+    );
+    assert!(store.create_subscription(&sub, 20).await.expect("create"));
+    let signer = std::sync::Arc::new(
+        Signer::from_keys(&[StoredKey::generate("k1".into(), now).expect("key")]).expect("signer"),
+    );
+
+    let t = Instant::now();
+    let all: Vec<_> = (0..DELIVERIES)
+        .map(|n| delivery(&key, &sub, &format!("evt-{n}"), now))
+        .collect();
+    for chunk in all.chunks(100) {
+        store
+            .create_deliveries(chunk)
+            .await
+            .expect("create_deliveries");
+    }
+    let created = t.elapsed();
+    let t = Instant::now();
+    for d in &all {
+        store
+            .send(&Message::Deliver {
+                webhook_id: d.webhook_id.clone(),
+            })
+            .await
+            .expect("send");
+    }
+    println!(
+        "{DELIVERIES} deliveries: created in batches of 100 in {created:?}, sent one by one in {:?}",
+        t.elapsed()
+    );
+
+    let queue = store.webhook_queue();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let t = Instant::now();
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|_| {
+            let (store, queue, signer, done) =
+                (store.clone(), queue.clone(), signer.clone(), done.clone());
+            tokio::spawn(async move {
+                while done.load(std::sync::atomic::Ordering::Relaxed) < DELIVERIES {
+                    let got = queue
+                        .receive(BATCH, Duration::from_secs(60))
+                        .await
+                        .expect("receive");
+                    if got.is_empty() {
+                        queue.wait_for_work(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                    for r in got {
+                        let settle = handle(
+                            &store,
+                            &queue,
+                            &Accepting,
+                            &signer,
+                            &r.message,
+                            Timestamp::now(),
+                        )
+                        .await
+                        .expect("handle");
+                        assert_eq!(settle, Settle::Done);
+                        queue.ack(&r.receipt).await.expect("ack");
+                        done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.await.expect("worker");
+    }
+    let elapsed = t.elapsed();
+    println!(
+        "{DELIVERIES} deliveries by {WORKERS} workers (receive {BATCH}, handle, ack): {elapsed:?}, {:.0}/s",
+        DELIVERIES as f64 / elapsed.as_secs_f64()
+    );
+    let sample = store
+        .get_delivery(&all[DELIVERIES / 2].webhook_id)
+        .await
+        .expect("get")
+        .expect("stored");
+    assert_eq!(sample.attempt, 1);
+}
