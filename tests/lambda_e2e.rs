@@ -690,3 +690,49 @@ async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
     let d = aws.store.get_delivery(&webhook_id).await.unwrap().unwrap();
     assert_eq!((d.status, d.attempt), (DeliveryStatus::Failed, 8));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_rotate_in_the_secret_and_warm_functions_publish_them() {
+    let env = pricing_emulator::provision("lambda-keys");
+    let config = Config::from_map(&env).expect("the provisioned environment is complete");
+    let sdk = pricing_aws::emulator::emulator_sdk_config(pricing_emulator::endpoint()).await;
+    let aws = Aws::with_sdk(config, sdk);
+    let keys = aws.keys().await.expect("cold start bootstraps a key");
+    let first = keys.signer.kid();
+    let day = std::time::Duration::from_secs(86_400);
+    assert_eq!(
+        aws.rotate_keys_if_due(90 * day).await.unwrap(),
+        None,
+        "not due"
+    );
+    let new = aws
+        .rotate_keys_if_due(std::time::Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("rotated");
+    assert_ne!(new, first);
+    keys.reload().await;
+    let published: Vec<(String, String)> = keys.signer.jwks()["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["kid"].as_str().unwrap().to_owned(),
+                k["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        published,
+        [
+            (first.clone(), "retired".to_owned()),
+            (new, "active".to_owned())
+        ]
+    );
+    // The new key is published first; the retired one signs until it has propagated.
+    assert_eq!(keys.signer.kid(), first);
+    // A fresh cold start reads the same set.
+    let other = aws.keys().await.unwrap();
+    assert_eq!(other.signer.jwks(), keys.signer.jwks());
+}

@@ -28,7 +28,7 @@ const READS_AFTER_RACE: u32 = 5;
 pub enum SecretsError {
     #[error("cannot read secret {secret_id}: {message}")]
     Read { secret_id: String, message: String },
-    #[error("cannot store the first signing key in secret {secret_id}: {message}")]
+    #[error("cannot store signing keys in secret {secret_id}: {message}")]
     Write { secret_id: String, message: String },
     #[error("secret {secret_id} is not a JSON list of signing keys: {message}")]
     Invalid { secret_id: String, message: String },
@@ -98,6 +98,66 @@ pub async fn load_or_bootstrap_signing_keys(
     Err(SecretsError::StillEmpty {
         secret_id: secret_id.to_owned(),
     })
+}
+
+/// Rotates the signing keys in `secret_id` when the newest active key is older than
+/// `max_age` (see `pricing_core::jws::rotate`); returns the new key's kid, or `None` when
+/// no rotation was due. Concurrent schedulers converge like cold starts do: the put's
+/// ClientRequestToken derives from the version read, so only one rotation of a version is
+/// stored and the others see theirs refused (and report nothing done).
+pub async fn rotate_signing_keys_if_due(
+    client: &Client,
+    secret_id: &str,
+    max_age: Duration,
+    now: Timestamp,
+) -> Result<Option<String>, SecretsError> {
+    let (keys, version) = read(client, secret_id).await?;
+    let newest_active = keys
+        .iter()
+        .filter(|k| k.status == pricing_core::jws::KeyStatus::Active)
+        .map(|k| k.created_at.millis())
+        .max();
+    let Some(created) = newest_active else {
+        // Nothing to rotate yet: the first cold start bootstraps a key.
+        return Ok(None);
+    };
+    let age_ms = now.millis().saturating_sub(created);
+    if u128::try_from(age_ms).unwrap_or(0) < max_age.as_millis() {
+        return Ok(None);
+    }
+    let random = ulid::Ulid::new().random() & 0xffff_ffff;
+    let kid = format!("k{}-{random:08x}", now.0.format("%Y%m%d"));
+    let key = StoredKey::generate(kid.clone(), now).map_err(|source| SecretsError::Keys {
+        secret_id: secret_id.to_owned(),
+        source,
+    })?;
+    let rotated = checked(secret_id, pricing_core::jws::rotate(&keys, key, now))?;
+    let body = serde_json::to_string(&rotated).map_err(|e| SecretsError::Invalid {
+        secret_id: secret_id.to_owned(),
+        message: e.to_string(),
+    })?;
+    let token: String = format!("rotate-{}", version.as_deref().unwrap_or("none"))
+        .chars()
+        .take(64)
+        .collect();
+    match client
+        .put_secret_value()
+        .secret_id(secret_id)
+        .secret_string(body)
+        .client_request_token(format!("{token:-<32}"))
+        .send()
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(secret_id, %kid, "rotated the signing keys");
+            Ok(Some(kid))
+        }
+        Err(e) if code(&e) == Some("ResourceExistsException") => Ok(None),
+        Err(e) => Err(SecretsError::Write {
+            secret_id: secret_id.to_owned(),
+            message: DisplayErrorContext(&e).to_string(),
+        }),
+    }
 }
 
 /// The ClientRequestToken (32 to 64 characters) of the put that fills the empty version

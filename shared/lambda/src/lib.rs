@@ -22,6 +22,16 @@ pub fn initialized(function: &str, started: std::time::Instant) {
     tracing::info!(function, init_us, "cold start initialized");
 }
 
+/// `KEY_ROTATION_DAYS`: rotate the signing keys when the active one is this old (default
+/// 90; 0 never rotates).
+pub fn key_rotation_from_env() -> Option<std::time::Duration> {
+    let days = std::env::var("KEY_ROTATION_DAYS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(90);
+    (days > 0).then(|| std::time::Duration::from_secs(days * 86_400))
+}
+
 /// Errors that stop a cold start; each names what is missing.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {

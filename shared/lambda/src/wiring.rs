@@ -61,6 +61,20 @@ impl Aws {
         .map_err(|e| StartError::Keys(e.to_string()))
     }
 
+    /// Rotates the signing keys when the active one is older than `max_age` (the
+    /// scheduler's job); the new key's kid when it did.
+    pub async fn rotate_keys_if_due(&self, max_age: Duration) -> Result<Option<String>, String> {
+        let client = aws_sdk_secretsmanager::Client::new(&self.sdk);
+        pricing_aws::secrets::rotate_signing_keys_if_due(
+            &client,
+            &self.config.signing_keys_secret_id,
+            max_age,
+            pricing_core::time::Timestamp::now(),
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
+
     /// The signing keys, kept fresh: see [`Keys::refresh`].
     pub async fn keys(&self) -> Result<Keys, StartError> {
         Ok(Keys {
@@ -112,6 +126,19 @@ impl Keys {
             }
             *loaded = Instant::now();
         }
+        self.load().await;
+    }
+
+    /// Reloads the key set from the secret now.
+    pub async fn reload(&self) {
+        *self
+            .loaded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
+        self.load().await;
+    }
+
+    async fn load(&self) {
         match self.aws.load_keys().await {
             Ok(keys) => match self.signer.replace_keys(&keys) {
                 Ok(()) => tracing::debug!(keys = keys.len(), "signing keys reloaded"),
