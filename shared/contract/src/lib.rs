@@ -2,8 +2,10 @@
 //!
 //! Each suite is an async function generic over its port, e.g.
 //! [`entry_log_contract`]`(&store)`. Suites create their own unique project and instance
-//! ids, so several can share one store (see [`all_contracts`]); the queue suite
-//! acknowledges stray messages it receives, so give it a queue nobody else consumes.
+//! ids, so several can share one store (see [`all_contracts`]); the queue suites
+//! ([`work_queue_contract`], [`webhook_queue_contract`], [`webhook_lane_contract`])
+//! acknowledge stray messages they receive, so give each queue suite queues nobody else
+//! consumes (the work and webhooks queue suites can share a store whose lanes are apart).
 //! Suites panic (assert) on the first broken rule, naming it. They never assert
 //! performance; the queue suite's timing is configurable ([`QueueTiming`]).
 //!
