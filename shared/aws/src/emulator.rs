@@ -8,9 +8,14 @@
 //! requests of the process (one in flight at a time), which restores per-request
 //! atomicity while the callers' operations still interleave request by request, as they
 //! do against AWS.
+//!
+//! Stalled-stream protection is off: a request waiting for its turn does not read its
+//! body, which the SDK would take for a stalled upload after 5 s (moto's transactions on a
+//! large table take seconds each, and every suite at once queues many requests).
 
 use std::sync::OnceLock;
 
+use aws_config::stalled_stream_protection::StalledStreamProtectionConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::config::http::HttpRequest;
 use aws_sdk_dynamodb::config::{Credentials, SharedHttpClient};
@@ -24,13 +29,15 @@ use tokio::sync::Semaphore;
 pub const REGION: &str = "us-east-1";
 
 /// An SDK configuration for the emulator at `endpoint`: region us-east-1, dummy static
-/// credentials, and HTTP requests serialized within the process (see the module docs).
+/// credentials, HTTP requests serialized within the process and no stalled-stream
+/// protection (see the module docs).
 pub async fn emulator_sdk_config(endpoint: &str) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
         .endpoint_url(endpoint)
         .region(Region::new(REGION))
         .credentials_provider(Credentials::new("test", "test", None, None, "emulator"))
         .http_client(serialized_http_client())
+        .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
         .load()
         .await
 }
