@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
-use pricing_core::model::Message;
+use pricing_core::model::{Lane, Message};
 use pricing_core::ports::{Received, StoreResult, WorkQueue};
 
 use aws_sdk_sqs::config::http::HttpResponse;
@@ -227,19 +227,38 @@ mod tests {
     }
 }
 
-/// Producers' view of the stack's queues: each kind of message goes to its own queue
-/// (processing wake-ups to the FIFO process queue, calculations to the recalc queue).
+/// Producers' view of the stack's queues: each message goes to the queue of its lane
+/// (`Message::lane()`): processing wake-ups to the FIFO process queue, calculations to the
+/// recalc queue, deliveries and manual triggers to the webhook queue.
 #[derive(Clone, Debug)]
 pub struct Queues {
     pub process: SqsQueue,
     pub recalc: SqsQueue,
+    pub webhooks: SqsQueue,
+}
+
+impl Queues {
+    /// The stack's queues from its configuration, sharing one SQS client.
+    pub fn new(client: &Client, config: &crate::Config) -> Self {
+        Queues {
+            process: SqsQueue::new(client.clone(), &config.process_queue_url),
+            recalc: SqsQueue::new(client.clone(), &config.recalc_queue_url),
+            webhooks: SqsQueue::new(client.clone(), &config.webhook_queue_url),
+        }
+    }
+
+    /// The queue of a lane.
+    pub fn lane(&self, lane: Lane) -> &SqsQueue {
+        match lane {
+            Lane::Process => &self.process,
+            Lane::Recalc => &self.recalc,
+            Lane::Webhooks => &self.webhooks,
+        }
+    }
 }
 
 impl pricing_core::ports::Enqueue for Queues {
     async fn send(&self, message: &Message) -> StoreResult<()> {
-        match message {
-            Message::ProcessInstance { .. } => WorkQueue::send(&self.process, message).await,
-            Message::Recalculate { .. } => WorkQueue::send(&self.recalc, message).await,
-        }
+        WorkQueue::send(self.lane(message.lane()), message).await
     }
 }
