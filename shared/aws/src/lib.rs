@@ -1,10 +1,13 @@
 //! AWS adapters of the ports: DynamoDB (single table, see docs/aws.md), SQS, and the
 //! signing keys in Secrets Manager. Clients are built once per process and shared.
 //!
-//! - [`DynamoStore`]: ProjectStore, InstanceStore, EntryLog, StateStore, EventStore and
-//!   Backlog on the stack's one table (`pk`/`sk`, sparse index `gsi1`).
-//! - [`SqsQueue`]: WorkQueue on one SQS queue (FIFO when the URL ends in `.fifo`), and
-//!   [`parse_message`] for Lambda handlers that get the messages as SQS events.
+//! - [`DynamoStore`]: ProjectStore, InstanceStore, EntryLog, StateStore, EventStore (with
+//!   the event outbox), Backlog, PriceStore, PriceMatchStore, ActiveInstances,
+//!   SubscriptionStore and DeliveryStore on the stack's one table (`pk`/`sk`, sparse index
+//!   `gsi1`).
+//! - [`SqsQueue`]: WorkQueue on one SQS queue (FIFO when the URL ends in `.fifo`),
+//!   [`Queues`]: Enqueue to the queue of each message's lane, and [`parse_message`] for
+//!   Lambda handlers that get the messages as SQS events.
 //! - [`secrets::load_or_bootstrap_signing_keys`]: the service's signing keys.
 //! - [`emulator`]: SDK configuration for tests against a local AWS emulator (moto).
 

@@ -2,7 +2,7 @@
 //! is `A-Z a-z 0-9 . _ : ~ -`), so the separators below are unambiguous; transaction ids
 //! may contain `#` but only ever end a key.
 
-use pricing_core::ids::{InstanceId, InstanceKey, ProjectId, TenantId};
+use pricing_core::ids::{InstanceId, InstanceKey, ProjectId, SubscriptionId, TenantId};
 
 pub(crate) const PK: &str = "pk";
 pub(crate) const SK: &str = "sk";
@@ -19,6 +19,14 @@ pub(crate) const IDX: &str = "idx";
 pub(crate) const BATCH: &str = "batch";
 pub(crate) const COUNT: &str = "n";
 pub(crate) const IDS: &str = "ids";
+/// On `EVENTS`: the number of events in the latest batch (batch `n`).
+pub(crate) const LAST_LEN: &str = "last_len";
+/// On `EVENTS`: the dispatch mark, the batch and index of the last dispatched event.
+pub(crate) const DISP_BATCH: &str = "disp_batch";
+pub(crate) const DISP_IDX: &str = "disp_idx";
+/// The sparse index attributes.
+pub(crate) const GSI1PK: &str = "gsi1pk";
+pub(crate) const GSI1SK: &str = "gsi1sk";
 
 pub(crate) const PROJECT_SK: &str = "PROJECT";
 pub(crate) const HEAD_SK: &str = "HEAD";
@@ -35,6 +43,13 @@ pub(crate) const EVENT_BATCH_PREFIX: &str = "EVLOG#";
 /// `HEAD ..= PROD$`, which holds HEAD, ITEM#*, LOG and PROD#* only. Other record types of
 /// an instance partition must sort outside it (`load_state` reads the whole range).
 pub(crate) const STATE_RANGE_END: &str = "PROD$";
+
+/// Partitions of the sparse outbox index (instances with undispatched events): every
+/// event write touches it, like every append touches the backlog.
+pub const OUTBOX_SHARDS: u32 = 8;
+/// Partitions of the sparse index of deliveries that are not final, by due time: every
+/// attempt moves an entry.
+pub const DUE_SHARDS: u32 = 8;
 
 /// Partitions of the sparse backlog index: spreads the index's writes (every append
 /// touches it) over several partitions.
@@ -104,12 +119,97 @@ pub(crate) fn backlog_shard_pk(shard: u32) -> String {
 }
 
 fn backlog_shard(instance_pk: &str) -> u32 {
+    fnv1a(instance_pk) % BACKLOG_SHARDS
+}
+
+/// FNV-1a (32 bits): a stable hash for spreading index entries over shards.
+fn fnv1a(s: &str) -> u32 {
     let mut hash: u32 = 0x811c_9dc5;
-    for b in instance_pk.bytes() {
+    for b in s.bytes() {
         hash ^= u32::from(b);
         hash = hash.wrapping_mul(0x0100_0193);
     }
-    hash % BACKLOG_SHARDS
+    hash
+}
+
+/// The outbox index partition of an instance: its `EVENTS` item carries
+/// `gsi1pk = OUTBOX#{shard}`, `gsi1sk = I#{pid}/{iid}` while it has undispatched events.
+pub(crate) fn outbox_pk(instance_pk: &str) -> String {
+    outbox_shard_pk(fnv1a(instance_pk) % OUTBOX_SHARDS)
+}
+
+pub(crate) fn outbox_shard_pk(shard: u32) -> String {
+    format!("OUTBOX#{shard}")
+}
+
+// ---------------------------------------------------------------- subscriptions
+
+/// The scope of a subscription inside its project's partition: `P` for project level,
+/// `I#{iid}` for one instance.
+pub(crate) fn subscription_scope(instance: Option<&InstanceId>) -> String {
+    match instance {
+        None => "P".to_owned(),
+        Some(i) => format!("I#{i}"),
+    }
+}
+
+/// The subscription record (`record`, `sub_scope`, `ord`).
+pub(crate) fn subscription_sk(id: &str) -> String {
+    format!("SUB#{id}")
+}
+
+/// A scope's counter: `n` (subscriptions now), `next_ord` (ordinals handed out).
+pub(crate) fn subscription_counter_sk(scope: &str) -> String {
+    format!("SUBN#{scope}")
+}
+
+/// A scope's listing entry (`sid`), in creation order.
+pub(crate) fn subscription_listing_sk(scope: &str, ord: u64) -> String {
+    format!("{}{ord:020}", subscription_listing_prefix(scope))
+}
+
+pub(crate) fn subscription_listing_prefix(scope: &str) -> String {
+    format!("SUBL#{scope}/")
+}
+
+// ---------------------------------------------------------------- deliveries
+
+/// The delivery item's partition (its sort key is [`DELIVERY_SK`]).
+pub(crate) fn delivery_pk(webhook_id: &str) -> String {
+    format!("D#{webhook_id}")
+}
+
+pub(crate) const DELIVERY_SK: &str = "DELIVERY";
+
+/// The partition of one subscription's delivery listing.
+pub(crate) fn delivery_listing_pk(project: &ProjectId, subscription: &SubscriptionId) -> String {
+    format!("DL#{project}/{subscription}")
+}
+
+/// A listing entry: creation time, position in the creating call, webhook id; listed in
+/// descending order (newest first).
+pub(crate) fn delivery_listing_sk(created_ms: i64, position: usize, webhook_id: &str) -> String {
+    format!("{}#{position:05}#{webhook_id}", millis_key(created_ms))
+}
+
+/// The due index partition of a delivery (`DUE#{shard}`).
+pub(crate) fn due_pk(webhook_id: &str) -> String {
+    due_shard_pk(fnv1a(webhook_id) % DUE_SHARDS)
+}
+
+pub(crate) fn due_shard_pk(shard: u32) -> String {
+    format!("DUE#{shard}")
+}
+
+/// The due index sort key: due time, then webhook id. `due_sk(t, id) < millis_key(b)`
+/// exactly when `t < b`.
+pub(crate) fn due_sk(due_ms: i64, webhook_id: &str) -> String {
+    format!("{}#{webhook_id}", millis_key(due_ms))
+}
+
+/// Milliseconds as a fixed-width sortable key (times before 1970 count as 0).
+pub(crate) fn millis_key(ms: i64) -> String {
+    format!("{:015}", ms.max(0))
 }
 
 /// The scheduler's sparse index partition of active instances (on instance items).
@@ -161,5 +261,19 @@ mod tests {
             assert!(!(HEAD_SK..=STATE_RANGE_END).contains(&k), "{k}");
         }
         assert!(backlog_shard("I#a/b") < BACKLOG_SHARDS);
+        // Same shard function for existing backlog entries (the hash did not change).
+        assert_eq!(backlog_shard("I#a/b"), fnv1a("I#a/b") % BACKLOG_SHARDS);
+        assert!(due_sk(5, "wh_z") < millis_key(6));
+        assert!(due_sk(6, "wh_a") > millis_key(6));
+        assert!(due_sk(999, "wh_a") < due_sk(1000, "wh_a"));
+        assert!(delivery_listing_sk(7, 0, "wh_b") < delivery_listing_sk(7, 1, "wh_a"));
+        assert!(delivery_listing_sk(7, 99, "wh_b") < delivery_listing_sk(8, 0, "wh_a"));
+        assert!(subscription_listing_sk("P", 9) < subscription_listing_sk("P", 10));
+        let p = subscription_listing_prefix("P");
+        assert!(subscription_listing_sk("P", 1).starts_with(&p));
+        assert!(!subscription_listing_sk("I#x", 1).starts_with(&p));
+        assert!(
+            !subscription_listing_sk("I#ab", 1).starts_with(&subscription_listing_prefix("I#a"))
+        );
     }
 }

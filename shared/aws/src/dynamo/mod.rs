@@ -12,17 +12,23 @@
 //! | `I#{pid}/{iid}` | `E#{seq:020}` | log entry |
 //! | `I#{pid}/{iid}` | `T#{transactionId}` | dedupe marker (`seq`) |
 //! | `I#{pid}/{iid}` | `ITEM#{id}`, `PROD#{id}` | item and product state |
-//! | `I#{pid}/{iid}` | `EVENT#{id}` | event (`record`, `rev`, `idx`) |
-//! | `I#{pid}/{iid}` | `EVLOG#{rev:020}` | the ids of the events one commit wrote, in order |
+//! | `I#{pid}/{iid}` | `EVENT#{id}` | event (`record`, `batch`, `idx`) |
+//! | `I#{pid}/{iid}` | `EVLOG#{batch:020}` | the ids of the events one write stored, in order |
+//! | `I#{pid}/{iid}` | `EVENTS` | batches `n`, `last_len`, dispatch mark; outbox index entry |
 //! | `I#{pid}/{iid}` | `~P#...`, `~M#SET` | prices, price history, match rules (see `prices.rs`) |
+//! | `P#{pid}` | `SUB#{sid}`, `SUBN#{scope}`, `SUBL#{scope}/{ord}` | subscriptions (see `subscriptions.rs`) |
+//! | `D#{webhookId}` | `DELIVERY`, `EVENT` | a delivery's state and event (see `deliveries.rs`) |
+//! | `DL#{pid}/{sid}` | `{created}#{position}#{webhookId}` | a subscription's delivery listing |
 //!
-//! Instances with the active flag carry `gsi1pk = ACTIVE`, `gsi1sk = {pid}/{iid}` (the
-//! scheduler's sparse index).
+//! The one index `gsi1` holds sparse entries under distinct partition values:
+//! `BACKLOG#{0..7}` (on `LOG`), `OUTBOX#{0..7}` (on `EVENTS`), `DUE#{0..7}` (on
+//! `DELIVERY`) and `ACTIVE` (on active instances' items, the scheduler's index).
 //!
 //! Records are JSON text in a `record` attribute beside the key and number attributes that
 //! conditions and queries need.
 
 mod backlog;
+mod deliveries;
 mod events;
 mod instances;
 mod keys;
@@ -30,6 +36,7 @@ mod log;
 mod prices;
 mod projects;
 mod state;
+mod subscriptions;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,7 +49,7 @@ use pricing_core::ports::{StoreError, StoreResult};
 
 use crate::error::{corrupt, store_error};
 
-pub use keys::BACKLOG_SHARDS;
+pub use keys::{BACKLOG_SHARDS, DUE_SHARDS, OUTBOX_SHARDS};
 
 /// One DynamoDB item.
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -99,12 +106,46 @@ impl DynamoStore {
         Ok(out.item)
     }
 
+    /// A strongly consistent GetItem of some attributes only.
+    pub(crate) async fn get_projected(
+        &self,
+        op: &str,
+        pk: String,
+        sk: &str,
+        attributes: &[&str],
+    ) -> StoreResult<Option<Item>> {
+        let (expression, names) = projection(attributes);
+        let out = self
+            .client
+            .get_item()
+            .table_name(&*self.table)
+            .key(keys::PK, s(pk))
+            .key(keys::SK, s(sk))
+            .projection_expression(expression)
+            .set_expression_attribute_names(Some(names))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| store_error(op, e))?;
+        Ok(out.item)
+    }
+
     /// Strongly consistent BatchGetItem of any number of keys (chunks of 100, unprocessed
     /// keys retried). The items come back in no particular order.
     pub(crate) async fn batch_get(
         &self,
         op: &str,
         keys: Vec<(String, String)>,
+    ) -> StoreResult<Vec<Item>> {
+        self.batch_get_projected(op, keys, &[]).await
+    }
+
+    /// [`Self::batch_get`] of some attributes only (all when `attributes` is empty).
+    pub(crate) async fn batch_get_projected(
+        &self,
+        op: &str,
+        keys: Vec<(String, String)>,
+        attributes: &[&str],
     ) -> StoreResult<Vec<Item>> {
         let mut out = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(BATCH_GET_KEYS) {
@@ -119,9 +160,16 @@ impl DynamoStore {
                 .collect();
             let mut attempt = 0;
             while !pending.is_empty() {
-                let request = KeysAndAttributes::builder()
+                let mut request = KeysAndAttributes::builder()
                     .set_keys(Some(std::mem::take(&mut pending)))
-                    .consistent_read(true)
+                    .consistent_read(true);
+                if !attributes.is_empty() {
+                    let (expression, names) = projection(attributes);
+                    request = request
+                        .projection_expression(expression)
+                        .set_expression_attribute_names(Some(names));
+                }
+                let request = request
                     .build()
                     .map_err(|e| StoreError::Failed(format!("{op}: {e}")))?;
                 let result = self
@@ -187,6 +235,7 @@ impl DynamoStore {
             .key_condition_expression(&q.condition)
             .set_expression_attribute_values(Some(q.values.clone()))
             .set_exclusive_start_key(q.start.clone())
+            .scan_index_forward(q.forward)
             .consistent_read(q.index.is_none());
         if let Some(index) = q.index {
             req = req.index_name(index);
@@ -259,6 +308,8 @@ pub(crate) struct Query {
     pub values: HashMap<String, AttributeValue>,
     pub start: Option<Item>,
     pub max: Option<usize>,
+    /// Ascending sort key order (the default); `false` reads descending.
+    pub forward: bool,
 }
 
 impl Query {
@@ -269,6 +320,7 @@ impl Query {
             values: HashMap::new(),
             start: None,
             max: None,
+            forward: true,
         }
     }
 
@@ -290,6 +342,19 @@ impl Query {
         ]));
         self
     }
+}
+
+/// A projection expression of `attributes` with an alias each (`#a0, #a1, ...`), so that
+/// reserved words (`batch`, ...) may be named.
+fn projection(attributes: &[&str]) -> (String, HashMap<String, String>) {
+    let mut names = HashMap::with_capacity(attributes.len());
+    let mut aliases = Vec::with_capacity(attributes.len());
+    for (i, a) in attributes.iter().enumerate() {
+        let alias = format!("#a{i}");
+        names.insert(alias.clone(), (*a).to_owned());
+        aliases.push(alias);
+    }
+    (aliases.join(", "), names)
 }
 
 pub(crate) fn s(v: impl Into<String>) -> AttributeValue {

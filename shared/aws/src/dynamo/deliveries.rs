@@ -1,0 +1,637 @@
+//! DeliveryStore: one partition per webhook, a listing per subscription, and a sparse
+//! index of the deliveries that are waiting for an attempt.
+//!
+//! | pk | sk | what |
+//! |---|---|---|
+//! | `D#{webhookId}` | `DELIVERY` | the delivery's state: `record` (who, what, when created), `att` N (attempts made), `st` S (status), `outcome` (last attempt's result and the next due time, JSON), `attempts` L (JSON per attempt), `reports` L (JSON per client report); while not final and due: `gsi1pk = DUE#{shard}`, `gsi1sk = {due ms:015}#{webhookId}` |
+//! | `D#{webhookId}` | `EVENT` | the event sent (`record`), written once |
+//! | `DL#{pid}/{sid}` | `{created ms:015}#{position:05}#{webhookId}` | listing entry (`wid`) |
+//!
+//! The event (up to 1,000 prices, ~100 KB) is its own item, so an attempt or a client
+//! report rewrites only the small state item (DynamoDB bills a write by the size of the
+//! whole item). `create_deliveries` writes the three items of each new delivery in one
+//! transaction, conditioned on the state and event items being absent: a delivery is
+//! created once and listed iff it exists; the cancellation reasons tell which deliveries
+//! exist already, and the rest is tried again without them.
+//!
+//! `record_attempt` is one UpdateItem conditioned on `att = :previous` and a status that
+//! is not final; it appends the attempt and moves (or, once final, removes) the due
+//! entry in the same write. `add_client_report` appends under `size(reports) < :max`.
+
+use std::collections::{HashMap, HashSet};
+
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use pricing_core::ids::{InstanceId, ProjectId, SubscriptionId};
+use pricing_core::model::{Event, Page, PageRequest};
+use pricing_core::ports::{DeliveryStore, StoreError, StoreResult};
+use pricing_core::time::Timestamp;
+use pricing_core::webhooks::delivery::MAX_CLIENT_REPORTS;
+use pricing_core::webhooks::{AttemptUpdate, ClientReport, Delivery, DeliveryStatus};
+use serde::{Deserialize, Serialize};
+
+use super::keys::{self, DUE_SHARDS, GSI1PK, GSI1SK, PK, RECORD, SK};
+use super::{
+    DynamoStore, Item, MAX_ATTEMPTS, Query, backoff, built, decode, encode, failed_at,
+    failed_count, get_n, get_s, is_condition_failed, n, s,
+};
+use crate::error::{corrupt, store_error};
+
+const EVENT_SK: &str = "EVENT";
+const ATT: &str = "att";
+const ST: &str = "st";
+const OUTCOME: &str = "outcome";
+const ATTEMPTS: &str = "attempts";
+const REPORTS: &str = "reports";
+const WID: &str = "wid";
+
+/// Actions per delivery in `create_deliveries` (state, event, listing entry).
+const ACTIONS_PER_DELIVERY: usize = 3;
+/// Deliveries per transaction: within 100 actions ...
+const DELIVERIES_PER_TRANSACTION: usize = 100 / ACTIONS_PER_DELIVERY;
+/// ... and well within the 4 MB of one transaction.
+const TRANSACTION_BYTES: usize = 3_500_000;
+
+/// What a delivery is, fixed at creation (the `record` of the state item).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Meta {
+    webhook_id: String,
+    subscription_id: SubscriptionId,
+    project_id: ProjectId,
+    instance_id: InstanceId,
+    event_type: String,
+    created_at: Timestamp,
+}
+
+/// The last attempt's result and the next due time (`outcome`).
+#[derive(Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Outcome {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    response_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    attempted_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    next_attempt_at: Option<Timestamp>,
+}
+
+fn status_str(status: DeliveryStatus) -> &'static str {
+    match status {
+        DeliveryStatus::Pending => "pending",
+        DeliveryStatus::Retrying => "retrying",
+        DeliveryStatus::Succeeded => "succeeded",
+        DeliveryStatus::Failed => "failed",
+    }
+}
+
+fn parse_status(op: &str, v: &str) -> StoreResult<DeliveryStatus> {
+    Ok(match v {
+        "pending" => DeliveryStatus::Pending,
+        "retrying" => DeliveryStatus::Retrying,
+        "succeeded" => DeliveryStatus::Succeeded,
+        "failed" => DeliveryStatus::Failed,
+        other => return Err(corrupt(op, format!("unknown delivery status {other:?}"))),
+    })
+}
+
+/// The due index entry of a delivery in this state, if it has one.
+fn due_entry(
+    webhook_id: &str,
+    status: DeliveryStatus,
+    next: Option<Timestamp>,
+) -> Option<(String, String)> {
+    match next {
+        Some(at) if !status.is_final() => Some((
+            keys::due_pk(webhook_id),
+            keys::due_sk(at.millis(), webhook_id),
+        )),
+        _ => None,
+    }
+}
+
+/// A list of JSON strings.
+fn json_list<T: Serialize>(op: &str, values: &[T]) -> StoreResult<AttributeValue> {
+    Ok(AttributeValue::L(
+        values
+            .iter()
+            .map(|v| encode(op, v).map(s))
+            .collect::<StoreResult<_>>()?,
+    ))
+}
+
+fn decode_list<T: serde::de::DeserializeOwned>(
+    op: &str,
+    item: &Item,
+    name: &str,
+) -> StoreResult<Vec<T>> {
+    match item.get(name) {
+        None => Ok(Vec::new()),
+        Some(AttributeValue::L(values)) => values
+            .iter()
+            .map(|v| match v {
+                AttributeValue::S(json) => {
+                    serde_json::from_str(json).map_err(|e| corrupt(op, format!("{name}: {e}")))
+                }
+                other => Err(corrupt(op, format!("{name} holds {other:?}"))),
+            })
+            .collect(),
+        Some(other) => Err(corrupt(op, format!("{name} is not a list: {other:?}"))),
+    }
+}
+
+fn decode_json<T: serde::de::DeserializeOwned>(
+    op: &str,
+    item: &Item,
+    name: &str,
+) -> StoreResult<T> {
+    serde_json::from_str(get_s(op, item, name)?).map_err(|e| corrupt(op, format!("{name}: {e}")))
+}
+
+/// A delivery from its state and event items.
+fn delivery_of(op: &str, state: &Item, event: &Item) -> StoreResult<Delivery> {
+    let meta: Meta = decode(op, state)?;
+    let outcome: Outcome = decode_json(op, state, OUTCOME)?;
+    let event: Event = decode(op, event)?;
+    Ok(Delivery {
+        webhook_id: meta.webhook_id,
+        subscription_id: meta.subscription_id,
+        project_id: meta.project_id,
+        instance_id: meta.instance_id,
+        event_type: meta.event_type,
+        created_at: meta.created_at,
+        attempt: u32::try_from(get_n(op, state, ATT)?)
+            .map_err(|_| corrupt(op, "attempt count out of range"))?,
+        status: parse_status(op, get_s(op, state, ST)?)?,
+        response_status: outcome.response_status,
+        error: outcome.error,
+        attempted_at: outcome.attempted_at,
+        next_attempt_at: outcome.next_attempt_at,
+        attempts: decode_list(op, state, ATTEMPTS)?,
+        client_reports: decode_list(op, state, REPORTS)?,
+        event,
+    })
+}
+
+/// The three items of a new delivery, encoded.
+struct NewDelivery {
+    webhook_id: String,
+    state: Item,
+    event: Item,
+    listing: Item,
+    bytes: usize,
+}
+
+impl NewDelivery {
+    fn new(op: &str, d: &Delivery, position: usize) -> StoreResult<Self> {
+        let pk = keys::delivery_pk(&d.webhook_id);
+        let meta = encode(
+            op,
+            &Meta {
+                webhook_id: d.webhook_id.clone(),
+                subscription_id: d.subscription_id.clone(),
+                project_id: d.project_id.clone(),
+                instance_id: d.instance_id.clone(),
+                event_type: d.event_type.clone(),
+                created_at: d.created_at,
+            },
+        )?;
+        let outcome = encode(
+            op,
+            &Outcome {
+                response_status: d.response_status,
+                error: d.error.clone(),
+                attempted_at: d.attempted_at,
+                next_attempt_at: d.next_attempt_at,
+            },
+        )?;
+        let event = encode(op, &d.event)?;
+        let mut state = Item::from([
+            (PK.to_owned(), s(&pk)),
+            (SK.to_owned(), s(keys::DELIVERY_SK)),
+            (RECORD.to_owned(), s(meta)),
+            (ATT.to_owned(), n(u64::from(d.attempt))),
+            (ST.to_owned(), s(status_str(d.status))),
+            (OUTCOME.to_owned(), s(outcome)),
+            (ATTEMPTS.to_owned(), json_list(op, &d.attempts)?),
+            (REPORTS.to_owned(), json_list(op, &d.client_reports)?),
+        ]);
+        if let Some((gpk, gsk)) = due_entry(&d.webhook_id, d.status, d.next_attempt_at) {
+            state.insert(GSI1PK.to_owned(), s(gpk));
+            state.insert(GSI1SK.to_owned(), s(gsk));
+        }
+        let bytes = event.len() + 2_000;
+        let event = Item::from([
+            (PK.to_owned(), s(&pk)),
+            (SK.to_owned(), s(EVENT_SK)),
+            (RECORD.to_owned(), s(event)),
+        ]);
+        let listing = Item::from([
+            (
+                PK.to_owned(),
+                s(keys::delivery_listing_pk(&d.project_id, &d.subscription_id)),
+            ),
+            (
+                SK.to_owned(),
+                s(keys::delivery_listing_sk(
+                    d.created_at.millis(),
+                    position,
+                    &d.webhook_id,
+                )),
+            ),
+            (WID.to_owned(), s(&d.webhook_id)),
+        ]);
+        Ok(NewDelivery {
+            webhook_id: d.webhook_id.clone(),
+            state,
+            event,
+            listing,
+            bytes,
+        })
+    }
+
+    fn actions(&self, table: &str, op: &str) -> StoreResult<[TransactWriteItem; 3]> {
+        let put = |item: &Item, conditional: bool| -> StoreResult<TransactWriteItem> {
+            let mut p = Put::builder()
+                .table_name(table)
+                .set_item(Some(item.clone()));
+            if conditional {
+                p = p.condition_expression("attribute_not_exists(pk)");
+            }
+            Ok(TransactWriteItem::builder()
+                .put(built(op, p.build())?)
+                .build())
+        };
+        Ok([
+            put(&self.state, true)?,
+            put(&self.event, true)?,
+            put(&self.listing, false)?,
+        ])
+    }
+}
+
+impl DeliveryStore for DynamoStore {
+    async fn create_deliveries(&self, deliveries: &[Delivery]) -> StoreResult<Vec<String>> {
+        const OP: &str = "create_deliveries";
+        let mut seen = HashSet::new();
+        let mut pending = Vec::with_capacity(deliveries.len());
+        for (position, d) in deliveries.iter().enumerate() {
+            if seen.insert(d.webhook_id.as_str()) {
+                pending.push(NewDelivery::new(OP, d, position)?);
+            }
+        }
+        let mut created = Vec::new();
+        // Chunks that fit one transaction.
+        let mut chunks: Vec<Vec<NewDelivery>> = Vec::new();
+        let mut bytes = 0;
+        for d in pending {
+            match chunks.last_mut() {
+                Some(chunk)
+                    if chunk.len() < DELIVERIES_PER_TRANSACTION
+                        && bytes + d.bytes <= TRANSACTION_BYTES =>
+                {
+                    bytes += d.bytes;
+                    chunk.push(d);
+                }
+                _ => {
+                    bytes = d.bytes;
+                    chunks.push(vec![d]);
+                }
+            }
+        }
+        for mut chunk in chunks {
+            let mut attempt = 0;
+            while !chunk.is_empty() {
+                attempt += 1;
+                let mut actions = Vec::with_capacity(chunk.len() * ACTIONS_PER_DELIVERY);
+                for d in &chunk {
+                    actions.extend(d.actions(self.table(), OP)?);
+                }
+                match self.transact(OP, actions).await? {
+                    Ok(()) => {
+                        created.extend(chunk.drain(..).map(|d| d.webhook_id));
+                    }
+                    Err(reasons) => {
+                        // Those whose state or event item exists are stored already.
+                        let before = chunk.len();
+                        let mut index = 0;
+                        chunk.retain(|_| {
+                            let first = index * ACTIONS_PER_DELIVERY;
+                            index += 1;
+                            !(failed_at(&reasons, first) || failed_at(&reasons, first + 1))
+                        });
+                        if chunk.len() == before {
+                            // Only conflicts with other transactions: again, later.
+                            if attempt >= MAX_ATTEMPTS {
+                                return Err(StoreError::Unavailable(format!(
+                                    "{OP}: still contended after {MAX_ATTEMPTS} attempts"
+                                )));
+                            }
+                            tracing::debug!(
+                                attempt,
+                                failed = failed_count(&reasons),
+                                "create_deliveries cancelled; again"
+                            );
+                            backoff(attempt).await;
+                        }
+                    }
+                }
+            }
+        }
+        // Input order.
+        let order: HashMap<&str, usize> = deliveries
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, d)| (d.webhook_id.as_str(), i))
+            .collect();
+        created.sort_by_key(|id| order.get(id.as_str()).copied().unwrap_or(usize::MAX));
+        Ok(created)
+    }
+
+    async fn get_delivery(&self, webhook_id: &str) -> StoreResult<Option<Delivery>> {
+        const OP: &str = "get_delivery";
+        // Both items of the partition, in one strongly consistent query.
+        let q = Query::new("pk = :pk").value(":pk", s(keys::delivery_pk(webhook_id)));
+        let items = self.query(OP, q).await?;
+        let find = |sk: &str| {
+            items.iter().find(|i| {
+                i.get(SK)
+                    .and_then(|v| v.as_s().ok())
+                    .is_some_and(|v| v == sk)
+            })
+        };
+        let Some(state) = find(keys::DELIVERY_SK) else {
+            return Ok(None);
+        };
+        let event = find(EVENT_SK)
+            .ok_or_else(|| corrupt(OP, format!("delivery {webhook_id} has no event")))?;
+        delivery_of(OP, state, event).map(Some)
+    }
+
+    async fn record_attempt(&self, webhook_id: &str, update: &AttemptUpdate) -> StoreResult<bool> {
+        const OP: &str = "record_attempt";
+        let pk = keys::delivery_pk(webhook_id);
+        let Some(previous) = update.attempt.checked_sub(1) else {
+            // Attempt 0 is never the next one.
+            return self.exists(OP, &pk).await.and_then(|found| {
+                if found {
+                    Ok(false)
+                } else {
+                    Err(StoreError::NotFound)
+                }
+            });
+        };
+        let outcome = encode(
+            OP,
+            &Outcome {
+                response_status: update.response_status,
+                error: update.error.clone(),
+                attempted_at: Some(update.attempted_at),
+                next_attempt_at: update.next_attempt_at,
+            },
+        )?;
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(PK, s(&pk))
+            .key(SK, s(keys::DELIVERY_SK))
+            .condition_expression(
+                "attribute_exists(pk) AND att = :previous AND (st = :pending OR st = :retrying)",
+            )
+            .expression_attribute_values(":previous", n(u64::from(previous)))
+            .expression_attribute_values(":pending", s(status_str(DeliveryStatus::Pending)))
+            .expression_attribute_values(":retrying", s(status_str(DeliveryStatus::Retrying)))
+            .expression_attribute_values(":att", n(u64::from(update.attempt)))
+            .expression_attribute_values(":st", s(status_str(update.status)))
+            .expression_attribute_values(":outcome", s(outcome))
+            .expression_attribute_values(
+                ":attempt",
+                json_list(OP, std::slice::from_ref(&update.record))?,
+            );
+        let set = "SET att = :att, st = :st, outcome = :outcome, \
+                   attempts = list_append(attempts, :attempt)";
+        req = match due_entry(webhook_id, update.status, update.next_attempt_at) {
+            Some((gpk, gsk)) => req
+                .update_expression(format!("{set}, gsi1pk = :due_pk, gsi1sk = :due_sk"))
+                .expression_attribute_values(":due_pk", s(gpk))
+                .expression_attribute_values(":due_sk", s(gsk)),
+            None => req.update_expression(format!("{set} REMOVE gsi1pk, gsi1sk")),
+        };
+        match req.send().await {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => {
+                if self.exists(OP, &pk).await? {
+                    Ok(false)
+                } else {
+                    Err(StoreError::NotFound)
+                }
+            }
+            Err(e) => Err(store_error(OP, e)),
+        }
+    }
+
+    async fn add_client_report(&self, webhook_id: &str, report: &ClientReport) -> StoreResult<()> {
+        const OP: &str = "add_client_report";
+        let pk = keys::delivery_pk(webhook_id);
+        let result = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(PK, s(&pk))
+            .key(SK, s(keys::DELIVERY_SK))
+            .update_expression("SET reports = list_append(reports, :report)")
+            .condition_expression("attribute_exists(pk) AND size(reports) < :max")
+            .expression_attribute_values(":report", json_list(OP, std::slice::from_ref(report))?)
+            .expression_attribute_values(":max", n(MAX_CLIENT_REPORTS as u64))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Full: the first reports are kept, this one is dropped.
+            Err(e) if is_condition_failed(&e) => {
+                if self.exists(OP, &pk).await? {
+                    Ok(())
+                } else {
+                    Err(StoreError::NotFound)
+                }
+            }
+            Err(e) => Err(store_error(OP, e)),
+        }
+    }
+
+    async fn list_deliveries(
+        &self,
+        project: &ProjectId,
+        subscription: &SubscriptionId,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Delivery>> {
+        const OP: &str = "list_deliveries";
+        let pk = keys::delivery_listing_pk(project, subscription);
+        let mut q = Query::new("pk = :pk")
+            .value(":pk", s(pk.clone()))
+            .max(page.limit.saturating_add(1));
+        q.forward = false;
+        if let Some(cursor) = &page.cursor {
+            if !is_listing_cursor(cursor) {
+                return Err(StoreError::NotFound);
+            }
+            q = q.after(pk.clone(), cursor.clone());
+        }
+        let mut entries = Vec::new();
+        for entry in self.query(OP, q).await? {
+            entries.push((
+                get_s(OP, &entry, SK)?.to_owned(),
+                get_s(OP, &entry, WID)?.to_owned(),
+            ));
+        }
+        let wanted = entries
+            .iter()
+            .flat_map(|(_, wid)| {
+                let pk = keys::delivery_pk(wid);
+                [
+                    (pk.clone(), keys::DELIVERY_SK.to_owned()),
+                    (pk, EVENT_SK.to_owned()),
+                ]
+            })
+            .collect();
+        let mut states: HashMap<String, Item> = HashMap::new();
+        let mut events: HashMap<String, Item> = HashMap::new();
+        for item in self.batch_get(OP, wanted).await? {
+            let pk = get_s(OP, &item, PK)?.to_owned();
+            if get_s(OP, &item, SK)? == EVENT_SK {
+                events.insert(pk, item);
+            } else {
+                states.insert(pk, item);
+            }
+        }
+        let mut listed = Vec::with_capacity(entries.len());
+        for (sk, wid) in entries {
+            let pk = keys::delivery_pk(&wid);
+            match (states.get(&pk), events.get(&pk)) {
+                (Some(state), Some(event)) => listed.push((sk, delivery_of(OP, state, event)?)),
+                _ => {
+                    return Err(corrupt(
+                        OP,
+                        format!("delivery {wid} is listed but not stored"),
+                    ));
+                }
+            }
+        }
+        let page_of = super::projects::page_of(listed, page.limit, |(sk, _)| sk.clone());
+        Ok(Page {
+            items: page_of.items.into_iter().map(|(_, d)| d).collect(),
+            next: page_of.next,
+        })
+    }
+
+    async fn overdue_deliveries(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        const OP: &str = "overdue_deliveries";
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let bound = keys::millis_key(before.millis());
+        // The oldest `limit` of each shard, then the oldest `limit` of those.
+        let mut candidates: Vec<(String, String)> = Vec::new();
+        for shard in 0..DUE_SHARDS {
+            let mut q = Query::new("gsi1pk = :due AND gsi1sk < :before")
+                .value(":due", s(keys::due_shard_pk(shard)))
+                .value(":before", s(bound.clone()))
+                .max(limit);
+            q.index = Some(keys::GSI1);
+            for item in self.query(OP, q).await? {
+                let pk = get_s(OP, &item, PK)?;
+                let Some(wid) = pk.strip_prefix("D#") else {
+                    tracing::warn!(pk, "due entry on an unexpected item; skipped");
+                    continue;
+                };
+                candidates.push((get_s(OP, &item, GSI1SK)?.to_owned(), wid.to_owned()));
+            }
+        }
+        candidates.sort();
+        candidates.truncate(limit);
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The index lags behind the table: check each against a consistent read.
+        let wanted = candidates
+            .iter()
+            .map(|(_, wid)| (keys::delivery_pk(wid), keys::DELIVERY_SK.to_owned()))
+            .collect();
+        let mut current: HashMap<String, (String, Option<String>)> = HashMap::new();
+        for item in self
+            .batch_get_projected(OP, wanted, &[PK, ST, GSI1SK])
+            .await?
+        {
+            let sk = item.get(GSI1SK).and_then(|v| v.as_s().ok()).cloned();
+            current.insert(
+                get_s(OP, &item, PK)?.to_owned(),
+                (get_s(OP, &item, ST)?.to_owned(), sk),
+            );
+        }
+        let mut out = Vec::with_capacity(candidates.len());
+        for (_, wid) in candidates {
+            if let Some((st, Some(due))) = current.get(&keys::delivery_pk(&wid))
+                && !parse_status(OP, st)?.is_final()
+                && *due < bound
+            {
+                out.push(wid);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Whether a cursor has the shape of a listing sort key (`{15 digits}#{5 digits}#{id}`).
+fn is_listing_cursor(cursor: &str) -> bool {
+    let mut parts = cursor.splitn(3, '#');
+    let digits = |p: Option<&str>, len: usize| {
+        p.is_some_and(|p| p.len() == len && p.bytes().all(|b| b.is_ascii_digit()))
+    };
+    digits(parts.next(), 15)
+        && digits(parts.next(), 5)
+        && parts.next().is_some_and(|w| !w.is_empty())
+}
+
+impl DynamoStore {
+    /// Whether the delivery state item exists (consistent read of its key only).
+    async fn exists(&self, op: &str, pk: &str) -> StoreResult<bool> {
+        Ok(self
+            .get_projected(op, pk.to_owned(), keys::DELIVERY_SK, &[PK])
+            .await?
+            .is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listing_cursors_are_recognised() {
+        assert!(is_listing_cursor(&keys::delivery_listing_sk(
+            1_700_000_000_000,
+            3,
+            "wh_ab"
+        )));
+        assert!(!is_listing_cursor(""));
+        assert!(!is_listing_cursor("123#00001#wh"));
+        assert!(!is_listing_cursor("000000000000001#00001#"));
+    }
+
+    #[test]
+    fn only_waiting_deliveries_are_due() {
+        let t = Timestamp::from_millis(1_000).expect("time");
+        assert!(due_entry("wh_a", DeliveryStatus::Pending, Some(t)).is_some());
+        assert!(due_entry("wh_a", DeliveryStatus::Retrying, Some(t)).is_some());
+        assert!(due_entry("wh_a", DeliveryStatus::Retrying, None).is_none());
+        assert!(due_entry("wh_a", DeliveryStatus::Failed, Some(t)).is_none());
+        assert!(due_entry("wh_a", DeliveryStatus::Succeeded, Some(t)).is_none());
+    }
+}
