@@ -1,11 +1,15 @@
 //! The contract suites of the ports the AWS adapters implement, on the emulator:
-//! DynamoStore for ProjectStore, InstanceStore, EntryLog, StateStore, EventStore and
-//! Backlog, SqsQueue (the stack's FIFO process queue) for WorkQueue. Each test provisions a
-//! stack of its own, so suites never share a table or a queue, except the last one, which
-//! runs every suite at once on one stack.
+//! DynamoStore for ProjectStore, InstanceStore, EntryLog, StateStore, EventStore (with the
+//! outbox), Backlog, PriceStore, PriceMatchStore, ActiveInstances, SubscriptionStore and
+//! DeliveryStore; SqsQueue (the stack's FIFO process queue) for WorkQueue; `Queues` for the
+//! lanes (each message kind reaches its own queue). Each test provisions a stack of its
+//! own, so suites never share a table or a queue, except the last one, which runs every
+//! store suite and the queue suite at once on one stack.
 //!
-//! The suites are listed here rather than through `contract_tests!`: the queue suite runs
-//! on the SQS queue, not on the store.
+//! The suites are listed here rather than through `contract_tests!`: the queue suites run
+//! on SQS queues, not on the store. The webhooks queue suite (`webhook_queue_contract`)
+//! does not run: it checks FIFO group semantics, and the stack's webhook queue is a
+//! standard queue (docs/aws.md, "SQS"); the lane suite checks what the AWS side relies on.
 
 mod common;
 
@@ -91,6 +95,32 @@ async fn active_instances_contract() {
     pricing_contract::active_instances_contract(&store).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscription_store_contract() {
+    let store = Stack::new("subscriptions").await.store();
+    pricing_contract::subscription_store_contract(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_store_contract() {
+    let store = Stack::new("deliveries").await.store();
+    pricing_contract::delivery_store_contract(&store).await;
+}
+
+/// `Queues` sends each message to its lane's queue: instance work to the FIFO process
+/// queue, deliveries and manual triggers to the webhook queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_lane_contract() {
+    let stack = Stack::new("lanes").await;
+    pricing_contract::webhook_lane_contract(
+        &stack.queues(),
+        &stack.process_queue(),
+        &stack.webhook_queue(),
+        sqs_timing(),
+    )
+    .await;
+}
+
 /// Every suite at once on one table and queue: suites (and so concurrent users) do not
 /// disturb each other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,5 +139,7 @@ async fn all_contracts_on_one_stack() {
         pricing_contract::price_store_contract(&store),
         pricing_contract::price_match_store_contract(&store),
         pricing_contract::active_instances_contract(&store),
+        pricing_contract::subscription_store_contract(&store),
+        pricing_contract::delivery_store_contract(&store),
     );
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use aws_config::SdkConfig;
-use pricing_aws::{Config, DynamoStore, SqsQueue};
+use pricing_aws::{Config, DynamoStore, Queues, SqsQueue};
 
 /// The stack's data resources, freshly provisioned on the emulator from template.yaml.
 pub struct Stack {
@@ -51,6 +51,19 @@ impl Stack {
             aws_sdk_sqs::Client::new(&self.sdk),
             &self.config.recalc_queue_url,
         )
+    }
+
+    /// The standard queue of the webhooks lane.
+    pub fn webhook_queue(&self) -> SqsQueue {
+        SqsQueue::new(
+            aws_sdk_sqs::Client::new(&self.sdk),
+            &self.config.webhook_queue_url,
+        )
+    }
+
+    /// The producers' router over the stack's queues.
+    pub fn queues(&self) -> Queues {
+        Queues::new(&aws_sdk_sqs::Client::new(&self.sdk), &self.config)
     }
 
     pub fn secrets(&self) -> aws_sdk_secretsmanager::Client {
