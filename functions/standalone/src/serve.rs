@@ -60,7 +60,14 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     })?;
 
     // This process owns the database: whatever was in flight belongs to a dead process.
-    match store.release_in_flight().await {
+    let released = match (
+        store.release_in_flight().await,
+        store.webhook_queue().release_in_flight().await,
+    ) {
+        (Ok(work), Ok(webhooks)) => Ok(work + webhooks),
+        (Err(e), _) | (_, Err(e)) => Err(e),
+    };
+    match released {
         Ok(0) => {}
         Ok(n) => tracing::info!(messages = n, "released work left in flight by the last run"),
         Err(e) => tracing::warn!(error = %e, "could not release work left in flight"),
