@@ -525,3 +525,125 @@ async fn signed_webhooks_reach_real_receivers() {
     .await;
     assert_eq!(s, 404);
 }
+
+/// A receiver that takes 200 ms per webhook, so a kill finds attempts in flight.
+async fn start_slow_receiver() -> (Arc<Receiver>, SocketAddr) {
+    async fn slow(State(r): State<Arc<Receiver>>, headers: HeaderMap, body: Bytes) -> StatusCode {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let headers = headers
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect();
+        r.hits.lock().unwrap().push(Hit {
+            path: "/slow".into(),
+            headers,
+            body,
+        });
+        StatusCode::NO_CONTENT
+    }
+    let state = Arc::new(Receiver::default());
+    let app = axum::Router::new().fallback(slow).with_state(state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (state, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_webhook_is_lost_across_sigkill() {
+    const RUNS: u64 = 20;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let mut service = Service::start_with(&data, &["--schedule-tick", "1"]);
+    let token = token(&data, "hooks");
+    let client = reqwest::Client::new();
+    let base = service.base.clone();
+    let (receiver, addr) = start_slow_receiver().await;
+    let (s, _) = post(
+        &client,
+        format!("{base}/projects"),
+        &token,
+        json!({"projectId": "shop"}),
+    )
+    .await;
+    assert_eq!(s, 201);
+    let (s, _) = post(
+        &client,
+        format!("{base}/projects/shop/instances"),
+        &token,
+        json!({"instanceId": "gig"}),
+    )
+    .await;
+    assert_eq!(s, 201);
+    subscribe(
+        &client,
+        format!("{base}/projects/shop/subscriptions"),
+        &token,
+        json!({"callbackUrl": format!("http://{addr}/slow"), "events": ["prices.updated"]}),
+    )
+    .await;
+    for run in 0..RUNS {
+        let (s, body) = post(
+            &client,
+            format!("{base}/projects/shop/calculatePrices"),
+            &token,
+            json!({"metadata": {"run": run}}),
+        )
+        .await;
+        assert_eq!(s, 202, "{body}");
+    }
+    // Kill while webhooks are in flight.
+    wait_hit(&receiver, "/slow", "a first webhook", |_| true).await;
+    service.kill9();
+    let delivered_before = receiver.hits("/slow").len();
+    assert!(
+        delivered_before < RUNS as usize,
+        "the kill came too late to mean anything"
+    );
+
+    let service = Service::start_with(&data, &["--schedule-tick", "1"]);
+    let base = service.base.clone();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let runs: std::collections::BTreeSet<u64> = receiver
+            .hits("/slow")
+            .iter()
+            .filter_map(|h| h.json()["data"]["metadata"]["run"].as_u64())
+            .collect();
+        if runs.len() == RUNS as usize {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after the restart only runs {runs:?} arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Every delivery is recorded as succeeded (a resend after the kill is allowed).
+    let (s, subs) = send(
+        &client,
+        Method::GET,
+        format!("{base}/projects/shop/subscriptions"),
+        &token,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(s, 200);
+    let sub = subs["items"][0]["subscriptionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let log = wait_for(
+        &client,
+        &format!("{base}/projects/shop/subscriptions/{sub}/deliveries?limit=100"),
+        &token,
+        "every delivery succeeded",
+        |b| {
+            let items = b["items"].as_array().unwrap();
+            items.len() == RUNS as usize && items.iter().all(|d| d["status"] == "succeeded")
+        },
+    )
+    .await;
+    assert_eq!(log["items"].as_array().unwrap().len(), RUNS as usize);
+}
