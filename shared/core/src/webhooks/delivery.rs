@@ -135,9 +135,10 @@ impl Delivery {
         }
     }
 
-    /// The delivery log's view (DESIGN.md section 8): without the event itself.
+    /// The delivery log's view (DESIGN.md section 8): without the event itself; fields
+    /// that do not apply (yet) are left out.
     pub fn view(&self) -> Value {
-        json!({
+        let mut v = json!({
             "deliveryId": self.webhook_id,
             "webhookId": self.webhook_id,
             "subscriptionId": self.subscription_id,
@@ -147,13 +148,21 @@ impl Delivery {
             "createdAt": self.created_at,
             "attempt": self.attempt,
             "status": self.status,
-            "responseStatus": self.response_status,
-            "error": self.error,
-            "attemptedAt": self.attempted_at,
-            "nextAttemptAt": self.next_attempt_at,
             "attempts": self.attempts,
             "clientReports": self.client_reports,
-        })
+        });
+        let optional = [
+            ("responseStatus", self.response_status.map(Value::from)),
+            ("error", self.error.clone().map(Value::from)),
+            ("attemptedAt", self.attempted_at.map(|t| json!(t))),
+            ("nextAttemptAt", self.next_attempt_at.map(|t| json!(t))),
+        ];
+        for (name, value) in optional {
+            if let Some(value) = value {
+                v[name] = value;
+            }
+        }
+        v
     }
 }
 
