@@ -2,7 +2,7 @@ use pricing_core::ids::{InstanceKey, ProjectId, SubscriptionId};
 use pricing_core::ports::{DeliveryStore, StoreError, StoreResult};
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::delivery::MAX_CLIENT_REPORTS;
-use pricing_core::webhooks::{ClientReport, Delivery, Subscription};
+use pricing_core::webhooks::{ClientReport, Delivery, DeliverySummary, Subscription};
 use serde_json::json;
 
 use crate::fixtures::{Run, at, attempt, client_report, delivery, plus, subscription};
@@ -10,6 +10,15 @@ use crate::{check_pages, join_all, page_request};
 
 fn ids(deliveries: &[Delivery]) -> Vec<String> {
     deliveries.iter().map(|d| d.webhook_id.clone()).collect()
+}
+
+fn listed_ids(summaries: &[DeliverySummary]) -> Vec<String> {
+    summaries.iter().map(|d| d.webhook_id.clone()).collect()
+}
+
+fn by_id(mut summaries: Vec<DeliverySummary>) -> Vec<DeliverySummary> {
+    summaries.sort_by(|a, b| a.webhook_id.cmp(&b.webhook_id));
+    summaries
 }
 
 fn sorted(mut ids: Vec<String>) -> Vec<String> {
@@ -34,8 +43,9 @@ async fn create<S: DeliveryStore>(store: &S, deliveries: &[Delivery]) -> Vec<Str
 /// otherwise, also for the loser of concurrent attempts; `NotFound` when missing) and keeps
 /// the client reports; `add_client_report` keeps the first `MAX_CLIENT_REPORTS`, also
 /// under concurrent reports (`NotFound` when missing); `list_deliveries` lists one
-/// subscription's deliveries of one project, newest first, with cursor paging (a cursor
-/// the store never handed out is `NotFound`);
+/// subscription's deliveries of one project as their summaries (the stored delivery
+/// without its event), newest first, with cursor paging (a cursor the store never handed
+/// out is `NotFound`);
 /// `overdue_deliveries` lists the non-final deliveries due before a time, oldest due
 /// first, at most `limit`.
 pub async fn delivery_store_contract<S: DeliveryStore>(store: &S) {
@@ -354,21 +364,20 @@ async fn listing<S: DeliveryStore>(store: &S, run: &Run, t0: Timestamp) {
     let all = list(project.clone(), sub_l.subscription_id.clone(), None, 1000).await;
     assert!(all.next.is_none(), "a page holding everything has no next");
     assert_eq!(
-        sorted(ids(&all.items)),
+        sorted(listed_ids(&all.items)),
         sorted(ids(&mine)),
         "a subscription's deliveries, of every instance, and only those"
+    );
+    assert_eq!(
+        by_id(all.items.clone()),
+        by_id(mine.iter().map(Delivery::summary).collect()),
+        "each listed as its summary: every field but the event, and the event's id"
     );
     let times: Vec<i64> = all.items.iter().map(|d| d.created_at.millis()).collect();
     let mut newest_first = times.clone();
     newest_first.sort_by(|a, b| b.cmp(a));
     assert_eq!(times, newest_first, "newest first");
-    for d in &all.items {
-        assert_eq!(
-            get(store, &d.webhook_id).await.as_ref(),
-            Some(d),
-            "listed deliveries are whole"
-        );
-    }
+    summaries_of_stored(store, &all.items, "listed").await;
     for limit in [1, 2, 3, 7] {
         let paged = check_pages(limit, |cursor| {
             list(
@@ -380,8 +389,8 @@ async fn listing<S: DeliveryStore>(store: &S, run: &Run, t0: Timestamp) {
         })
         .await;
         assert_eq!(
-            ids(&paged),
-            ids(&all.items),
+            listed_ids(&paged),
+            listed_ids(&all.items),
             "paging with limit {limit} lists every delivery once, in the same order (ties too)"
         );
     }
@@ -398,14 +407,22 @@ async fn listing<S: DeliveryStore>(store: &S, run: &Run, t0: Timestamp) {
     );
     let after = list(project.clone(), sub_l.subscription_id.clone(), None, 1000).await;
     assert_eq!(
-        ids(&after.items),
-        ids(&all.items),
+        listed_ids(&after.items),
+        listed_ids(&all.items),
         "listed by creation, not by last attempt"
+    );
+    summaries_of_stored(store, &after.items, "listed after an attempt").await;
+    assert!(
+        after
+            .items
+            .iter()
+            .any(|d| d.webhook_id == mine[0].webhook_id && d.attempt == 1 && d.attempts.len() == 1),
+        "a listed delivery shows the attempts recorded"
     );
 
     let other_sub = list(project.clone(), sub_m.subscription_id.clone(), None, 1000).await;
     assert_eq!(
-        ids(&other_sub.items),
+        listed_ids(&other_sub.items),
         vec![theirs[1].webhook_id.clone(), theirs[0].webhook_id.clone()],
         "another subscription's deliveries are its own"
     );
@@ -433,6 +450,20 @@ async fn listing<S: DeliveryStore>(store: &S, run: &Run, t0: Timestamp) {
         assert!(
             matches!(r, Err(StoreError::NotFound)),
             "a cursor the store never handed out ({cursor:?}) is NotFound: {r:?}"
+        );
+    }
+}
+
+/// Each listed entry is the summary of the delivery stored under its webhook id.
+async fn summaries_of_stored<S: DeliveryStore>(store: &S, listed: &[DeliverySummary], what: &str) {
+    for d in listed {
+        assert_eq!(
+            get(store, &d.webhook_id)
+                .await
+                .map(|stored| stored.summary())
+                .as_ref(),
+            Some(d),
+            "{what}: a listed entry is the summary of the stored delivery"
         );
     }
 }

@@ -15,7 +15,9 @@ use crate::model::{
 use crate::pricing::PriceMatch;
 use crate::state::{Header, InstanceState, ItemState, ProductState};
 use crate::time::Timestamp;
-use crate::webhooks::{AttemptUpdate, ClientReport, Delivery, Subscription, SubscriptionStatus};
+use crate::webhooks::{
+    AttemptUpdate, ClientReport, Delivery, DeliverySummary, Subscription, SubscriptionStatus,
+};
 
 /// The most records one state commit may write (header and events included), so that an
 /// AWS commit fits one TransactWriteItems call. A larger commit is refused with
@@ -235,14 +237,15 @@ pub trait DeliveryStore: Send + Sync + 'static {
         webhook_id: &str,
         report: &ClientReport,
     ) -> impl Future<Output = StoreResult<()>> + Send;
-    /// A subscription's deliveries, newest first; the cursor is opaque, and one this store
-    /// never handed out is `NotFound`.
+    /// A subscription's deliveries as the delivery log shows them (each one's summary:
+    /// without its event, which the listing does not read), newest first; the cursor is
+    /// opaque, and one this store never handed out is `NotFound`.
     fn list_deliveries(
         &self,
         project: &ProjectId,
         subscription: &SubscriptionId,
         page: &PageRequest,
-    ) -> impl Future<Output = StoreResult<Page<Delivery>>> + Send;
+    ) -> impl Future<Output = StoreResult<Page<DeliverySummary>>> + Send;
     /// Webhook ids of deliveries that are not final and were due before `before`, oldest
     /// due first (at most `limit`): the repair sweep re-enqueues them.
     fn overdue_deliveries(

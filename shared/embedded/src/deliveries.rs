@@ -1,14 +1,16 @@
 //! DeliveryStore: one row per webhook id. The event (possibly a 1,000-price part) is kept
 //! in a column of its own and the rest of the delivery in `record` with the event's data
 //! left out, so that an attempt or a client report rewrites a record of a few hundred
-//! bytes. `due_at` (the next attempt's time while not final) feeds the overdue sweep.
+//! bytes, and the listing reads the records only (a summary keeps the event's id, which
+//! the record has). `due_at` (the next attempt's time while not final) feeds the overdue
+//! sweep.
 
 use pricing_core::ids::{ProjectId, SubscriptionId};
 use pricing_core::model::{Event, Page, PageRequest};
 use pricing_core::ports::{DeliveryStore, StoreError, StoreResult};
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::delivery::MAX_CLIENT_REPORTS;
-use pricing_core::webhooks::{AttemptUpdate, ClientReport, Delivery};
+use pricing_core::webhooks::{AttemptUpdate, ClientReport, Delivery, DeliverySummary};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
 
@@ -109,7 +111,7 @@ impl DeliveryStore for EmbeddedStore {
         project: &ProjectId,
         subscription: &SubscriptionId,
         page: &PageRequest,
-    ) -> StoreResult<Page<Delivery>> {
+    ) -> StoreResult<Page<DeliverySummary>> {
         let project = project.to_string();
         let subscription = subscription.to_string();
         let cursor = page.cursor.clone();
@@ -143,11 +145,15 @@ impl DeliveryStore for EmbeddedStore {
                 before.1,
                 fetch_limit(limit)
             ])?;
+            // The records only: a summary needs the event's id, not its data.
             let mut items = Vec::new();
             while let Some(row) = rows.next()? {
-                items.push(whole(text(row, 0)?, text(row, 1)?)?);
+                let lean: Delivery = serde_json::from_str(text(row, 0)?)?;
+                items.push(lean.summary());
             }
-            Ok(page_of(items, limit, |d: &Delivery| d.webhook_id.clone()))
+            Ok(page_of(items, limit, |d: &DeliverySummary| {
+                d.webhook_id.clone()
+            }))
         })
         .await
     }
@@ -171,9 +177,9 @@ impl DeliveryStore for EmbeddedStore {
     }
 }
 
-/// A page of one (project, subscription)'s deliveries before a (created_at, webhook id),
-/// newest first (index `deliveries_by_subscription`, walked backwards).
-pub(crate) const LIST_PAGE: &str = "SELECT record, event FROM deliveries
+/// A page of one (project, subscription)'s delivery records (not their events) before a
+/// (created_at, webhook id), newest first (index `deliveries_by_subscription`, walked backwards).
+pub(crate) const LIST_PAGE: &str = "SELECT record FROM deliveries
      WHERE project_id = ?1 AND subscription_id = ?2 AND (created_at, webhook_id) < (?3, ?4)
      ORDER BY created_at DESC, webhook_id DESC LIMIT ?5";
 

@@ -3,13 +3,14 @@
 //!
 //! | pk | sk | what |
 //! |---|---|---|
-//! | `D#{webhookId}` | `DELIVERY` | the delivery's state: `record` (who, what, when created), `att` N (attempts made), `st` S (status), `outcome` (last attempt's result and the next due time, JSON), `attempts` L (JSON per attempt), `reports` L (JSON per client report); while not final and due: `gsi1pk = DUE#{shard}`, `gsi1sk = {due ms:015}#{webhookId}` |
+//! | `D#{webhookId}` | `DELIVERY` | the delivery's state: `record` (who, which event, when created), `att` N (attempts made), `st` S (status), `outcome` (last attempt's result and the next due time, JSON), `attempts` L (JSON per attempt), `reports` L (JSON per client report); while not final and due: `gsi1pk = DUE#{shard}`, `gsi1sk = {due ms:015}#{webhookId}` |
 //! | `D#{webhookId}` | `EVENT` | the event sent (`record`), written once |
 //! | `DL#{pid}/{sid}` | `{created ms:015}#{position:05}#{webhookId}` | listing entry (`wid`) |
 //!
 //! The event (up to 1,000 prices, ~100 KB) is its own item, so an attempt or a client
 //! report rewrites only the small state item (DynamoDB bills a write by the size of the
-//! whole item). `create_deliveries` writes the three items of each new delivery in one
+//! whole item), and the listing reads the state items only (the `record` names the
+//! event's id). `create_deliveries` writes the three items of each new delivery in one
 //! transaction, conditioned on the state and event items being absent: a delivery is
 //! created once and listed iff it exists; the cancellation reasons tell which deliveries
 //! exist already, and the rest is tried again without them.
@@ -26,7 +27,9 @@ use pricing_core::model::{Event, Page, PageRequest};
 use pricing_core::ports::{DeliveryStore, StoreError, StoreResult};
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::delivery::MAX_CLIENT_REPORTS;
-use pricing_core::webhooks::{AttemptUpdate, ClientReport, Delivery, DeliveryStatus};
+use pricing_core::webhooks::{
+    AttemptUpdate, ClientReport, Delivery, DeliveryStatus, DeliverySummary,
+};
 use serde::{Deserialize, Serialize};
 
 use super::keys::{self, DUE_SHARDS, GSI1PK, GSI1SK, PK, RECORD, SK};
@@ -44,6 +47,9 @@ const ATTEMPTS: &str = "attempts";
 const REPORTS: &str = "reports";
 const WID: &str = "wid";
 
+/// What a summary reads of a state item (not the due index entry).
+const SUMMARY_ATTRIBUTES: &[&str] = &[PK, RECORD, ATT, ST, OUTCOME, ATTEMPTS, REPORTS];
+
 /// Actions per delivery in `create_deliveries` (state, event, listing entry).
 const ACTIONS_PER_DELIVERY: usize = 3;
 /// Deliveries per transaction: within 100 actions ...
@@ -60,6 +66,8 @@ struct Meta {
     project_id: ProjectId,
     instance_id: InstanceId,
     event_type: String,
+    /// The event's id: what a summary keeps of the event.
+    event_id: String,
     created_at: Timestamp,
 }
 
@@ -149,17 +157,17 @@ fn decode_json<T: serde::de::DeserializeOwned>(
     serde_json::from_str(get_s(op, item, name)?).map_err(|e| corrupt(op, format!("{name}: {e}")))
 }
 
-/// A delivery from its state and event items.
-fn delivery_of(op: &str, state: &Item, event: &Item) -> StoreResult<Delivery> {
+/// A delivery's summary from its state item alone.
+fn summary_of(op: &str, state: &Item) -> StoreResult<DeliverySummary> {
     let meta: Meta = decode(op, state)?;
     let outcome: Outcome = decode_json(op, state, OUTCOME)?;
-    let event: Event = decode(op, event)?;
-    Ok(Delivery {
+    Ok(DeliverySummary {
         webhook_id: meta.webhook_id,
         subscription_id: meta.subscription_id,
         project_id: meta.project_id,
         instance_id: meta.instance_id,
         event_type: meta.event_type,
+        event_id: meta.event_id,
         created_at: meta.created_at,
         attempt: u32::try_from(get_n(op, state, ATT)?)
             .map_err(|_| corrupt(op, "attempt count out of range"))?,
@@ -170,6 +178,53 @@ fn delivery_of(op: &str, state: &Item, event: &Item) -> StoreResult<Delivery> {
         next_attempt_at: outcome.next_attempt_at,
         attempts: decode_list(op, state, ATTEMPTS)?,
         client_reports: decode_list(op, state, REPORTS)?,
+    })
+}
+
+/// A delivery from its state and event items.
+fn delivery_of(op: &str, state: &Item, event: &Item) -> StoreResult<Delivery> {
+    let DeliverySummary {
+        webhook_id,
+        subscription_id,
+        project_id,
+        instance_id,
+        event_type,
+        event_id,
+        created_at,
+        attempt,
+        status,
+        response_status,
+        error,
+        attempted_at,
+        next_attempt_at,
+        attempts,
+        client_reports,
+    } = summary_of(op, state)?;
+    let event: Event = decode(op, event)?;
+    if event.id != event_id {
+        return Err(corrupt(
+            op,
+            format!(
+                "delivery {webhook_id} names event {event_id} but holds {}",
+                event.id
+            ),
+        ));
+    }
+    Ok(Delivery {
+        webhook_id,
+        subscription_id,
+        project_id,
+        instance_id,
+        event_type,
+        created_at,
+        attempt,
+        status,
+        response_status,
+        error,
+        attempted_at,
+        next_attempt_at,
+        attempts,
+        client_reports,
         event,
     })
 }
@@ -194,6 +249,7 @@ impl NewDelivery {
                 project_id: d.project_id.clone(),
                 instance_id: d.instance_id.clone(),
                 event_type: d.event_type.clone(),
+                event_id: d.event.id.clone(),
                 created_at: d.created_at,
             },
         )?;
@@ -467,7 +523,7 @@ impl DeliveryStore for DynamoStore {
         project: &ProjectId,
         subscription: &SubscriptionId,
         page: &PageRequest,
-    ) -> StoreResult<Page<Delivery>> {
+    ) -> StoreResult<Page<DeliverySummary>> {
         const OP: &str = "list_deliveries";
         let pk = keys::delivery_listing_pk(project, subscription);
         let mut q = Query::new("pk = :pk")
@@ -487,38 +543,24 @@ impl DeliveryStore for DynamoStore {
                 get_s(OP, &entry, WID)?.to_owned(),
             ));
         }
+        // The state items only: the events (up to ~100 KB each) are not read.
         let wanted = entries
             .iter()
-            .flat_map(|(_, wid)| {
-                let pk = keys::delivery_pk(wid);
-                [
-                    (pk.clone(), keys::DELIVERY_SK.to_owned()),
-                    (pk, EVENT_SK.to_owned()),
-                ]
-            })
+            .map(|(_, wid)| (keys::delivery_pk(wid), keys::DELIVERY_SK.to_owned()))
             .collect();
         let mut states: HashMap<String, Item> = HashMap::new();
-        let mut events: HashMap<String, Item> = HashMap::new();
-        for item in self.batch_get(OP, wanted).await? {
-            let pk = get_s(OP, &item, PK)?.to_owned();
-            if get_s(OP, &item, SK)? == EVENT_SK {
-                events.insert(pk, item);
-            } else {
-                states.insert(pk, item);
-            }
+        for item in self
+            .batch_get_projected(OP, wanted, SUMMARY_ATTRIBUTES)
+            .await?
+        {
+            states.insert(get_s(OP, &item, PK)?.to_owned(), item);
         }
         let mut listed = Vec::with_capacity(entries.len());
         for (sk, wid) in entries {
-            let pk = keys::delivery_pk(&wid);
-            match (states.get(&pk), events.get(&pk)) {
-                (Some(state), Some(event)) => listed.push((sk, delivery_of(OP, state, event)?)),
-                _ => {
-                    return Err(corrupt(
-                        OP,
-                        format!("delivery {wid} is listed but not stored"),
-                    ));
-                }
-            }
+            let state = states
+                .get(&keys::delivery_pk(&wid))
+                .ok_or_else(|| corrupt(OP, format!("delivery {wid} is listed but not stored")))?;
+            listed.push((sk, summary_of(OP, state)?));
         }
         let page_of = super::projects::page_of(listed, page.limit, |(sk, _)| sk.clone());
         Ok(Page {

@@ -135,8 +135,57 @@ impl Delivery {
         }
     }
 
-    /// The delivery log's view (DESIGN.md section 8): without the event itself; fields
-    /// that do not apply (yet) are left out.
+    /// The delivery as its log lists it: everything but the event, of which only the id
+    /// is kept.
+    pub fn summary(&self) -> DeliverySummary {
+        DeliverySummary {
+            webhook_id: self.webhook_id.clone(),
+            subscription_id: self.subscription_id.clone(),
+            project_id: self.project_id.clone(),
+            instance_id: self.instance_id.clone(),
+            event_type: self.event_type.clone(),
+            event_id: self.event.id.clone(),
+            created_at: self.created_at,
+            attempt: self.attempt,
+            status: self.status,
+            response_status: self.response_status,
+            error: self.error.clone(),
+            attempted_at: self.attempted_at,
+            next_attempt_at: self.next_attempt_at,
+            attempts: self.attempts.clone(),
+            client_reports: self.client_reports.clone(),
+        }
+    }
+}
+
+/// A delivery's entry in the delivery log: every field of [`Delivery`] but the event (up
+/// to ~100 KB), of which only the id is kept. What `DeliveryStore::list_deliveries`
+/// returns, so that a store lists deliveries without reading their events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeliverySummary {
+    pub webhook_id: String,
+    pub subscription_id: SubscriptionId,
+    pub project_id: ProjectId,
+    pub instance_id: InstanceId,
+    pub event_type: String,
+    /// The id of the event sent.
+    pub event_id: String,
+    pub created_at: Timestamp,
+    /// Attempts made so far.
+    pub attempt: u32,
+    pub status: DeliveryStatus,
+    pub response_status: Option<u16>,
+    pub error: Option<String>,
+    pub attempted_at: Option<Timestamp>,
+    /// When the next attempt is due (pending and retrying deliveries).
+    pub next_attempt_at: Option<Timestamp>,
+    pub attempts: Vec<Attempt>,
+    pub client_reports: Vec<ClientReport>,
+}
+
+impl DeliverySummary {
+    /// The delivery log's view (DESIGN.md section 8): fields that do not apply (yet) are
+    /// left out.
     pub fn view(&self) -> Value {
         let mut v = json!({
             "deliveryId": self.webhook_id,
@@ -144,7 +193,7 @@ impl Delivery {
             "subscriptionId": self.subscription_id,
             "instanceId": self.instance_id,
             "eventType": self.event_type,
-            "eventId": self.event.id,
+            "eventId": self.event_id,
             "createdAt": self.created_at,
             "attempt": self.attempt,
             "status": self.status,
@@ -348,6 +397,54 @@ mod tests {
         assert_eq!(
             judge(&Response::Error("refused".into()), now),
             Verdict::Failed { retry_after: None }
+        );
+    }
+
+    #[test]
+    fn a_summary_is_the_delivery_without_its_event() {
+        let t = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+        let event = Event {
+            id: "evt_1".into(),
+            event_type: "prices.updated".into(),
+            project_id: ProjectId::parse("p").unwrap(),
+            instance_id: InstanceId::parse("i").unwrap(),
+            created_at: t,
+            data: json!({"prices": [{"itemId": "a", "price": 1.5}]}),
+        };
+        let d = Delivery {
+            webhook_id: webhook_id(&event.id, &SubscriptionId::parse("s").unwrap()),
+            subscription_id: SubscriptionId::parse("s").unwrap(),
+            project_id: event.project_id.clone(),
+            instance_id: event.instance_id.clone(),
+            event_type: event.event_type.clone(),
+            created_at: t,
+            attempt: 1,
+            status: DeliveryStatus::Retrying,
+            response_status: Some(500),
+            error: None,
+            attempted_at: Some(t),
+            next_attempt_at: Some(t),
+            attempts: vec![Attempt {
+                attempt: 1,
+                attempted_at: t,
+                response_status: Some(500),
+                error: None,
+                duration_ms: 12,
+            }],
+            client_reports: Vec::new(),
+            event,
+        };
+        let summary = d.summary();
+        assert_eq!(summary.event_id, "evt_1");
+        assert_eq!(summary.attempts, d.attempts);
+        let view = summary.view();
+        assert_eq!(view["eventId"], "evt_1");
+        assert_eq!(view["deliveryId"], view["webhookId"]);
+        assert_eq!(view["responseStatus"], 500);
+        assert!(view.get("event").is_none() && view.get("data").is_none());
+        assert!(
+            view.get("error").is_none(),
+            "what does not apply is left out"
         );
     }
 

@@ -20,8 +20,8 @@ pub mod trigger;
 pub use address::{CallbackPolicy, check_callback_url, is_public};
 pub use deliver::{Settle, deliver};
 pub use delivery::{
-    Attempt, AttemptUpdate, ClientReport, Delivery, DeliveryStatus, MAX_ATTEMPTS, RETRY_DELAYS,
-    webhook_id,
+    Attempt, AttemptUpdate, ClientReport, Delivery, DeliveryStatus, DeliverySummary, MAX_ATTEMPTS,
+    RETRY_DELAYS, webhook_id,
 };
 pub use dispatch::{DispatchReport, dispatch};
 pub use lane::{WebhookSweepReport, handle, sweep};
