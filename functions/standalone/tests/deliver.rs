@@ -253,3 +253,95 @@ async fn a_deleted_subscription_gets_nothing() {
         "unknown ids are no deliveries"
     );
 }
+
+#[tokio::test]
+async fn a_project_trigger_fans_out_per_instance_and_scope_is_kept() {
+    use pricing_core::ids::SubscriptionId;
+    use pricing_core::model::{Instance, Message};
+    use pricing_core::ports::{InstanceStore, WorkQueue};
+    use pricing_core::state::Header;
+    use pricing_core::webhooks::manual_trigger;
+
+    let f = fixture().await;
+    let project = ProjectId::parse("p").unwrap();
+    for id in ["i1", "i2", "i3"] {
+        let instance = Instance {
+            project_id: project.clone(),
+            instance_id: InstanceId::parse(id).unwrap(),
+            name: String::new(),
+            active: false,
+            time_zone: None,
+            deactivation_date: None,
+            created_at: f.t0,
+            updated_at: f.t0,
+        };
+        f.store
+            .create_instance(&instance, &Header::default())
+            .await
+            .unwrap();
+    }
+    let sub: &SubscriptionId = &f.subscription.subscription_id;
+    // Project level, no instance: one trigger message per instance, nothing sent yet.
+    let report = manual_trigger(&f.store, &f.store, &project, sub, "trg_1", None, f.t0)
+        .await
+        .unwrap();
+    assert_eq!((report.fanned_out, report.deliveries), (3, 0));
+    let queue = f.store.webhook_queue();
+    let got = queue.receive(10, Duration::from_secs(30)).await.unwrap();
+    let mut instances: Vec<String> = got
+        .iter()
+        .map(|r| match &r.message {
+            Message::Trigger {
+                instance_id: Some(i),
+                trigger_id,
+                ..
+            } if trigger_id == "trg_1" => i.to_string(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    instances.sort();
+    assert_eq!(instances, ["i1", "i2", "i3"]);
+    // One instance without prices yet: nothing to resend.
+    let one = InstanceId::parse("i1").unwrap();
+    let report = manual_trigger(&f.store, &f.store, &project, sub, "trg_1", Some(&one), f.t0)
+        .await
+        .unwrap();
+    assert_eq!(report, Default::default());
+
+    // An instance-level subscription resends only its own instance.
+    let own = NewSubscription::parse(
+        &json!({"callbackUrl": "https://hooks.example.com/i2"}),
+        &CallbackPolicy::STRICT,
+    )
+    .unwrap()
+    .into_subscription(
+        project.clone(),
+        Some(InstanceId::parse("i2").unwrap()),
+        f.t0,
+    );
+    assert!(f.store.create_subscription(&own, 20).await.unwrap());
+    let report = manual_trigger(
+        &f.store,
+        &f.store,
+        &project,
+        &own.subscription_id,
+        "trg_2",
+        Some(&one),
+        f.t0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report, Default::default(), "i1 is outside its scope");
+    let report = manual_trigger(
+        &f.store,
+        &f.store,
+        &project,
+        &own.subscription_id,
+        "trg_2",
+        None,
+        f.t0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.fanned_out, 0, "no fan-out below project level");
+}

@@ -191,6 +191,7 @@ pub async fn trigger<P: Ports>(
             project_id: subscription.project_id.clone(),
             subscription_id: subscription.subscription_id.clone(),
             trigger_id: trigger_id.clone(),
+            instance_id: None,
         })
         .await
         .map_err(ApiError::store("enqueueing a trigger"))?;

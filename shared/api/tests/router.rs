@@ -1734,6 +1734,7 @@ async fn a_trigger_enqueues_a_trigger_message_and_refuses_disabled_subscriptions
             subscription_id: pricing_core::ids::SubscriptionId::parse(subscription.as_str())
                 .unwrap(),
             trigger_id: trigger_id.clone(),
+            instance_id: None,
         }]
     );
     // Every trigger is its own resend.

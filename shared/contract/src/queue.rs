@@ -284,6 +284,7 @@ where
         project_id: run.project_id("p"),
         subscription_id: run.subscription_id("s"),
         trigger_id: run.webhook_id("trigger"),
+        instance_id: None,
     };
     for m in [&deliver, &instance_work, &trigger] {
         sender.send(m).await.expect("send");

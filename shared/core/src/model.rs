@@ -121,13 +121,16 @@ pub enum Message {
     /// Attempt (or re-attempt, when due) the delivery of one webhook.
     #[serde(rename_all = "camelCase")]
     Deliver { webhook_id: String },
-    /// A subscription's manual trigger: resend the latest prices in its scope.
-    /// Idempotent per trigger id.
+    /// A subscription's manual trigger: resend the latest prices in its scope, or of one
+    /// instance of it (a project-level trigger fans out into one message per instance).
+    /// Idempotent per trigger id and instance.
     #[serde(rename_all = "camelCase")]
     Trigger {
         project_id: ProjectId,
         subscription_id: SubscriptionId,
         trigger_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instance_id: Option<InstanceId>,
     },
 }
 
@@ -151,7 +154,14 @@ impl Message {
                 format!("{}/{}", key.project_id, key.instance_id)
             }
             Message::Deliver { webhook_id } => format!("webhook/{webhook_id}"),
-            Message::Trigger { trigger_id, .. } => format!("trigger/{trigger_id}"),
+            Message::Trigger {
+                trigger_id,
+                instance_id,
+                ..
+            } => match instance_id {
+                Some(i) => format!("trigger/{trigger_id}/{i}"),
+                None => format!("trigger/{trigger_id}"),
+            },
         }
     }
 
@@ -161,7 +171,14 @@ impl Message {
             Message::ProcessInstance { key } => format!("process:{key}"),
             Message::Recalculate { calculation_id, .. } => format!("recalc:{calculation_id}"),
             Message::Deliver { webhook_id } => format!("deliver:{webhook_id}"),
-            Message::Trigger { trigger_id, .. } => format!("trigger:{trigger_id}"),
+            Message::Trigger {
+                trigger_id,
+                instance_id,
+                ..
+            } => match instance_id {
+                Some(i) => format!("trigger:{trigger_id}:{i}"),
+                None => format!("trigger:{trigger_id}"),
+            },
         }
     }
 

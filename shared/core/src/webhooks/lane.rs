@@ -37,8 +37,18 @@ where
             project_id,
             subscription_id,
             trigger_id,
+            instance_id,
         } => {
-            manual_trigger(store, queue, project_id, subscription_id, trigger_id, now).await?;
+            manual_trigger(
+                store,
+                queue,
+                project_id,
+                subscription_id,
+                trigger_id,
+                instance_id.as_ref(),
+                now,
+            )
+            .await?;
             Ok(Settle::Done)
         }
         Message::ProcessInstance { .. } | Message::Recalculate { .. } => Err(StoreError::Failed(

@@ -1,9 +1,10 @@
 //! A subscription's manual trigger: the latest prices of every instance in its scope are
 //! sent again to that subscription alone, with trigger `manual` and the original
 //! calculation id and sequence (receivers that keep the newest sequence ignore them).
-//! Idempotent per trigger id: webhook ids derive from it.
+//! Idempotent per trigger id: webhook ids derive from it. A project-level trigger fans out
+//! into one message per instance, so a project of any size is resent in bounded steps.
 
-use crate::ids::{InstanceKey, ProjectId, SubscriptionId};
+use crate::ids::{InstanceId, InstanceKey, ProjectId, SubscriptionId};
 use crate::model::{Message, PageRequest};
 use crate::ports::{
     DeliveryStore, Enqueue, InstanceStore, PriceStore, StoreResult, SubscriptionStore,
@@ -20,16 +21,22 @@ pub struct TriggerReport {
     pub instances: usize,
     /// Deliveries created (one per `prices.updated` part).
     pub deliveries: usize,
+    /// Per-instance trigger messages sent (a project-level trigger's fan-out).
+    pub fanned_out: usize,
 }
 
-/// Resends the latest prices in the subscription's scope. A subscription that is gone or
-/// disabled (or does not take `prices.updated`) gets nothing.
+/// Resends the latest prices of `instance`, or of every instance in the subscription's
+/// scope when `instance` is none: an instance-level subscription's own instance directly,
+/// a project-level one's instances through one trigger message each. A subscription that
+/// is gone or disabled (or does not take `prices.updated`), or an instance outside its
+/// scope, gets nothing.
 pub async fn manual_trigger<S, Q>(
     store: &S,
     queue: &Q,
     project: &ProjectId,
     subscription: &SubscriptionId,
     trigger_id: &str,
+    instance: Option<&InstanceId>,
     now: Timestamp,
 ) -> StoreResult<TriggerReport>
 where
@@ -44,19 +51,32 @@ where
         return Ok(report);
     }
     let mut keys: Vec<InstanceKey> = Vec::new();
-    match &sub.instance_id {
-        Some(instance) => keys.push(InstanceKey::new(project.clone(), instance.clone())),
-        None => {
+    match (instance, &sub.instance_id) {
+        (Some(i), Some(own)) if i != own => return Ok(report),
+        (Some(i), _) | (None, Some(i)) => {
+            keys.push(InstanceKey::new(project.clone(), i.clone()));
+        }
+        (None, None) => {
             let mut page = PageRequest {
                 cursor: None,
                 limit: 1000,
             };
             loop {
                 let batch = store.list_instances(project, &page).await?;
-                keys.extend(batch.items.iter().map(|i| i.key()));
+                for i in &batch.items {
+                    queue
+                        .send(&Message::Trigger {
+                            project_id: project.clone(),
+                            subscription_id: subscription.clone(),
+                            trigger_id: trigger_id.to_owned(),
+                            instance_id: Some(i.instance_id.clone()),
+                        })
+                        .await?;
+                    report.fanned_out += 1;
+                }
                 match batch.next {
                     Some(next) => page.cursor = Some(next),
-                    None => break,
+                    None => return Ok(report),
                 }
             }
         }
