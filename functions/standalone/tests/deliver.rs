@@ -345,3 +345,65 @@ async fn a_project_trigger_fans_out_per_instance_and_scope_is_kept() {
     .unwrap();
     assert_eq!(report.fanned_out, 0, "no fan-out below project level");
 }
+
+#[tokio::test]
+async fn the_sweep_wakes_undispatched_events_and_lost_deliveries() {
+    use pricing_core::ids::InstanceKey;
+    use pricing_core::model::{Instance, Message};
+    use pricing_core::ports::{EventStore, InstanceStore, WorkQueue};
+    use pricing_core::state::Header;
+    use pricing_core::webhooks::{OVERDUE_GRACE, sweep};
+
+    let f = fixture().await;
+    let id = f.delivery(9).await;
+    // Not overdue yet: nothing.
+    let early = sweep(&f.store, &f.store, f.at(OVERDUE_GRACE / 2), 100)
+        .await
+        .unwrap();
+    assert_eq!((early.instances, early.deliveries), (0, 0));
+    let late = sweep(&f.store, &f.store, f.at(OVERDUE_GRACE * 2), 100)
+        .await
+        .unwrap();
+    assert_eq!(late.deliveries, 1);
+    let got = f
+        .store
+        .webhook_queue()
+        .receive(10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].message, Message::Deliver { webhook_id: id });
+
+    // An event stored but never dispatched wakes its instance's processor.
+    let key = InstanceKey::new(
+        ProjectId::parse("p").unwrap(),
+        InstanceId::parse("i").unwrap(),
+    );
+    let instance = Instance {
+        project_id: key.project_id.clone(),
+        instance_id: key.instance_id.clone(),
+        name: String::new(),
+        active: false,
+        time_zone: None,
+        deactivation_date: None,
+        created_at: f.t0,
+        updated_at: f.t0,
+    };
+    f.store
+        .create_instance(&instance, &Header::default())
+        .await
+        .unwrap();
+    let event = Event {
+        id: "evt_lonely".into(),
+        event_type: "instance.deactivated".into(),
+        project_id: key.project_id.clone(),
+        instance_id: key.instance_id.clone(),
+        created_at: f.t0,
+        data: json!({}),
+    };
+    f.store.append_events(&key, &[event]).await.unwrap();
+    let report = sweep(&f.store, &f.store, f.t0, 100).await.unwrap();
+    assert_eq!(report.instances, 1);
+    let work = f.store.receive(10, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(work[0].message, Message::ProcessInstance { key });
+}

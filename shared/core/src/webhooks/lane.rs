@@ -15,7 +15,10 @@ use super::deliver::{Settle, deliver};
 use super::trigger::manual_trigger;
 
 /// A delivery this much past due is taken as lost (its message never came) and re-enqueued.
-pub const OVERDUE_GRACE: Duration = Duration::from_secs(120);
+/// Long enough that a backlog of deliveries waiting their turn in the queue is not
+/// duplicated every minute (a duplicate is harmless but costs a read); short enough that a
+/// lost message delays a webhook by minutes, not hours.
+pub const OVERDUE_GRACE: Duration = Duration::from_secs(10 * 60);
 
 /// Handles one message of the webhooks lane.
 pub async fn handle<S, Q, T>(

@@ -24,7 +24,7 @@ pub use delivery::{
     RETRY_DELAYS, webhook_id,
 };
 pub use dispatch::{DispatchReport, dispatch};
-pub use lane::{WebhookSweepReport, handle, sweep};
+pub use lane::{OVERDUE_GRACE, WebhookSweepReport, handle, sweep};
 pub use sign::{envelope, http_date, signed_request, signing_input};
 pub use subscription::{EventType, NewSubscription, Subscription, SubscriptionStatus};
 pub use trigger::{TriggerReport, manual_trigger};
