@@ -282,7 +282,7 @@ async fn a_project_trigger_fans_out_per_instance_and_scope_is_kept() {
     }
     let sub: &SubscriptionId = &f.subscription.subscription_id;
     // Project level, no instance: one trigger message per instance, nothing sent yet.
-    let report = manual_trigger(&f.store, &f.store, &project, sub, "trg_1", None, f.t0)
+    let report = manual_trigger(&f.store, &f.store, &project, sub, "trg_1", None, None, f.t0)
         .await
         .unwrap();
     assert_eq!((report.fanned_out, report.deliveries), (3, 0));
@@ -303,9 +303,18 @@ async fn a_project_trigger_fans_out_per_instance_and_scope_is_kept() {
     assert_eq!(instances, ["i1", "i2", "i3"]);
     // One instance without prices yet: nothing to resend.
     let one = InstanceId::parse("i1").unwrap();
-    let report = manual_trigger(&f.store, &f.store, &project, sub, "trg_1", Some(&one), f.t0)
-        .await
-        .unwrap();
+    let report = manual_trigger(
+        &f.store,
+        &f.store,
+        &project,
+        sub,
+        "trg_1",
+        Some(&one),
+        None,
+        f.t0,
+    )
+    .await
+    .unwrap();
     assert_eq!(report, Default::default());
 
     // An instance-level subscription resends only its own instance.
@@ -327,6 +336,7 @@ async fn a_project_trigger_fans_out_per_instance_and_scope_is_kept() {
         &own.subscription_id,
         "trg_2",
         Some(&one),
+        None,
         f.t0,
     )
     .await
@@ -338,6 +348,7 @@ async fn a_project_trigger_fans_out_per_instance_and_scope_is_kept() {
         &project,
         &own.subscription_id,
         "trg_2",
+        None,
         None,
         f.t0,
     )
@@ -406,4 +417,76 @@ async fn the_sweep_wakes_undispatched_events_and_lost_deliveries() {
     assert_eq!(report.instances, 1);
     let work = f.store.receive(10, Duration::from_secs(30)).await.unwrap();
     assert_eq!(work[0].message, Message::ProcessInstance { key });
+}
+
+#[tokio::test]
+async fn a_large_project_trigger_goes_on_page_by_page() {
+    use pricing_core::model::{Instance, Message};
+    use pricing_core::ports::{InstanceStore, WorkQueue};
+    use pricing_core::state::Header;
+    use pricing_core::webhooks::manual_trigger;
+    use pricing_core::webhooks::trigger::TRIGGER_PAGE;
+
+    let f = fixture().await;
+    let project = ProjectId::parse("p").unwrap();
+    for n in 0..=TRIGGER_PAGE {
+        let instance = Instance {
+            project_id: project.clone(),
+            instance_id: InstanceId::parse(format!("i{n:04}")).unwrap(),
+            name: String::new(),
+            active: false,
+            time_zone: None,
+            deactivation_date: None,
+            created_at: f.t0,
+            updated_at: f.t0,
+        };
+        f.store
+            .create_instance(&instance, &Header::default())
+            .await
+            .unwrap();
+    }
+    let sub = &f.subscription.subscription_id;
+    let first = manual_trigger(&f.store, &f.store, &project, sub, "trg", None, None, f.t0)
+        .await
+        .unwrap();
+    assert_eq!(first.fanned_out, TRIGGER_PAGE);
+    let queue = f.store.webhook_queue();
+    let mut next_page = None;
+    loop {
+        let got = queue.receive(64, Duration::from_secs(30)).await.unwrap();
+        if got.is_empty() {
+            break;
+        }
+        for r in got {
+            if let Message::Trigger {
+                instance_id: None,
+                cursor: Some(c),
+                ..
+            } = &r.message
+            {
+                next_page = Some(c.clone());
+            }
+            queue.ack(&r.receipt).await.unwrap();
+        }
+    }
+    let cursor = next_page.expect("the next page is a message of its own");
+    let rest = manual_trigger(
+        &f.store,
+        &f.store,
+        &project,
+        sub,
+        "trg",
+        None,
+        Some(&cursor),
+        f.t0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rest.fanned_out, 1, "the last instance, and no further page");
+    let got = queue.receive(64, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert!(matches!(
+        &got[0].message,
+        Message::Trigger { instance_id: Some(i), .. } if i.as_str() == "i0500"
+    ));
 }

@@ -192,6 +192,7 @@ pub async fn trigger<P: Ports>(
             subscription_id: subscription.subscription_id.clone(),
             trigger_id: trigger_id.clone(),
             instance_id: None,
+            cursor: None,
         })
         .await
         .map_err(ApiError::store("enqueueing a trigger"))?;

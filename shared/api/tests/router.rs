@@ -1735,6 +1735,7 @@ async fn a_trigger_enqueues_a_trigger_message_and_refuses_disabled_subscriptions
                 .unwrap(),
             trigger_id: trigger_id.clone(),
             instance_id: None,
+            cursor: None,
         }]
     );
     // Every trigger is its own resend.

@@ -285,6 +285,7 @@ where
         subscription_id: run.subscription_id("s"),
         trigger_id: run.webhook_id("trigger"),
         instance_id: None,
+        cursor: None,
     };
     for m in [&deliver, &instance_work, &trigger] {
         sender.send(m).await.expect("send");

@@ -60,15 +60,21 @@ where
         }
     }
     let mut done = Vec::with_capacity(due.len());
-    for instance in due {
-        let key = instance.key();
+    for listed in due {
+        let key = listed.key();
+        // Re-read: the listing may be older than a concurrent PUT of the instance.
+        let Some(mut instance) = store.get_instance(&key).await? else {
+            continue;
+        };
+        if !(instance.active && instance.is_deactivated(now)) {
+            continue;
+        }
         store
             .append_events(&key, &[deactivated_event(&instance, now)])
             .await?;
-        let mut off = instance;
-        off.active = false;
-        off.updated_at = now;
-        store.put_instance(&off).await?;
+        instance.active = false;
+        instance.updated_at = now;
+        store.put_instance(&instance).await?;
         queue
             .send(&Message::ProcessInstance { key: key.clone() })
             .await?;

@@ -131,6 +131,9 @@ pub enum Message {
         trigger_id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         instance_id: Option<InstanceId>,
+        /// Where a project-level fan-out goes on (one page of instances per message).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cursor: Option<String>,
     },
 }
 
@@ -157,10 +160,12 @@ impl Message {
             Message::Trigger {
                 trigger_id,
                 instance_id,
+                cursor,
                 ..
-            } => match instance_id {
-                Some(i) => format!("trigger/{trigger_id}/{i}"),
-                None => format!("trigger/{trigger_id}"),
+            } => match (instance_id, cursor) {
+                (Some(i), _) => format!("trigger/{trigger_id}/{i}"),
+                (None, Some(c)) => format!("trigger/{trigger_id}/after/{c}"),
+                (None, None) => format!("trigger/{trigger_id}"),
             },
         }
     }
@@ -174,10 +179,12 @@ impl Message {
             Message::Trigger {
                 trigger_id,
                 instance_id,
+                cursor,
                 ..
-            } => match instance_id {
-                Some(i) => format!("trigger:{trigger_id}:{i}"),
-                None => format!("trigger:{trigger_id}"),
+            } => match (instance_id, cursor) {
+                (Some(i), _) => format!("trigger:{trigger_id}:{i}"),
+                (None, Some(c)) => format!("trigger:{trigger_id}:after:{c}"),
+                (None, None) => format!("trigger:{trigger_id}"),
             },
         }
     }

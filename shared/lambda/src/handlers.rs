@@ -79,46 +79,62 @@ pub struct SchedulerReport {
     pub overdue: usize,
 }
 
-/// scheduler: the repair sweep (instances whose log is ahead of their state),
-/// deactivations, the webhook sweep (undispatched events, overdue deliveries), then the
-/// scheduled calculations that are due (idempotent per instance and slot).
+/// Instances and deliveries the webhook sweep re-enqueues per run at most (a minute's run
+/// stays well within the scheduler's timeout; the rest waits for the next minute).
+pub const WEBHOOK_SWEEP_LIMIT: usize = 1_000;
+
+/// scheduler: the scheduled calculations that are due (idempotent per instance and slot)
+/// first, then the repair sweep (instances whose log is ahead of their state),
+/// deactivations and the webhook sweep (undispatched events, overdue deliveries). A step
+/// that fails does not stop the others; the run then reports every failure.
 pub async fn scheduler_run<S, Q>(store: &S, queue: &Q) -> Result<SchedulerReport, String>
 where
     S: Backlog + ActiveInstances + PriceStore + InstanceStore + EventStore + DeliveryStore,
     Q: Enqueue,
 {
     let now = Timestamp::now();
-    let report = scheduled_sweep(store, queue).await?;
-    let deactivated = deactivate_due(store, queue, now)
-        .await
-        .map_err(|e| format!("deactivations: {e}"))?;
-    let hooks = webhooks::sweep(store, queue, now, SWEEP_LIMIT)
-        .await
-        .map_err(|e| format!("webhook sweep: {e}"))?;
-    let due = due_scheduled_runs(store, store, now)
-        .await
-        .map_err(|e| e.to_string())?;
-    for message in &due {
-        queue
-            .send(message)
-            .await
-            .map_err(|e| format!("enqueueing {message:?}: {e}"))?;
+    let mut report = SchedulerReport::default();
+    let mut errors: Vec<String> = Vec::new();
+    match due_scheduled_runs(store, store, now).await {
+        Ok(due) => {
+            for message in &due {
+                match queue.send(message).await {
+                    Ok(()) => report.scheduled += 1,
+                    Err(e) => errors.push(format!("enqueueing {message:?}: {e}")),
+                }
+            }
+        }
+        Err(e) => errors.push(format!("scheduled calculations: {e}")),
+    }
+    match scheduled_sweep(store, queue).await {
+        Ok(swept) => report.swept = swept.enqueued,
+        Err(e) => errors.push(format!("repair sweep: {e}")),
+    }
+    match deactivate_due(store, queue, now).await {
+        Ok(keys) => report.deactivated = keys.len(),
+        Err(e) => errors.push(format!("deactivations: {e}")),
+    }
+    match webhooks::sweep(store, queue, now, WEBHOOK_SWEEP_LIMIT).await {
+        Ok(hooks) => {
+            report.undispatched = hooks.instances;
+            report.overdue = hooks.deliveries;
+        }
+        Err(e) => errors.push(format!("webhook sweep: {e}")),
     }
     tracing::info!(
-        swept = report.enqueued,
-        scheduled = due.len(),
-        deactivated = deactivated.len(),
-        undispatched = hooks.instances,
-        overdue = hooks.deliveries,
+        swept = report.swept,
+        scheduled = report.scheduled,
+        deactivated = report.deactivated,
+        undispatched = report.undispatched,
+        overdue = report.overdue,
+        failures = errors.len(),
         "scheduler run done"
     );
-    Ok(SchedulerReport {
-        swept: report.enqueued,
-        scheduled: due.len(),
-        deactivated: deactivated.len(),
-        undispatched: hooks.instances,
-        overdue: hooks.deliveries,
-    })
+    if errors.is_empty() {
+        Ok(report)
+    } else {
+        Err(errors.join("; "))
+    }
 }
 
 /// The repair sweep (re-enqueue instances whose log is ahead of their state).

@@ -89,13 +89,24 @@ impl Aws {
     pub async fn api_router(&self) -> Result<Router, StartError> {
         let keys = self.keys().await?;
         let signer = keys.signer.clone();
-        tokio::spawn(keys.refresh_forever());
         let auth: Arc<dyn Authenticator> = Arc::new(AuthorizerClaims);
         let ports = Stores {
             store: self.store.clone(),
             queue: self.queues.clone(),
         };
-        Ok(pricing_api::router(Arc::new(App::new(ports, signer, auth))))
+        // Keys are refreshed before a request is answered (a no-op most of the time), not
+        // in the background: a frozen environment runs no timers, and after a thaw the
+        // key endpoint must not answer from a stale set.
+        let refresh = axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let keys = keys.clone();
+                async move {
+                    keys.refresh().await;
+                    next.run(request).await
+                }
+            },
+        );
+        Ok(pricing_api::router(Arc::new(App::new(ports, signer, auth))).layer(refresh))
     }
 }
 
@@ -149,15 +160,6 @@ impl Keys {
             Err(e) => {
                 tracing::warn!(error = %e, "reloading the signing keys failed; keeping the current ones")
             }
-        }
-    }
-
-    /// Refreshes in the background (the runtime only runs it while the function is
-    /// invoked, which is when it matters).
-    pub async fn refresh_forever(self) {
-        loop {
-            tokio::time::sleep(KEY_REFRESH).await;
-            self.refresh().await;
         }
     }
 }

@@ -41,6 +41,7 @@ where
             subscription_id,
             trigger_id,
             instance_id,
+            cursor,
         } => {
             manual_trigger(
                 store,
@@ -49,6 +50,7 @@ where
                 subscription_id,
                 trigger_id,
                 instance_id.as_ref(),
+                cursor.as_deref(),
                 now,
             )
             .await?;

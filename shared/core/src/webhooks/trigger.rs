@@ -2,7 +2,8 @@
 //! sent again to that subscription alone, with trigger `manual` and the original
 //! calculation id and sequence (receivers that keep the newest sequence ignore them).
 //! Idempotent per trigger id: webhook ids derive from it. A project-level trigger fans out
-//! into one message per instance, so a project of any size is resent in bounded steps.
+//! into one message per instance, a page of instances per message (the next page is the
+//! next message), so a project of any size is resent in bounded steps.
 
 use crate::ids::{InstanceId, InstanceKey, ProjectId, SubscriptionId};
 use crate::model::{Message, PageRequest};
@@ -25,11 +26,15 @@ pub struct TriggerReport {
     pub fanned_out: usize,
 }
 
+/// Instances listed per fan-out message.
+pub const TRIGGER_PAGE: usize = 500;
+
 /// Resends the latest prices of `instance`, or of every instance in the subscription's
 /// scope when `instance` is none: an instance-level subscription's own instance directly,
-/// a project-level one's instances through one trigger message each. A subscription that
-/// is gone or disabled (or does not take `prices.updated`), or an instance outside its
-/// scope, gets nothing.
+/// a project-level one's instances through one trigger message each, one page of
+/// instances (after `cursor`) per call. A subscription that is gone or disabled (or does
+/// not take `prices.updated`), or an instance outside its scope, gets nothing.
+#[allow(clippy::too_many_arguments)]
 pub async fn manual_trigger<S, Q>(
     store: &S,
     queue: &Q,
@@ -37,6 +42,7 @@ pub async fn manual_trigger<S, Q>(
     subscription: &SubscriptionId,
     trigger_id: &str,
     instance: Option<&InstanceId>,
+    cursor: Option<&str>,
     now: Timestamp,
 ) -> StoreResult<TriggerReport>
 where
@@ -57,28 +63,35 @@ where
             keys.push(InstanceKey::new(project.clone(), i.clone()));
         }
         (None, None) => {
-            let mut page = PageRequest {
-                cursor: None,
-                limit: 1000,
+            let page = PageRequest {
+                cursor: cursor.map(str::to_owned),
+                limit: TRIGGER_PAGE,
             };
-            loop {
-                let batch = store.list_instances(project, &page).await?;
-                for i in &batch.items {
-                    queue
-                        .send(&Message::Trigger {
-                            project_id: project.clone(),
-                            subscription_id: subscription.clone(),
-                            trigger_id: trigger_id.to_owned(),
-                            instance_id: Some(i.instance_id.clone()),
-                        })
-                        .await?;
-                    report.fanned_out += 1;
-                }
-                match batch.next {
-                    Some(next) => page.cursor = Some(next),
-                    None => return Ok(report),
-                }
+            let batch = store.list_instances(project, &page).await?;
+            for i in &batch.items {
+                queue
+                    .send(&Message::Trigger {
+                        project_id: project.clone(),
+                        subscription_id: subscription.clone(),
+                        trigger_id: trigger_id.to_owned(),
+                        instance_id: Some(i.instance_id.clone()),
+                        cursor: None,
+                    })
+                    .await?;
+                report.fanned_out += 1;
             }
+            if let Some(next) = batch.next {
+                queue
+                    .send(&Message::Trigger {
+                        project_id: project.clone(),
+                        subscription_id: subscription.clone(),
+                        trigger_id: trigger_id.to_owned(),
+                        instance_id: None,
+                        cursor: Some(next),
+                    })
+                    .await?;
+            }
+            return Ok(report);
         }
     }
     for key in &keys {
