@@ -383,7 +383,47 @@ async fn the_sweep_wakes_undispatched_events_and_lost_deliveries() {
         .await
         .unwrap();
     assert_eq!(got.len(), 1);
-    assert_eq!(got[0].message, Message::Deliver { webhook_id: id });
+    assert_eq!(
+        got[0].message,
+        Message::Deliver {
+            webhook_id: id.clone()
+        }
+    );
+    // Re-enqueued now: due now, not overdue again before now + grace.
+    let until = f.at(OVERDUE_GRACE * 2);
+    let stored = f.store.get_delivery(&id).await.unwrap().unwrap();
+    assert_eq!(stored.next_attempt_at, Some(until));
+    assert_eq!((stored.attempt, stored.attempts.len()), (0, 0));
+    let again = sweep(&f.store, &f.store, until, 100).await.unwrap();
+    assert_eq!(
+        again.deliveries, 0,
+        "a second sweep at the same time sends nothing"
+    );
+    let within = sweep(&f.store, &f.store, f.at(OVERDUE_GRACE * 3), 100)
+        .await
+        .unwrap();
+    assert_eq!(within.deliveries, 0, "nor one a grace period later");
+    let after = f.at(OVERDUE_GRACE * 3 + Duration::from_secs(1));
+    let later = sweep(&f.store, &f.store, after, 100).await.unwrap();
+    assert_eq!(
+        later.deliveries, 1,
+        "still lost after the grace: sent again"
+    );
+    let stored = f.store.get_delivery(&id).await.unwrap().unwrap();
+    assert_eq!(stored.next_attempt_at, Some(after));
+    // Done with the first message (its group is free again): the sweeps sent one more.
+    f.store.webhook_queue().ack(&got[0].receipt).await.unwrap();
+    let mut sent = Vec::new();
+    for r in f
+        .store
+        .webhook_queue()
+        .receive(10, Duration::from_secs(30))
+        .await
+        .unwrap()
+    {
+        sent.push(r.message);
+    }
+    assert_eq!(sent, [Message::Deliver { webhook_id: id }]);
 
     // An event stored but never dispatched wakes its instance's processor.
     let key = InstanceKey::new(

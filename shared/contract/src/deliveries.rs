@@ -47,7 +47,9 @@ async fn create<S: DeliveryStore>(store: &S, deliveries: &[Delivery]) -> Vec<Str
 /// without its event), newest first, with cursor paging (a cursor the store never handed
 /// out is `NotFound`);
 /// `overdue_deliveries` lists the non-final deliveries due before a time, oldest due
-/// first, at most `limit`.
+/// first, at most `limit`; `postpone` moves a non-final delivery's due time only while it
+/// is the one given (`Ok(false)` otherwise, one winner among concurrent postpones;
+/// `NotFound` when missing), and the delivery is overdue again only after the new time.
 pub async fn delivery_store_contract<S: DeliveryStore>(store: &S) {
     let run = Run::new("deliveries");
     let key = run.key("p", "i");
@@ -113,6 +115,7 @@ pub async fn delivery_store_contract<S: DeliveryStore>(store: &S) {
     reports(store, &key, &sub, t0).await;
     listing(store, &run, t0).await;
     overdue(store, &key, &sub).await;
+    postponing(store, &key, &sub).await;
 }
 
 /// `record_attempt` is conditional on the attempts made and on the status.
@@ -588,4 +591,131 @@ async fn overdue<S: DeliveryStore>(store: &S, key: &InstanceKey, sub: &Subscript
         "everything not final is overdue at some point: {:?}",
         [&o_b.webhook_id, &o_c.webhook_id, &o_late.webhook_id]
     );
+}
+
+/// `postpone`: moves the due time, conditional on the old one; attempts, status and reports
+/// unchanged; the delivery is overdue again only once `before` passes the new due time.
+async fn postponing<S: DeliveryStore>(store: &S, key: &InstanceKey, sub: &Subscription) {
+    // After the due times of `overdue`, long before anything else in a store.
+    let base = at("1972-01-02T03:04:05Z");
+    let due = plus(base, 5);
+    let mut p = delivery(key, sub, "evt-pp", base);
+    p.next_attempt_at = Some(due);
+    let mut done = delivery(key, sub, "evt-pp-done", base);
+    done.next_attempt_at = Some(due);
+    create(store, &[p.clone(), done.clone()]).await;
+    assert_eq!(
+        store
+            .record_attempt(&done.webhook_id, &attempt(1, base, None, true))
+            .await,
+        Ok(true)
+    );
+    let report = client_report("postponed", base);
+    store
+        .add_client_report(&p.webhook_id, &report)
+        .await
+        .expect("add_client_report");
+    p.client_reports.push(report);
+
+    let overdue_of = |before: Timestamp| {
+        let id = p.webhook_id.clone();
+        async move {
+            store
+                .overdue_deliveries(before, 10_000)
+                .await
+                .expect("overdue_deliveries")
+                .contains(&id)
+        }
+    };
+    assert!(overdue_of(plus(base, 10)).await);
+
+    assert_eq!(
+        store
+            .postpone(&format!("{}-none", p.webhook_id), due, plus(base, 100))
+            .await,
+        Err(StoreError::NotFound),
+        "postponing an unknown delivery is NotFound"
+    );
+    for other in [plus(base, 4), at("1972-01-02T03:04:10.0005Z")] {
+        assert_eq!(
+            store.postpone(&p.webhook_id, other, plus(base, 100)).await,
+            Ok(false),
+            "postponing from another due time than the stored one ({other:?}) writes nothing"
+        );
+    }
+    assert_eq!(
+        store.postpone(&done.webhook_id, due, plus(base, 100)).await,
+        Ok(false),
+        "a final delivery is not postponed"
+    );
+    assert_eq!(get(store, &p.webhook_id).await.as_ref(), Some(&p));
+
+    // Racing postpones from the same due time: one moves it.
+    let until = plus(base, 100);
+    let results: Vec<StoreResult<bool>> = join_all(
+        (0..4)
+            .map(|_| store.postpone(&p.webhook_id, due, until))
+            .collect(),
+    )
+    .await;
+    assert_eq!(
+        results.iter().filter(|r| **r == Ok(true)).count(),
+        1,
+        "one of concurrent postpones moves the due time: {results:?}"
+    );
+    assert!(
+        results.iter().all(|r| r.is_ok()),
+        "the others are Ok(false): {results:?}"
+    );
+    let mut expected = p.clone();
+    expected.next_attempt_at = Some(until);
+    assert_eq!(
+        get(store, &p.webhook_id).await.as_ref(),
+        Some(&expected),
+        "postponing moves the due time only"
+    );
+    assert_eq!(
+        store.postpone(&p.webhook_id, due, plus(base, 200)).await,
+        Ok(false),
+        "the old due time no longer matches"
+    );
+    assert!(
+        !overdue_of(plus(base, 10)).await,
+        "a postponed delivery is not overdue at its old due time"
+    );
+    assert!(!overdue_of(until).await, "due strictly before the time");
+    assert!(
+        overdue_of(plus(base, 101)).await,
+        "overdue after the new due time"
+    );
+
+    // An attempt goes on from the postponed state.
+    let u1 = attempt(1, plus(base, 101), Some(plus(base, 300)), false);
+    assert_eq!(store.record_attempt(&p.webhook_id, &u1).await, Ok(true));
+    u1.apply(&mut expected);
+    assert_eq!(get(store, &p.webhook_id).await.as_ref(), Some(&expected));
+    assert_eq!(
+        store.postpone(&p.webhook_id, until, plus(base, 400)).await,
+        Ok(false),
+        "an attempt moved the due time"
+    );
+    assert!(!overdue_of(plus(base, 200)).await);
+    assert_eq!(
+        store
+            .postpone(&p.webhook_id, plus(base, 300), plus(base, 400))
+            .await,
+        Ok(true)
+    );
+    assert!(!overdue_of(plus(base, 301)).await);
+    assert!(overdue_of(plus(base, 401)).await);
+    // Succeeded: no longer postponed, nor overdue.
+    let u2 = attempt(2, plus(base, 401), None, true);
+    assert_eq!(store.record_attempt(&p.webhook_id, &u2).await, Ok(true));
+    assert_eq!(
+        store
+            .postpone(&p.webhook_id, plus(base, 400), plus(base, 500))
+            .await,
+        Ok(false)
+    );
+    assert!(!overdue_of(plus(base, 10_000)).await);
 }

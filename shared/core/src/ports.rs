@@ -253,6 +253,18 @@ pub trait DeliveryStore: Send + Sync + 'static {
         before: Timestamp,
         limit: usize,
     ) -> impl Future<Output = StoreResult<Vec<String>>> + Send;
+    /// Moves a delivery's next attempt from `due` to `until` if the stored delivery is not
+    /// final and its `next_attempt_at` is still exactly `due`; `Ok(false)` (nothing
+    /// written) otherwise, and `NotFound` when there is no such delivery. Attempts, status
+    /// and client reports are unchanged. The repair sweep postpones a delivery it
+    /// re-enqueues, so that concurrent sweeps enqueue it once and it is not overdue again
+    /// before `until` plus the grace.
+    fn postpone(
+        &self,
+        webhook_id: &str,
+        due: Timestamp,
+        until: Timestamp,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
 }
 
 /// A signed webhook POST.

@@ -3,7 +3,7 @@
 //! left out, so that an attempt or a client report rewrites a record of a few hundred
 //! bytes, and the listing reads the records only (a summary keeps the event's id, which
 //! the record has). `due_at` (the next attempt's time while not final) feeds the overdue
-//! sweep.
+//! sweep; `postpone` moves it and the record's `nextAttemptAt` together in one UPDATE.
 
 use pricing_core::ids::{ProjectId, SubscriptionId};
 use pricing_core::model::{Event, Page, PageRequest};
@@ -158,6 +158,41 @@ impl DeliveryStore for EmbeddedStore {
         .await
     }
 
+    async fn postpone(
+        &self,
+        webhook_id: &str,
+        due: Timestamp,
+        until: Timestamp,
+    ) -> StoreResult<bool> {
+        let id = webhook_id.to_owned();
+        self.on_writer("postpone", move |conn| {
+            // `due_at` is not null while the delivery is not final; the record's due time
+            // is compared too (exactly: `due_at` has milliseconds only, and is the
+            // creation time of a delivery without a next attempt).
+            let changed = conn.prepare_cached(POSTPONE)?.execute(params![
+                id,
+                due.millis(),
+                due.to_rfc3339(),
+                until.millis(),
+                until.to_rfc3339()
+            ])?;
+            if changed > 0 {
+                return Ok(true);
+            }
+            let exists = conn
+                .prepare_cached("SELECT 1 FROM deliveries WHERE webhook_id = ?1")?
+                .query_row(params![id], |_| Ok(()))
+                .optional()?
+                .is_some();
+            if exists {
+                Ok(false)
+            } else {
+                Err(StoreError::NotFound.into())
+            }
+        })
+        .await
+    }
+
     async fn overdue_deliveries(
         &self,
         before: Timestamp,
@@ -186,6 +221,12 @@ pub(crate) const LIST_PAGE: &str = "SELECT record FROM deliveries
 /// Open deliveries due before a time, oldest due first (partial index `deliveries_due`).
 pub(crate) const OVERDUE: &str = "SELECT webhook_id FROM deliveries WHERE due_at < ?1
      ORDER BY due_at, webhook_id LIMIT ?2";
+
+/// Moves an open delivery's next attempt (record and `due_at`) if it is still the one
+/// given.
+const POSTPONE: &str = "UPDATE deliveries
+     SET record = json_set(record, '$.nextAttemptAt', ?5), due_at = ?4
+     WHERE webhook_id = ?1 AND due_at = ?2 AND json_extract(record, '$.nextAttemptAt') = ?3";
 
 /// A delivery as its columns.
 struct Row {

@@ -3,7 +3,7 @@
 //!
 //! | pk | sk | what |
 //! |---|---|---|
-//! | `D#{webhookId}` | `DELIVERY` | the delivery's state: `record` (who, which event, when created), `att` N (attempts made), `st` S (status), `outcome` (last attempt's result and the next due time, JSON), `attempts` L (JSON per attempt), `reports` L (JSON per client report); while not final and due: `gsi1pk = DUE#{shard}`, `gsi1sk = {due ms:015}#{webhookId}` |
+//! | `D#{webhookId}` | `DELIVERY` | the delivery's state: `record` (who, which event, when created), `att` N (attempts made), `st` S (status), `outcome` (last attempt's result, JSON), `due` S (the next attempt's time, RFC 3339, when there is one), `attempts` L (JSON per attempt), `reports` L (JSON per client report); while not final and due: `gsi1pk = DUE#{shard}`, `gsi1sk = {due ms:015}#{webhookId}` |
 //! | `D#{webhookId}` | `EVENT` | the event sent (`record`), written once |
 //! | `DL#{pid}/{sid}` | `{created ms:015}#{position:05}#{webhookId}` | listing entry (`wid`) |
 //!
@@ -18,6 +18,11 @@
 //! `record_attempt` is one UpdateItem conditioned on `att = :previous` and a status that
 //! is not final; it appends the attempt and moves (or, once final, removes) the due
 //! entry in the same write. `add_client_report` appends under `size(reports) < :max`.
+//! `postpone` is one UpdateItem conditioned on the due entry's sort key being the old due
+//! time's (and a status that is not final); it sets `due` and the sort key together.
+//!
+//! Items written before `due` existed keep the next due time in `outcome`
+//! (`nextAttemptAt`); `due`, once written, takes precedence.
 
 use std::collections::{HashMap, HashSet};
 
@@ -43,12 +48,13 @@ const EVENT_SK: &str = "EVENT";
 const ATT: &str = "att";
 const ST: &str = "st";
 const OUTCOME: &str = "outcome";
+const DUE: &str = "due";
 const ATTEMPTS: &str = "attempts";
 const REPORTS: &str = "reports";
 const WID: &str = "wid";
 
 /// What a summary reads of a state item (not the due index entry).
-const SUMMARY_ATTRIBUTES: &[&str] = &[PK, RECORD, ATT, ST, OUTCOME, ATTEMPTS, REPORTS];
+const SUMMARY_ATTRIBUTES: &[&str] = &[PK, RECORD, ATT, ST, OUTCOME, DUE, ATTEMPTS, REPORTS];
 
 /// Actions per delivery in `create_deliveries` (state, event, listing entry).
 const ACTIONS_PER_DELIVERY: usize = 3;
@@ -71,7 +77,8 @@ struct Meta {
     created_at: Timestamp,
 }
 
-/// The last attempt's result and the next due time (`outcome`).
+/// The last attempt's result (`outcome`). The next due time is `due`; items written before
+/// it existed hold it here.
 #[derive(Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct Outcome {
@@ -119,6 +126,17 @@ fn due_entry(
     }
 }
 
+/// The next due time: `due`, or `outcome`'s on an item written before `due` existed.
+fn next_attempt_of(op: &str, state: &Item, outcome: &Outcome) -> StoreResult<Option<Timestamp>> {
+    match state.get(DUE) {
+        None => Ok(outcome.next_attempt_at),
+        Some(AttributeValue::S(at)) => Timestamp::parse(at)
+            .map(Some)
+            .ok_or_else(|| corrupt(op, format!("{DUE} is not a time: {at:?}"))),
+        Some(other) => Err(corrupt(op, format!("{DUE} holds {other:?}"))),
+    }
+}
+
 /// A list of JSON strings.
 fn json_list<T: Serialize>(op: &str, values: &[T]) -> StoreResult<AttributeValue> {
     Ok(AttributeValue::L(
@@ -161,6 +179,7 @@ fn decode_json<T: serde::de::DeserializeOwned>(
 fn summary_of(op: &str, state: &Item) -> StoreResult<DeliverySummary> {
     let meta: Meta = decode(op, state)?;
     let outcome: Outcome = decode_json(op, state, OUTCOME)?;
+    let next_attempt_at = next_attempt_of(op, state, &outcome)?;
     Ok(DeliverySummary {
         webhook_id: meta.webhook_id,
         subscription_id: meta.subscription_id,
@@ -175,7 +194,7 @@ fn summary_of(op: &str, state: &Item) -> StoreResult<DeliverySummary> {
         response_status: outcome.response_status,
         error: outcome.error,
         attempted_at: outcome.attempted_at,
-        next_attempt_at: outcome.next_attempt_at,
+        next_attempt_at,
         attempts: decode_list(op, state, ATTEMPTS)?,
         client_reports: decode_list(op, state, REPORTS)?,
     })
@@ -259,7 +278,7 @@ impl NewDelivery {
                 response_status: d.response_status,
                 error: d.error.clone(),
                 attempted_at: d.attempted_at,
-                next_attempt_at: d.next_attempt_at,
+                next_attempt_at: None,
             },
         )?;
         let event = encode(op, &d.event)?;
@@ -273,6 +292,9 @@ impl NewDelivery {
             (ATTEMPTS.to_owned(), json_list(op, &d.attempts)?),
             (REPORTS.to_owned(), json_list(op, &d.client_reports)?),
         ]);
+        if let Some(at) = d.next_attempt_at {
+            state.insert(DUE.to_owned(), s(at.to_rfc3339()));
+        }
         if let Some((gpk, gsk)) = due_entry(&d.webhook_id, d.status, d.next_attempt_at) {
             state.insert(GSI1PK.to_owned(), s(gpk));
             state.insert(GSI1SK.to_owned(), s(gsk));
@@ -445,7 +467,7 @@ impl DeliveryStore for DynamoStore {
                 response_status: update.response_status,
                 error: update.error.clone(),
                 attempted_at: Some(update.attempted_at),
-                next_attempt_at: update.next_attempt_at,
+                next_attempt_at: None,
             },
         )?;
         let mut req = self
@@ -467,16 +489,73 @@ impl DeliveryStore for DynamoStore {
                 ":attempt",
                 json_list(OP, std::slice::from_ref(&update.record))?,
             );
-        let set = "SET att = :att, st = :st, outcome = :outcome, \
-                   attempts = list_append(attempts, :attempt)";
-        req = match due_entry(webhook_id, update.status, update.next_attempt_at) {
-            Some((gpk, gsk)) => req
-                .update_expression(format!("{set}, gsi1pk = :due_pk, gsi1sk = :due_sk"))
-                .expression_attribute_values(":due_pk", s(gpk))
-                .expression_attribute_values(":due_sk", s(gsk)),
-            None => req.update_expression(format!("{set} REMOVE gsi1pk, gsi1sk")),
-        };
+        let mut set = "SET att = :att, st = :st, outcome = :outcome, \
+                       attempts = list_append(attempts, :attempt)"
+            .to_owned();
+        let mut remove = Vec::new();
+        match update.next_attempt_at {
+            Some(at) => {
+                set.push_str(", due = :due");
+                req = req.expression_attribute_values(":due", s(at.to_rfc3339()));
+            }
+            None => remove.push(DUE),
+        }
+        match due_entry(webhook_id, update.status, update.next_attempt_at) {
+            Some((gpk, gsk)) => {
+                set.push_str(", gsi1pk = :due_pk, gsi1sk = :due_sk");
+                req = req
+                    .expression_attribute_values(":due_pk", s(gpk))
+                    .expression_attribute_values(":due_sk", s(gsk));
+            }
+            None => remove.extend([GSI1PK, GSI1SK]),
+        }
+        if !remove.is_empty() {
+            set.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        req = req.update_expression(set);
         match req.send().await {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => {
+                if self.exists(OP, &pk).await? {
+                    Ok(false)
+                } else {
+                    Err(StoreError::NotFound)
+                }
+            }
+            Err(e) => Err(store_error(OP, e)),
+        }
+    }
+
+    async fn postpone(
+        &self,
+        webhook_id: &str,
+        due: Timestamp,
+        until: Timestamp,
+    ) -> StoreResult<bool> {
+        const OP: &str = "postpone";
+        let pk = keys::delivery_pk(webhook_id);
+        // The due entry exists while the delivery is not final and has a next attempt, and
+        // its sort key names the due time (in milliseconds; `due`, when stored, exactly).
+        let result = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(PK, s(&pk))
+            .key(SK, s(keys::DELIVERY_SK))
+            .update_expression("SET due = :until, gsi1sk = :until_sk")
+            .condition_expression(
+                "gsi1sk = :due_sk AND (st = :pending OR st = :retrying) \
+                 AND (attribute_not_exists(due) OR due = :due)",
+            )
+            .expression_attribute_values(":due_sk", s(keys::due_sk(due.millis(), webhook_id)))
+            .expression_attribute_values(":due", s(due.to_rfc3339()))
+            .expression_attribute_values(":pending", s(status_str(DeliveryStatus::Pending)))
+            .expression_attribute_values(":retrying", s(status_str(DeliveryStatus::Retrying)))
+            .expression_attribute_values(":until", s(until.to_rfc3339()))
+            .expression_attribute_values(":until_sk", s(keys::due_sk(until.millis(), webhook_id)))
+            .send()
+            .await;
+        match result {
             Ok(_) => Ok(true),
             Err(e) if is_condition_failed(&e) => {
                 if self.exists(OP, &pk).await? {

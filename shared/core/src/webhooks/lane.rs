@@ -72,7 +72,10 @@ pub struct WebhookSweepReport {
 
 /// The repair sweep of the webhook path: wakes the processor of every instance with
 /// undispatched events (it dispatches them) and re-enqueues deliveries overdue by more than
-/// [`OVERDUE_GRACE`]. Duplicates are harmless: dispatch and attempts are idempotent.
+/// [`OVERDUE_GRACE`]. A delivery re-enqueued is postponed to `now` first (conditional on
+/// its due time being the one read), so that while the queue's backlog exceeds the grace
+/// it gets one more message per grace period, not one per run, and concurrent sweeps send
+/// one between them. Duplicates are harmless: dispatch and attempts are idempotent.
 pub async fn sweep<S, Q>(
     store: &S,
     queue: &Q,
@@ -91,8 +94,22 @@ where
     let grace = i64::try_from(OVERDUE_GRACE.as_millis()).unwrap_or(i64::MAX);
     let before = Timestamp::from_millis(now.millis() - grace).unwrap_or(now);
     for webhook_id in store.overdue_deliveries(before, limit).await? {
-        queue.send(&Message::Deliver { webhook_id }).await?;
-        report.deliveries += 1;
+        // Gone, final or attempted meanwhile (due again later): not lost.
+        let Some(delivery) = store.get_delivery(&webhook_id).await? else {
+            continue;
+        };
+        let Some(due) = delivery.next_attempt_at else {
+            continue;
+        };
+        if delivery.status.is_final() || due >= before {
+            continue;
+        }
+        // Due now: not overdue again before now + grace. Of concurrent sweeps, the one
+        // that moves the due time sends the message.
+        if store.postpone(&webhook_id, due, now).await? {
+            queue.send(&Message::Deliver { webhook_id }).await?;
+            report.deliveries += 1;
+        }
     }
     Ok(report)
 }
