@@ -6,6 +6,7 @@
 //! cleanup failed) are cleared here, conditioned on the `last_seq` just read.
 
 use std::collections::HashMap;
+use std::future::Future;
 
 use pricing_core::ids::InstanceKey;
 use pricing_core::ports::{Backlog, StoreResult};
@@ -14,29 +15,52 @@ use super::keys::{self, APPLIED_SEQ, BACKLOG_SHARDS, LAST_SEQ, PK, SK};
 use super::{DynamoStore, Item, Query, get_n_opt, get_s, is_condition_failed, n, s};
 use crate::error::store_error;
 
-/// Candidates read from the index per page.
+/// Candidates read from a marker index (backlog, outbox) per page.
 const PAGE: usize = 100;
 
 impl Backlog for DynamoStore {
     async fn instances_behind(&self, limit: usize) -> StoreResult<Vec<InstanceKey>> {
-        const OP: &str = "instances_behind";
+        self.sharded_candidates(
+            "instances_behind",
+            BACKLOG_SHARDS,
+            keys::backlog_shard_pk,
+            limit,
+            |candidates| async move { self.check_candidates(&candidates).await },
+        )
+        .await
+    }
+}
+
+impl DynamoStore {
+    /// Instances marked on a sharded sparse `gsi1` partition (`shard_pk(0..shards)`), each
+    /// page of candidates confirmed by `check` (which clears stale markers), at most
+    /// `limit`. The scan starts at a random shard, so that a shard full of instances that
+    /// keep failing does not starve the others when `limit` is small.
+    pub(super) async fn sharded_candidates<F, Fut>(
+        &self,
+        op: &str,
+        shards: u32,
+        shard_pk: fn(u32) -> String,
+        limit: usize,
+        mut check: F,
+    ) -> StoreResult<Vec<InstanceKey>>
+    where
+        F: FnMut(Vec<Item>) -> Fut,
+        Fut: Future<Output = StoreResult<Vec<InstanceKey>>>,
+    {
         let mut out = Vec::new();
         if limit == 0 {
             return Ok(out);
         }
-        // Start at a random shard, so that a shard full of instances that keep failing
-        // does not starve the others when `limit` is small.
-        let first =
-            u32::try_from(ulid::Ulid::new().random() % u128::from(BACKLOG_SHARDS)).unwrap_or(0);
-        for i in 0..BACKLOG_SHARDS {
-            let shard = (first + i) % BACKLOG_SHARDS;
-            let mut q = Query::new("gsi1pk = :b")
-                .value(":b", s(keys::backlog_shard_pk(shard)))
+        let first = u32::try_from(ulid::Ulid::new().random() % u128::from(shards)).unwrap_or(0);
+        for i in 0..shards {
+            let mut q = Query::new("gsi1pk = :shard")
+                .value(":shard", s(shard_pk((first + i) % shards)))
                 .max(PAGE);
             q.index = Some(keys::GSI1);
             loop {
-                let (candidates, next) = self.query_page(OP, &q).await?;
-                for key in self.check_candidates(&candidates).await? {
+                let (candidates, next) = self.query_page(op, &q).await?;
+                for key in check(candidates).await? {
                     out.push(key);
                     if out.len() == limit {
                         return Ok(out);

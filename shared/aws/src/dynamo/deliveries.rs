@@ -453,13 +453,7 @@ impl DeliveryStore for DynamoStore {
         let pk = keys::delivery_pk(webhook_id);
         let Some(previous) = update.attempt.checked_sub(1) else {
             // Attempt 0 is never the next one.
-            return self.exists(OP, &pk).await.and_then(|found| {
-                if found {
-                    Ok(false)
-                } else {
-                    Err(StoreError::NotFound)
-                }
-            });
+            return self.require(OP, &pk).await.map(|()| false);
         };
         let outcome = encode(
             OP,
@@ -515,13 +509,7 @@ impl DeliveryStore for DynamoStore {
         req = req.update_expression(set);
         match req.send().await {
             Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => {
-                if self.exists(OP, &pk).await? {
-                    Ok(false)
-                } else {
-                    Err(StoreError::NotFound)
-                }
-            }
+            Err(e) if is_condition_failed(&e) => self.require(OP, &pk).await.map(|()| false),
             Err(e) => Err(store_error(OP, e)),
         }
     }
@@ -557,13 +545,7 @@ impl DeliveryStore for DynamoStore {
             .await;
         match result {
             Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => {
-                if self.exists(OP, &pk).await? {
-                    Ok(false)
-                } else {
-                    Err(StoreError::NotFound)
-                }
-            }
+            Err(e) if is_condition_failed(&e) => self.require(OP, &pk).await.map(|()| false),
             Err(e) => Err(store_error(OP, e)),
         }
     }
@@ -586,13 +568,7 @@ impl DeliveryStore for DynamoStore {
         match result {
             Ok(_) => Ok(()),
             // Full: the first reports are kept, this one is dropped.
-            Err(e) if is_condition_failed(&e) => {
-                if self.exists(OP, &pk).await? {
-                    Ok(())
-                } else {
-                    Err(StoreError::NotFound)
-                }
-            }
+            Err(e) if is_condition_failed(&e) => self.require(OP, &pk).await,
             Err(e) => Err(store_error(OP, e)),
         }
     }
@@ -722,11 +698,16 @@ fn is_listing_cursor(cursor: &str) -> bool {
 
 impl DynamoStore {
     /// Whether the delivery state item exists (consistent read of its key only).
-    async fn exists(&self, op: &str, pk: &str) -> StoreResult<bool> {
-        Ok(self
+    /// `Ok` when the delivery exists, `NotFound` otherwise: a failed condition on an
+    /// existing delivery is a refusal, on a missing one an unknown id.
+    async fn require(&self, op: &str, pk: &str) -> StoreResult<()> {
+        match self
             .get_projected(op, pk.to_owned(), keys::DELIVERY_SK, &[PK])
             .await?
-            .is_some())
+        {
+            Some(_) => Ok(()),
+            None => Err(StoreError::NotFound),
+        }
     }
 }
 

@@ -35,9 +35,6 @@ use super::{
 };
 use crate::error::{corrupt, store_error};
 
-/// Candidates read from the outbox index per page.
-const PAGE: usize = 100;
-
 /// A position in an instance's event order: (batch, index in the batch).
 type Position = (u64, u64);
 
@@ -196,35 +193,14 @@ impl EventStore for DynamoStore {
         &self,
         limit: usize,
     ) -> StoreResult<Vec<InstanceKey>> {
-        const OP: &str = "instances_with_undispatched_events";
-        let mut out = Vec::new();
-        if limit == 0 {
-            return Ok(out);
-        }
-        // A random first shard, so that instances that keep failing cannot starve others.
-        let first =
-            u32::try_from(ulid::Ulid::new().random() % u128::from(OUTBOX_SHARDS)).unwrap_or(0);
-        for i in 0..OUTBOX_SHARDS {
-            let shard = (first + i) % OUTBOX_SHARDS;
-            let mut q = Query::new("gsi1pk = :o")
-                .value(":o", s(keys::outbox_shard_pk(shard)))
-                .max(PAGE);
-            q.index = Some(keys::GSI1);
-            loop {
-                let (candidates, next) = self.query_page(OP, &q).await?;
-                for key in self.check_outbox_candidates(&candidates).await? {
-                    out.push(key);
-                    if out.len() == limit {
-                        return Ok(out);
-                    }
-                }
-                match next {
-                    Some(k) => q.start = Some(k),
-                    None => break,
-                }
-            }
-        }
-        Ok(out)
+        self.sharded_candidates(
+            "instances_with_undispatched_events",
+            OUTBOX_SHARDS,
+            keys::outbox_shard_pk,
+            limit,
+            |candidates| async move { self.check_outbox_candidates(&candidates).await },
+        )
+        .await
     }
 }
 
