@@ -103,15 +103,20 @@ async fn receive(
     }
 }
 
+/// Serves `app` on a free loopback port.
+async fn serve(app: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
 async fn start_receiver() -> (Arc<Receiver>, SocketAddr) {
     let state = Arc::new(Receiver::default());
     let app = axum::Router::new()
         .fallback(receive)
         .with_state(state.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (state, addr)
+    (state, serve(app).await)
 }
 
 /// Waits until the receiver holds a hit under `prefix` that `pick` accepts.
@@ -243,9 +248,15 @@ async fn post(client: &reqwest::Client, url: String, token: &str, body: Value) -
         .expect("POST")
 }
 
+/// POSTs a create request and expects 201; returns what was created.
+async fn create(client: &reqwest::Client, url: String, token: &str, body: Value) -> Value {
+    let (s, created) = post(client, url, token, body).await;
+    assert_eq!(s, 201, "{created}");
+    created
+}
+
 async fn subscribe(client: &reqwest::Client, url: String, token: &str, body: Value) -> String {
-    let (s, sub) = post(client, url, token, body).await;
-    assert_eq!(s, 201, "{sub}");
+    let sub = create(client, url, token, body).await;
     sub["subscriptionId"].as_str().unwrap().to_owned()
 }
 
@@ -260,22 +271,20 @@ async fn signed_webhooks_reach_real_receivers() {
     let (receiver, addr) = start_receiver().await;
     let hook = |path: &str| format!("http://{addr}{path}");
 
-    let (s, _) = post(
+    create(
         &client,
         format!("{base}/projects"),
         &token,
         json!({"projectId": "shop"}),
     )
     .await;
-    assert_eq!(s, 201);
-    let (s, _) = post(
+    create(
         &client,
         format!("{base}/projects/shop/instances"),
         &token,
         json!({"instanceId": "gig"}),
     )
     .await;
-    assert_eq!(s, 201);
 
     // Project level: everything to /ok (with a query, which is signed too); the Python
     // example receiver; instance level: prices to /flaky; everything to /gone.
@@ -543,10 +552,7 @@ async fn start_slow_receiver() -> (Arc<Receiver>, SocketAddr) {
     }
     let state = Arc::new(Receiver::default());
     let app = axum::Router::new().fallback(slow).with_state(state.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (state, addr)
+    (state, serve(app).await)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -559,22 +565,20 @@ async fn no_webhook_is_lost_across_sigkill() {
     let client = reqwest::Client::new();
     let base = service.base.clone();
     let (receiver, addr) = start_slow_receiver().await;
-    let (s, _) = post(
+    create(
         &client,
         format!("{base}/projects"),
         &token,
         json!({"projectId": "shop"}),
     )
     .await;
-    assert_eq!(s, 201);
-    let (s, _) = post(
+    create(
         &client,
         format!("{base}/projects/shop/instances"),
         &token,
         json!({"instanceId": "gig"}),
     )
     .await;
-    assert_eq!(s, 201);
     subscribe(
         &client,
         format!("{base}/projects/shop/subscriptions"),
@@ -657,17 +661,16 @@ async fn a_deactivation_is_announced_once() {
     let client = reqwest::Client::new();
     let base = service.base.clone();
     let (receiver, addr) = start_receiver().await;
-    let (s, _) = post(
+    create(
         &client,
         format!("{base}/projects"),
         &token,
         json!({"projectId": "shop"}),
     )
     .await;
-    assert_eq!(s, 201);
     let now = pricing_core::time::Timestamp::now();
     let soon = pricing_core::time::Timestamp::from_millis(now.millis() + 2000).unwrap();
-    let (s, body) = post(
+    create(
         &client,
         format!("{base}/projects/shop/instances"),
         &token,
@@ -675,7 +678,6 @@ async fn a_deactivation_is_announced_once() {
                "deactivationDate": soon.to_rfc3339()}),
     )
     .await;
-    assert_eq!(s, 201, "{body}");
     subscribe(
         &client,
         format!("{base}/projects/shop/instances/gig/subscriptions"),

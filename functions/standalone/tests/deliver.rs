@@ -11,7 +11,9 @@ use std::time::Duration;
 use pricing_core::ids::{InstanceId, ProjectId};
 use pricing_core::jws::{Signer, StoredKey};
 use pricing_core::model::Event;
-use pricing_core::ports::{DeliveryStore, SubscriptionStore, WebhookRequest, WebhookTransport};
+use pricing_core::ports::{
+    DeliveryStore, InstanceStore, SubscriptionStore, WebhookRequest, WebhookTransport,
+};
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::delivery::Response;
 use pricing_core::webhooks::{
@@ -98,6 +100,24 @@ impl Fixture {
         let created = self.store.create_deliveries(&[d]).await.unwrap();
         assert_eq!(created.len(), 1);
         created[0].clone()
+    }
+
+    /// Creates instance `id` of project `p` (inactive, no state).
+    async fn instance(&self, id: &str) {
+        let instance = pricing_core::model::Instance {
+            project_id: ProjectId::parse("p").unwrap(),
+            instance_id: InstanceId::parse(id).unwrap(),
+            name: String::new(),
+            active: false,
+            time_zone: None,
+            deactivation_date: None,
+            created_at: self.t0,
+            updated_at: self.t0,
+        };
+        self.store
+            .create_instance(&instance, &pricing_core::state::Header::default())
+            .await
+            .unwrap();
     }
 
     fn at(&self, after: Duration) -> Timestamp {
@@ -257,28 +277,14 @@ async fn a_deleted_subscription_gets_nothing() {
 #[tokio::test]
 async fn a_project_trigger_fans_out_per_instance_and_scope_is_kept() {
     use pricing_core::ids::SubscriptionId;
-    use pricing_core::model::{Instance, Message};
-    use pricing_core::ports::{InstanceStore, WorkQueue};
-    use pricing_core::state::Header;
+    use pricing_core::model::Message;
+    use pricing_core::ports::WorkQueue;
     use pricing_core::webhooks::manual_trigger;
 
     let f = fixture().await;
     let project = ProjectId::parse("p").unwrap();
     for id in ["i1", "i2", "i3"] {
-        let instance = Instance {
-            project_id: project.clone(),
-            instance_id: InstanceId::parse(id).unwrap(),
-            name: String::new(),
-            active: false,
-            time_zone: None,
-            deactivation_date: None,
-            created_at: f.t0,
-            updated_at: f.t0,
-        };
-        f.store
-            .create_instance(&instance, &Header::default())
-            .await
-            .unwrap();
+        f.instance(id).await;
     }
     let sub: &SubscriptionId = &f.subscription.subscription_id;
     // Project level, no instance: one trigger message per instance, nothing sent yet.
@@ -360,9 +366,8 @@ async fn a_project_trigger_fans_out_per_instance_and_scope_is_kept() {
 #[tokio::test]
 async fn the_sweep_wakes_undispatched_events_and_lost_deliveries() {
     use pricing_core::ids::InstanceKey;
-    use pricing_core::model::{Instance, Message};
-    use pricing_core::ports::{EventStore, InstanceStore, WorkQueue};
-    use pricing_core::state::Header;
+    use pricing_core::model::Message;
+    use pricing_core::ports::{EventStore, WorkQueue};
     use pricing_core::webhooks::{OVERDUE_GRACE, sweep};
 
     let f = fixture().await;
@@ -430,20 +435,7 @@ async fn the_sweep_wakes_undispatched_events_and_lost_deliveries() {
         ProjectId::parse("p").unwrap(),
         InstanceId::parse("i").unwrap(),
     );
-    let instance = Instance {
-        project_id: key.project_id.clone(),
-        instance_id: key.instance_id.clone(),
-        name: String::new(),
-        active: false,
-        time_zone: None,
-        deactivation_date: None,
-        created_at: f.t0,
-        updated_at: f.t0,
-    };
-    f.store
-        .create_instance(&instance, &Header::default())
-        .await
-        .unwrap();
+    f.instance(key.instance_id.as_str()).await;
     let event = Event {
         id: "evt_lonely".into(),
         event_type: "instance.deactivated".into(),
@@ -461,29 +453,15 @@ async fn the_sweep_wakes_undispatched_events_and_lost_deliveries() {
 
 #[tokio::test]
 async fn a_large_project_trigger_goes_on_page_by_page() {
-    use pricing_core::model::{Instance, Message};
-    use pricing_core::ports::{InstanceStore, WorkQueue};
-    use pricing_core::state::Header;
+    use pricing_core::model::Message;
+    use pricing_core::ports::WorkQueue;
     use pricing_core::webhooks::manual_trigger;
     use pricing_core::webhooks::trigger::TRIGGER_PAGE;
 
     let f = fixture().await;
     let project = ProjectId::parse("p").unwrap();
     for n in 0..=TRIGGER_PAGE {
-        let instance = Instance {
-            project_id: project.clone(),
-            instance_id: InstanceId::parse(format!("i{n:04}")).unwrap(),
-            name: String::new(),
-            active: false,
-            time_zone: None,
-            deactivation_date: None,
-            created_at: f.t0,
-            updated_at: f.t0,
-        };
-        f.store
-            .create_instance(&instance, &Header::default())
-            .await
-            .unwrap();
+        f.instance(&format!("i{n:04}")).await;
     }
     let sub = &f.subscription.subscription_id;
     let first = manual_trigger(&f.store, &f.store, &project, sub, "trg", None, None, f.t0)
