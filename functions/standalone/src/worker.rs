@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pricing_core::lifecycle::deactivate_due;
 use pricing_core::model::Message;
-use pricing_core::ports::{Backlog, StoreError, WorkQueue};
+use pricing_core::ports::{Backlog, SkippedRecord, StoreError, WorkQueue};
 use pricing_core::process::Processor;
 use pricing_core::recalc::due_scheduled_runs;
 use pricing_core::time::Timestamp;
@@ -96,10 +96,12 @@ pub async fn schedule(store: EmbeddedStore, tick: Duration, mut shutdown: watch:
     loop {
         let now = Timestamp::now();
         match deactivate_due(&store, &store, now).await {
-            Ok(keys) if !keys.is_empty() => {
-                tracing::info!(instances = keys.len(), "instances deactivated");
+            Ok(d) => {
+                if !d.done.is_empty() {
+                    tracing::info!(instances = d.done.len(), "instances deactivated");
+                }
+                log_skipped(&d.skipped);
             }
-            Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "deactivating instances failed"),
         }
         match webhooks::sweep(&store, &store, now, SWEEP_LIMIT).await {
@@ -112,14 +114,17 @@ pub async fn schedule(store: EmbeddedStore, tick: Duration, mut shutdown: watch:
             Err(e) => tracing::warn!(error = %e, "webhook sweep failed"),
         }
         match due_scheduled_runs(&store, &store, Timestamp::now()).await {
-            Ok(due) => {
-                for message in &due {
+            Ok(runs) => {
+                for message in &runs.due {
                     if let Err(e) = store.send(message).await {
                         tracing::warn!(error = %e, "could not enqueue a scheduled calculation");
                     }
                 }
-                if !due.is_empty() {
-                    tracing::info!(instances = due.len(), "scheduled calculations enqueued");
+                if !runs.due.is_empty() {
+                    tracing::info!(
+                        instances = runs.due.len(),
+                        "scheduled calculations enqueued"
+                    );
                 }
             }
             Err(e) => tracing::warn!(error = %e, "looking for due schedules failed"),
@@ -128,6 +133,13 @@ pub async fn schedule(store: EmbeddedStore, tick: Duration, mut shutdown: watch:
             _ = tokio::time::sleep(tick) => {}
             _ = shutdown.changed() => return,
         }
+    }
+}
+
+/// Reports the records a scan could not decode (the scan went on without them).
+fn log_skipped(skipped: &[SkippedRecord]) {
+    for s in skipped {
+        tracing::warn!(record = %s.key, error = %s.error, "scheduler skipped a record it cannot decode");
     }
 }
 

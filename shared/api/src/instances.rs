@@ -5,11 +5,12 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use pricing_core::document::{DocumentError, MAX_DOCUMENT_DEPTH};
 use pricing_core::ids::{InstanceId, InstanceKey, ItemId, ProductId};
 use pricing_core::meta::check_instance_meta;
 use pricing_core::model::{Instance, Page};
 use pricing_core::ports::{EntryLog, InstanceStore, StateStore, StoreError};
-use pricing_core::state::{Header, InstanceState, MAX_DOCUMENT_BYTES};
+use pricing_core::state::{Header, InstanceState};
 use pricing_core::validate::{Errors, codes, object};
 use serde_json::{Map, Value, json};
 
@@ -94,8 +95,14 @@ pub async fn create<P: Ports>(
         }
         None => Map::new(),
     };
-    if serde_json::to_vec(&meta).map_or(0, |v| v.len()) > MAX_DOCUMENT_BYTES {
-        errors.push("/meta", codes::TOO_LARGE, "must be at most 64 KiB");
+    match pricing_core::document::check_document(&meta) {
+        Ok(()) => {}
+        Err(DocumentError::TooDeep { depth, .. }) => errors.push(
+            "/meta",
+            codes::TOO_DEEP,
+            format!("is {depth} levels deep; at most {MAX_DOCUMENT_DEPTH}"),
+        ),
+        Err(_) => errors.push("/meta", codes::TOO_LARGE, "must be at most 64 KiB"),
     }
     if name.len() > 256 {
         errors.push("/name", codes::RANGE, "must be at most 256 characters");

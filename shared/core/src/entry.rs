@@ -3,6 +3,7 @@
 //! Syntactic = decidable from the entry alone. What depends on the instance's state is
 //! checked when the entry is applied (see [`crate::state`]).
 
+use crate::document::{MAX_DOCUMENT_DEPTH, MAX_PATCH_OPERATIONS};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -89,24 +90,10 @@ pub enum DocChange {
 }
 
 impl DocChange {
-    /// Applies the change to `doc`, atomically (on error `doc` is unchanged).
-    pub fn apply_to(&self, doc: &mut Value) -> Result<(), String> {
-        match self {
-            DocChange::Patch(p) => json_patch::patch(doc, &p.0).map_err(|e| e.to_string()),
-            DocChange::Update(map) => {
-                let Value::Object(target) = doc else {
-                    return Err("the document is not an object".into());
-                };
-                for (k, v) in map {
-                    if v.is_null() {
-                        target.remove(k);
-                    } else {
-                        target.insert(k.clone(), v.clone());
-                    }
-                }
-                Ok(())
-            }
-        }
+    /// Applies the change to `doc` within the document limits (see [`crate::document`]).
+    /// On error `doc` may be partly changed: apply to a copy.
+    pub fn apply_to(&self, doc: &mut Value) -> Result<(), crate::document::DocumentError> {
+        crate::document::apply_change(doc, self)
     }
 }
 
@@ -466,6 +453,8 @@ fn parse_product_registration(d: &Obj<'_>, errors: &mut Errors) -> Option<EntryK
         errors,
     );
     let metadata = d.opt_map("metadata", errors);
+    check_depth_of(d, "metadata", errors);
+    check_depth_of(d, "properties", errors);
     let strict = d.opt_bool("strict", errors).unwrap_or(false);
     let (product_id, props) = (product_id?, props?);
     (errors.len() == before).then_some(EntryKind::ProductRegistration(ProductRegistration {
@@ -514,6 +503,8 @@ fn parse_item_registration(d: &Obj<'_>, errors: &mut Errors) -> Option<EntryKind
         .collect();
     point_into_properties(d, &keys, &ITEM_PROPERTY_KEYS, from, errors);
     let metadata = d.opt_map("metadata", errors);
+    check_depth_of(d, "metadata", errors);
+    check_depth_of(d, "properties", errors);
     let legacy_quantity = d.opt_u64("quantity", errors);
     let strict = d.opt_bool("strict", errors).unwrap_or(false);
     let (item_id, product_id, props) = (item_id?, product_id?, props?);
@@ -525,6 +516,20 @@ fn parse_item_registration(d: &Obj<'_>, errors: &mut Errors) -> Option<EntryKind
         legacy_quantity,
         strict,
     }))
+}
+
+/// A document given whole (`metadata`, `properties`) must fit the stored depth limit.
+fn check_depth_of(d: &Obj<'_>, key: &str, errors: &mut Errors) {
+    if let Some(v @ Value::Object(_)) = d.get(key) {
+        let depth = crate::document::depth(v);
+        if depth > MAX_DOCUMENT_DEPTH {
+            errors.push(
+                d.ptr_of(key),
+                codes::TOO_DEEP,
+                format!("is {depth} levels deep; at most {MAX_DOCUMENT_DEPTH}"),
+            );
+        }
+    }
 }
 
 /// Errors found since `from` in the fields `keys` that came from `data.properties` (not
@@ -895,6 +900,17 @@ fn parse_change(d: &Obj<'_>, kind: DocKind, errors: &mut Errors) -> Option<DocCh
                     return None;
                 }
             };
+            if patch.0.len() > MAX_PATCH_OPERATIONS {
+                errors.push(
+                    ptr,
+                    codes::TOO_LARGE,
+                    format!(
+                        "has {} operations; at most {MAX_PATCH_OPERATIONS}",
+                        patch.0.len()
+                    ),
+                );
+                return None;
+            }
             let before = errors.len();
             for (i, op) in patch.0.iter().enumerate() {
                 check_patch_op(op, &format!("{ptr}/{i}"), kind, errors);
@@ -906,6 +922,16 @@ fn parse_change(d: &Obj<'_>, kind: DocKind, errors: &mut Errors) -> Option<DocCh
             let before = errors.len();
             // null removes the key; the rules of `meta` are about present values.
             let removes_meta = |v: &Value| v.is_null() && kind == DocKind::InstanceMeta;
+            for (k, v) in u.map.iter() {
+                let depth = 1 + crate::document::depth(v);
+                if depth > MAX_DOCUMENT_DEPTH {
+                    errors.push(
+                        u.ptr_of(k),
+                        codes::TOO_DEEP,
+                        format!("would make the document {depth} levels deep; at most {MAX_DOCUMENT_DEPTH}"),
+                    );
+                }
+            }
             for (k, v) in u.map.iter().filter(|(_, v)| !removes_meta(v)) {
                 check_value_at(
                     &format!("/{}", crate::validate::escape_token(k)),
@@ -925,11 +951,20 @@ fn parse_change(d: &Obj<'_>, kind: DocKind, errors: &mut Errors) -> Option<DocCh
 fn check_patch_op(op: &json_patch::PatchOperation, ptr: &str, kind: DocKind, errors: &mut Errors) {
     use json_patch::PatchOperation as Op;
     let (path, value) = match op {
-        Op::Add(a) => (a.path.as_str(), &a.value),
-        Op::Replace(r) => (r.path.as_str(), &r.value),
+        Op::Add(a) => (&a.path, &a.value),
+        Op::Replace(r) => (&r.path, &r.value),
         _ => return,
     };
-    check_value_at(path, value, &format!("{ptr}/value"), kind, errors);
+    let depth = crate::document::depth_at(path, value);
+    if depth > MAX_DOCUMENT_DEPTH {
+        errors.push(
+            format!("{ptr}/value"),
+            codes::TOO_DEEP,
+            format!("would make the document {depth} levels deep; at most {MAX_DOCUMENT_DEPTH}"),
+        );
+        return;
+    }
+    check_value_at(path.as_str(), value, &format!("{ptr}/value"), kind, errors);
 }
 
 /// Checks `value` placed at document `path` (a JSON Pointer into the target document).

@@ -2,6 +2,7 @@
 //! of an instance and the apply step, signing, and the ports adapters implement.
 //! No I/O and no async runtime: adapters live in other crates.
 
+pub mod document;
 pub mod entry;
 pub mod ids;
 pub mod jws;

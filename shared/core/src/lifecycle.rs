@@ -6,7 +6,9 @@ use sha2::{Digest, Sha256};
 
 use crate::ids::InstanceKey;
 use crate::model::{Event, Instance, Message, PageRequest};
-use crate::ports::{ActiveInstances, Enqueue, EventStore, InstanceStore, StoreResult};
+use crate::ports::{
+    ActiveInstances, Enqueue, EventStore, InstanceStore, SkippedRecord, StoreResult,
+};
 use crate::time::Timestamp;
 
 /// The `instance.deactivated` event of an instance; one id per instance, so emitting it
@@ -30,23 +32,25 @@ pub fn deactivated_event(instance: &Instance, now: Timestamp) -> Event {
 
 /// Deactivates every instance whose flag is on and whose deactivation date has passed:
 /// the event first (idempotent), then the flag, then a wake-up that dispatches the event.
-/// A crash in between repeats the steps on the next run. Returns the instances deactivated.
+/// A crash in between repeats the steps on the next run.
 pub async fn deactivate_due<S, Q>(
     store: &S,
     queue: &Q,
     now: Timestamp,
-) -> StoreResult<Vec<InstanceKey>>
+) -> StoreResult<Deactivations>
 where
     S: ActiveInstances + EventStore + InstanceStore,
     Q: Enqueue,
 {
     let mut due: Vec<Instance> = Vec::new();
+    let mut skipped = Vec::new();
     let mut page = PageRequest {
         cursor: None,
         limit: 500,
     };
     loop {
         let batch = store.active_instances(&page).await?;
+        skipped.extend(batch.skipped);
         due.extend(
             batch
                 .items
@@ -80,5 +84,14 @@ where
             .await?;
         done.push(key);
     }
-    Ok(done)
+    Ok(Deactivations { done, skipped })
+}
+
+/// What [`deactivate_due`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Deactivations {
+    /// The instances deactivated.
+    pub done: Vec<InstanceKey>,
+    /// Active instances whose records could not be decoded: skipped, for the caller to report.
+    pub skipped: Vec<SkippedRecord>,
 }

@@ -399,10 +399,27 @@ pub struct ScheduledInstance {
     pub schedule: Option<crate::entry::Schedule>,
 }
 
+/// A record a scan could not decode. Scans skip it and report it; one bad record never
+/// stops a run that serves every tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedRecord {
+    /// The record's key, e.g. `{projectId}/{instanceId}`.
+    pub key: String,
+    pub error: String,
+}
+
+/// A page of [`ActiveInstances`]: what decoded, what was skipped, and the cursor past both.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ActivePage {
+    pub items: Vec<ScheduledInstance>,
+    pub skipped: Vec<SkippedRecord>,
+    pub next: Option<String>,
+}
+
 /// Finds the instances the scheduler considers (active flag set), paged by instance key.
 pub trait ActiveInstances: Send + Sync + 'static {
     fn active_instances(
         &self,
         page: &PageRequest,
-    ) -> impl Future<Output = StoreResult<Page<ScheduledInstance>>> + Send;
+    ) -> impl Future<Output = StoreResult<ActivePage>> + Send;
 }

@@ -11,7 +11,8 @@ use crate::ids::{InstanceKey, ItemId};
 use crate::model::{Event, Instance, Message, PageRequest, PriceCalculation};
 use crate::money::Money;
 use crate::ports::{
-    ActiveInstances, PriceMatchStore, PriceStore, StateStore, StoreError, StoreResult,
+    ActiveInstances, PriceMatchStore, PriceStore, SkippedRecord, StateStore, StoreError,
+    StoreResult,
 };
 use crate::pricing::{Trigger, calculate, schedule_slots};
 use crate::state::InstanceState;
@@ -210,6 +211,14 @@ fn event_id(key: &InstanceKey, calculation_id: &str, part: usize) -> String {
     format!("evt_{id}")
 }
 
+/// What [`due_scheduled_runs`] found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScheduledRuns {
+    pub due: Vec<Message>,
+    /// Active instances whose records could not be decoded: skipped, for the caller to report.
+    pub skipped: Vec<SkippedRecord>,
+}
+
 /// The scheduled runs due at `now`: one `Recalculate` per active instance for its current
 /// schedule slot (in the instance time zone), unless that slot's calculation is stored.
 /// Instances past their deactivation date get none. Idempotent: run it as often as you like.
@@ -217,18 +226,20 @@ pub async fn due_scheduled_runs<A, P>(
     instances: &A,
     prices: &P,
     now: Timestamp,
-) -> StoreResult<Vec<Message>>
+) -> StoreResult<ScheduledRuns>
 where
     A: ActiveInstances,
     P: PriceStore,
 {
     let mut due = Vec::new();
+    let mut skipped = Vec::new();
     let mut page = PageRequest {
         cursor: None,
         limit: 500,
     };
     loop {
         let batch = instances.active_instances(&page).await?;
+        skipped.extend(batch.skipped);
         for s in &batch.items {
             if !s.instance.is_active(now) {
                 continue;
@@ -247,7 +258,7 @@ where
         }
         match batch.next {
             Some(next) => page.cursor = Some(next),
-            None => return Ok(due),
+            None => return Ok(ScheduledRuns { due, skipped }),
         }
     }
 }

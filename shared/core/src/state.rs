@@ -18,8 +18,8 @@ use crate::money::Money;
 use crate::time::Timestamp;
 use crate::validate::Errors;
 
-/// Largest metadata or properties document after a change.
-pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
+use crate::document::DocumentError;
+pub use crate::document::{MAX_DOCUMENT_BYTES, MAX_DOCUMENT_DEPTH};
 
 /// Instance-wide state written by the entry processor.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -134,6 +134,9 @@ pub mod rejection_codes {
     pub const PATCH_FAILED: &str = "patchFailed";
     pub const INVALID_DOCUMENT: &str = "invalidDocument";
     pub const DOCUMENT_TOO_LARGE: &str = "documentTooLarge";
+    pub const DOCUMENT_TOO_DEEP: &str = "documentTooDeep";
+    /// Too many operations, or a patch that copies more than its budget.
+    pub const PATCH_TOO_LARGE: &str = "patchTooLarge";
     pub const TOTAL_BELOW_SOLD_AND_RESERVED: &str = "totalBelowSoldAndReserved";
     pub const RETURN_EXCEEDS_SOLD: &str = "returnExceedsSold";
     pub const INVALID_ENTRY: &str = "invalidEntry";
@@ -177,6 +180,10 @@ impl InstanceState {
     pub fn apply(&mut self, entry: &Entry, seq: u64, dirty: &mut Dirty) -> Result<(), Rejection> {
         match &entry.kind {
             EntryKind::ProductRegistration(r) => {
+                if let Some(m) = &r.metadata {
+                    checked_document(m, "/data/metadata")?;
+                }
+                checked_document(&props_document(&r.props), "/data/properties")?;
                 if let Some(existing) = self.products.get_mut(&r.product_id) {
                     if r.strict {
                         return Err(reject(
@@ -215,6 +222,10 @@ impl InstanceState {
                         ),
                     ));
                 }
+                if let Some(m) = &r.metadata {
+                    checked_document(m, "/data/metadata")?;
+                }
+                checked_document(&props_document(&r.props), "/data/properties")?;
                 if let Some(existing) = self.items.get_mut(&r.item_id) {
                     if existing.removed {
                         return Err(removed_error(&r.item_id));
@@ -504,20 +515,15 @@ fn props_document<T: Serialize>(props: &T) -> Map<String, Value> {
     }
 }
 
-/// Applies `change` to a copy of `doc`, then runs `check` on the result and the size rule.
+/// Applies `change` to a copy of `doc` within the document limits (every operation is
+/// bounded while it runs: see [`crate::document`]), then runs `check` on the result.
 fn changed_document(
     doc: &Map<String, Value>,
     change: &DocChange,
     check: impl FnOnce(&Value, &mut Errors),
 ) -> Result<Map<String, Value>, Rejection> {
     let mut value = Value::Object(doc.clone());
-    change
-        .apply_to(&mut value)
-        .map_err(|e| reject(rc::PATCH_FAILED, "/data/patch", e))?;
-    let Value::Object(map) = value else {
-        return Err(invalid("the changed document must stay a JSON object"));
-    };
-    let value = Value::Object(map);
+    change.apply_to(&mut value).map_err(document_rejection)?;
     let mut errors = Errors::default();
     check(&value, &mut errors);
     if let Some(first) = errors.list.first() {
@@ -541,20 +547,34 @@ fn changed_document(
             ),
         ));
     }
-    let size = serde_json::to_vec(&value)
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX);
-    if size > MAX_DOCUMENT_BYTES {
-        return Err(reject(
-            rc::DOCUMENT_TOO_LARGE,
-            "/data/patch",
-            format!("the changed document has {size} bytes; at most {MAX_DOCUMENT_BYTES}"),
-        ));
-    }
     match value {
         Value::Object(map) => Ok(map),
         _ => Err(invalid("the changed document must stay a JSON object")),
     }
+}
+
+fn document_rejection(e: DocumentError) -> Rejection {
+    let code = match e {
+        DocumentError::Patch(_) => rc::PATCH_FAILED,
+        DocumentError::TooLarge { .. } => rc::DOCUMENT_TOO_LARGE,
+        DocumentError::TooDeep { .. } => rc::DOCUMENT_TOO_DEEP,
+        DocumentError::CopyBudget { .. } | DocumentError::TooManyOperations { .. } => {
+            rc::PATCH_TOO_LARGE
+        }
+        DocumentError::NotAnObject => rc::INVALID_DOCUMENT,
+    };
+    reject(code, "/data/patch", e.to_string())
+}
+
+/// A document given whole (registration metadata or properties) within the limits.
+fn checked_document(doc: &Map<String, Value>, pointer: &str) -> Result<(), Rejection> {
+    crate::document::check_document(doc).map_err(|e| {
+        let code = match e {
+            DocumentError::TooDeep { .. } => rc::DOCUMENT_TOO_DEEP,
+            _ => rc::DOCUMENT_TOO_LARGE,
+        };
+        reject(code, pointer, e.to_string())
+    })
 }
 
 /// Converts deprecated enable/disable actions into one window: the last enable and the

@@ -27,6 +27,7 @@ pub mod codes {
     pub const UNKNOWN_FIELD: &str = "unknownField";
     pub const CONFLICT: &str = "conflict";
     pub const TOO_LARGE: &str = "tooLarge";
+    pub const TOO_DEEP: &str = "tooDeep";
     pub const FUTURE: &str = "futureTimestamp";
 }
 

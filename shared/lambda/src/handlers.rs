@@ -6,7 +6,7 @@ use pricing_core::lifecycle::deactivate_due;
 use pricing_core::model::Message;
 use pricing_core::ports::{
     ActiveInstances, Backlog, DeliveryStore, Enqueue, EventStore, InstanceStore, PriceStore,
-    SubscriptionStore, WebhookTransport,
+    SkippedRecord, SubscriptionStore, WebhookTransport,
 };
 use pricing_core::process::{Processor, SweepReport, sweep};
 use pricing_core::recalc::due_scheduled_runs;
@@ -77,6 +77,17 @@ pub struct SchedulerReport {
     pub undispatched: usize,
     /// Deliveries re-enqueued because their message was lost.
     pub overdue: usize,
+    /// Records a scan could not decode (logged each; the run went on without them).
+    pub skipped: usize,
+}
+
+/// Logs every record a scan skipped; both scans of a run see the same ones, so the count
+/// is of distinct keys.
+fn report_skipped(skipped: &[SkippedRecord], report: &mut SchedulerReport) {
+    for s in skipped {
+        tracing::warn!(record = %s.key, error = %s.error, "scheduler skipped a record it cannot decode");
+    }
+    report.skipped = report.skipped.max(skipped.len());
 }
 
 /// Instances and deliveries the webhook sweep re-enqueues per run at most (a minute's run
@@ -96,8 +107,9 @@ where
     let mut report = SchedulerReport::default();
     let mut errors: Vec<String> = Vec::new();
     match due_scheduled_runs(store, store, now).await {
-        Ok(due) => {
-            for message in &due {
+        Ok(runs) => {
+            report_skipped(&runs.skipped, &mut report);
+            for message in &runs.due {
                 match queue.send(message).await {
                     Ok(()) => report.scheduled += 1,
                     Err(e) => errors.push(format!("enqueueing {message:?}: {e}")),
@@ -111,7 +123,10 @@ where
         Err(e) => errors.push(format!("repair sweep: {e}")),
     }
     match deactivate_due(store, queue, now).await {
-        Ok(keys) => report.deactivated = keys.len(),
+        Ok(d) => {
+            report_skipped(&d.skipped, &mut report);
+            report.deactivated = d.done.len();
+        }
         Err(e) => errors.push(format!("deactivations: {e}")),
     }
     match webhooks::sweep(store, queue, now, WEBHOOK_SWEEP_LIMIT).await {
@@ -127,6 +142,7 @@ where
         deactivated = report.deactivated,
         undispatched = report.undispatched,
         overdue = report.overdue,
+        skipped = report.skipped,
         failures = errors.len(),
         "scheduler run done"
     );

@@ -21,8 +21,8 @@ use aws_sdk_dynamodb::types::{Put, PutRequest, TransactWriteItem, WriteRequest};
 use pricing_core::ids::{InstanceKey, ItemId};
 use pricing_core::model::{Event, Page, PageRequest, PriceCalculation, PriceHistoryEntry};
 use pricing_core::ports::{
-    ActiveInstances, MatchSet, PriceMatchStore, PriceStore, ScheduledInstance, StoreError,
-    StoreResult,
+    ActiveInstances, ActivePage, MatchSet, PriceMatchStore, PriceStore, ScheduledInstance,
+    SkippedRecord, StoreError, StoreResult,
 };
 use pricing_core::pricing::{ItemPrice, PriceMatch, PriceStatus};
 use pricing_core::state::Header;
@@ -408,7 +408,7 @@ impl PriceMatchStore for DynamoStore {
 impl ActiveInstances for DynamoStore {
     /// Active instances are indexed sparsely on gsi1 (`ACTIVE`, `{pid}/{iid}`), maintained
     /// by the instance writes; each comes with its header's schedule.
-    async fn active_instances(&self, page: &PageRequest) -> StoreResult<Page<ScheduledInstance>> {
+    async fn active_instances(&self, page: &PageRequest) -> StoreResult<ActivePage> {
         const OP: &str = "active_instances";
         let mut q = Query::new("gsi1pk = :active")
             .value(":active", s(keys::ACTIVE_PK))
@@ -421,21 +421,55 @@ impl ActiveInstances for DynamoStore {
             start.insert("gsi1sk".to_owned(), s(cursor.clone()));
             q.start = Some(start);
         }
-        let found = self.query(OP, q).await?;
-        let mut items = Vec::with_capacity(found.len());
+        let mut found = self.query(OP, q).await?;
+        let next = if found.len() > page.limit {
+            found.truncate(page.limit);
+            found
+                .last()
+                .and_then(|item| item.get("gsi1sk"))
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+        } else {
+            None
+        };
+        let mut result = ActivePage {
+            next,
+            ..ActivePage::default()
+        };
         for item in &found {
-            let instance: pricing_core::model::Instance = decode(OP, item)?;
+            let key = item
+                .get("gsi1sk")
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .unwrap_or_default();
+            // A record that does not decode is skipped and reported; a storage failure
+            // still fails the page (it is worth retrying).
+            let instance: pricing_core::model::Instance = match decode(OP, item) {
+                Ok(i) => i,
+                Err(e) => {
+                    result.skipped.push(SkippedRecord {
+                        key,
+                        error: e.to_string(),
+                    });
+                    continue;
+                }
+            };
             let header = self
                 .get(OP, keys::instance_pk(&instance.key()), keys::HEAD_SK)
                 .await?;
-            let schedule = match header {
-                Some(h) => decode::<Header>(OP, &h)?.schedule,
+            let schedule = match header.as_ref().map(|h| decode::<Header>(OP, h)) {
+                Some(Ok(h)) => h.schedule,
+                Some(Err(e)) => {
+                    result.skipped.push(SkippedRecord {
+                        key,
+                        error: e.to_string(),
+                    });
+                    continue;
+                }
                 None => None,
             };
-            items.push(ScheduledInstance { instance, schedule });
+            result.items.push(ScheduledInstance { instance, schedule });
         }
-        Ok(super::projects::page_of(items, page.limit, |i| {
-            format!("{}/{}", i.instance.project_id, i.instance.instance_id)
-        }))
+        Ok(result)
     }
 }

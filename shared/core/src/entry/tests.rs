@@ -1941,3 +1941,40 @@ fn an_invalid_entry_is_never_returned() {
         assert_eq!(pc(&errors), [("/transactionId", codes::FORMAT)]);
     }
 }
+
+/// Depth and operation count are syntactic: a value too deep for its path, a registration
+/// document too deep, a patch with too many operations are 400s at submit.
+#[test]
+fn documents_too_deep_and_patches_too_long_are_refused_at_submit() {
+    let nested = |levels: usize| (0..levels).fold(json!(1), |v, _| json!({ "a": v }));
+    let e = single(json!({"type": "instanceMetadata", "data": {"patch": [
+        {"op": "add", "path": "/x/y", "value": nested(31)}]}}));
+    assert_eq!(
+        (e.pointer.as_str(), e.code.as_str()),
+        ("/data/patch/0/value", "tooDeep")
+    );
+    // 30 levels under a two-token path fit (2 + 30 = 32).
+    ok(json!({"type": "instanceMetadata", "data": {"patch": [
+        {"op": "add", "path": "/x/y", "value": nested(30)}]}}));
+    let e = single(
+        json!({"type": "itemMetadata", "data": {"itemId": "i", "update": {"x": nested(32)}}}),
+    );
+    assert_eq!(
+        (e.pointer.as_str(), e.code.as_str()),
+        ("/data/update/x", "tooDeep")
+    );
+    let e = single(json!({"type": "productRegistration", "data": {
+        "productId": "p", "capacity": 1, "metadata": {"x": nested(40)}}}));
+    assert_eq!(
+        (e.pointer.as_str(), e.code.as_str()),
+        ("/data/metadata", "tooDeep")
+    );
+    let ops: Vec<Value> = (0..=crate::document::MAX_PATCH_OPERATIONS)
+        .map(|_| json!({"op": "test", "path": "", "value": {}}))
+        .collect();
+    let e = single(json!({"type": "instanceMetadata", "data": {"patch": ops}}));
+    assert_eq!(
+        (e.pointer.as_str(), e.code.as_str()),
+        ("/data/patch", "tooLarge")
+    );
+}

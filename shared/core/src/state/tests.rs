@@ -486,6 +486,41 @@ fn failing_patches_are_rejected_whole() {
     assert!(!t.s.header.meta.contains_key("name"));
 }
 
+/// The review's amplification (one add, then copies of the root) and a depth bomb built
+/// with copy, on every document kind: refused while the patch runs, nothing kept.
+#[test]
+fn hostile_patches_are_refused_on_every_document_kind() {
+    let mut t = T::new();
+    t.ok(&product("p", Some(10)));
+    t.ok(&item("i", "p"));
+    let mut bomb = vec![json!({"op": "add", "path": "/blob", "value": "x".repeat(1_000)})];
+    bomb.extend((0..30).map(|i| json!({"op": "copy", "from": "", "path": format!("/c{i}")})));
+    let nested = (0..20).fold(json!(1), |v, _| json!({ "a": v }));
+    let deep_path: String = (0..20).map(|_| "/a").collect();
+    let deep = json!([
+        {"op": "add", "path": "/a", "value": nested},
+        {"op": "copy", "from": "/a", "path": format!("/a{deep_path}")}
+    ]);
+    let kinds = [
+        ("instanceMetadata", json!({})),
+        ("itemMetadata", json!({"itemId": "i"})),
+        ("itemProperties", json!({"itemId": "i"})),
+        ("productMetadata", json!({"productId": "p"})),
+        ("productProperties", json!({"productId": "p"})),
+    ];
+    let before = t.s.clone();
+    for (kind, ids) in kinds {
+        let r = t.err(&patch(kind, ids.clone(), Value::Array(bomb.clone())));
+        assert_eq!(r.code, rejection_codes::DOCUMENT_TOO_LARGE, "{kind}: {r:?}");
+        assert!(r.message.contains("at most 65536"), "{}", r.message);
+        let r = t.err(&patch(kind, ids, deep.clone()));
+        assert_eq!(r.code, rejection_codes::DOCUMENT_TOO_DEEP, "{kind}: {r:?}");
+    }
+    assert_eq!(t.s.items, before.items);
+    assert_eq!(t.s.products, before.products);
+    assert_eq!(t.s.header.meta, before.header.meta);
+}
+
 #[test]
 fn patched_instance_metadata_must_keep_the_rules() {
     let mut t = T::new();

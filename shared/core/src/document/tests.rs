@@ -1,0 +1,234 @@
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::*;
+
+fn patch(ops: Value) -> Vec<PatchOperation> {
+    serde_json::from_value::<json_patch::Patch>(ops)
+        .expect("a valid patch")
+        .0
+}
+
+/// The amplification of the review: one `add`, then `copy` of the root into itself. Each
+/// copy doubles the document; on the old code 16 copies built 66 MB.
+#[test]
+fn copies_from_the_root_stop_at_the_size_limit_before_they_run() {
+    let mut ops = vec![json!({"op": "add", "path": "/a", "value": "x".repeat(1000)})];
+    for i in 0..40 {
+        ops.push(json!({"op": "copy", "from": "", "path": format!("/c{i}")}));
+    }
+    let mut doc = json!({});
+    let err = apply_patch(&mut doc, &patch(Value::Array(ops))).expect_err("refused");
+    match err {
+        DocumentError::TooLarge {
+            operation: Some(op),
+            bytes,
+        } => {
+            // 1 KB doubles past 64 KiB at the 7th copy; the refused size is at most double.
+            assert!(op <= 8, "refused at operation {op}");
+            assert!(bytes <= 2 * MAX_DOCUMENT_BYTES + 64, "{bytes}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    // The working document never grew past the limit.
+    assert!(encoded_len(&doc) <= MAX_DOCUMENT_BYTES);
+}
+
+#[test]
+fn copies_are_bounded_in_total_even_when_each_fits() {
+    // A 30 KB value copied and removed again, over and over: each step fits, the clones add up.
+    let mut ops = vec![json!({"op": "add", "path": "/a", "value": "x".repeat(30_000)})];
+    for _ in 0..20 {
+        ops.push(json!({"op": "copy", "from": "/a", "path": "/b"}));
+        ops.push(json!({"op": "remove", "path": "/b"}));
+    }
+    let mut doc = json!({});
+    let err = apply_patch(&mut doc, &patch(Value::Array(ops))).expect_err("refused");
+    assert!(matches!(err, DocumentError::CopyBudget { .. }), "{err:?}");
+}
+
+/// The depth bomb: two adds nest a document past what a stored record can decode.
+#[test]
+fn adds_that_nest_too_deep_are_refused() {
+    fn nested(levels: usize) -> Value {
+        (0..levels).fold(json!(1), |v, _| json!({ "a": v }))
+    }
+    let mut doc = json!({});
+    let ops = patch(json!([
+        {"op": "add", "path": "/x", "value": nested(20)},
+        {"op": "add", "path": "/x/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a", "value": nested(20)},
+    ]));
+    let err = apply_patch(&mut doc, &ops).expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            DocumentError::TooDeep {
+                operation: Some(1),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    // Within the limit it applies.
+    let mut doc = json!({});
+    apply_patch(
+        &mut doc,
+        &patch(json!([{"op": "add", "path": "/x", "value": nested(MAX_DOCUMENT_DEPTH - 1)}])),
+    )
+    .expect("31 levels inside the root fit");
+    assert_eq!(depth(&doc), MAX_DOCUMENT_DEPTH);
+}
+
+#[test]
+fn copy_and_move_carry_the_depth_of_their_source() {
+    fn nested(levels: usize) -> Value {
+        (0..levels).fold(json!(1), |v, _| json!({ "a": v }))
+    }
+    let start = json!({"deep": nested(28), "b": {"c": {"d": {"e": {}}}}});
+    for op in ["copy", "move"] {
+        let mut doc = start.clone();
+        let ops = patch(json!([{"op": op, "from": "/deep", "path": "/b/c/d/e/f"}]));
+        let err = apply_patch(&mut doc, &ops).expect_err(op);
+        assert!(
+            matches!(err, DocumentError::TooDeep { .. }),
+            "{op}: {err:?}"
+        );
+    }
+}
+
+#[test]
+fn too_many_operations_are_refused() {
+    let ops: Vec<Value> = (0..=MAX_PATCH_OPERATIONS)
+        .map(|_| json!({"op": "test", "path": "", "value": {}}))
+        .collect();
+    let err = apply_patch(&mut json!({}), &patch(Value::Array(ops))).expect_err("refused");
+    assert!(matches!(err, DocumentError::TooManyOperations { .. }));
+}
+
+#[test]
+fn rfc_6902_failures_keep_their_message() {
+    let mut doc = json!({"a": 1});
+    let err = apply_patch(
+        &mut doc,
+        &patch(json!([{"op": "add", "path": "/b", "value": 2}, {"op": "test", "path": "/a", "value": 2}])),
+    )
+    .expect_err("test fails");
+    assert_eq!(
+        err.to_string(),
+        "operation '/1' failed at path '/a': value did not match"
+    );
+    let err = apply_patch(
+        &mut json!({"a": [1]}),
+        &patch(json!([{"op": "move", "from": "/x", "path": "/y"}])),
+    )
+    .expect_err("missing from");
+    assert!(
+        err.to_string().contains("\"from\" path is invalid"),
+        "{err}"
+    );
+    let err = apply_patch(
+        &mut json!({"a": {"b": 1}}),
+        &patch(json!([{"op": "move", "from": "/a", "path": "/a/b/c"}])),
+    )
+    .expect_err("inside itself");
+    assert!(err.to_string().contains("inside itself"), "{err}");
+}
+
+#[test]
+fn update_is_bounded_like_a_patch() {
+    let change = DocChange::Update(
+        json!({"big": "x".repeat(MAX_DOCUMENT_BYTES)})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let err = apply_change(&mut json!({}), &change).expect_err("too large");
+    assert!(matches!(err, DocumentError::TooLarge { .. }));
+}
+
+/// A JSON value of bounded size and depth for the property tests.
+fn arb_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i32>().prop_map(|n| json!(n)),
+        "[a-z\"\\\\\u{e9}\n]{0,6}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map("[a-c~/]{1,2}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// Pointers into a small space of keys and indexes, so that operations often hit.
+fn arb_path() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            "[a-c]",
+            "[0-2]",
+            Just("-".to_owned()),
+            Just("~1".to_owned())
+        ],
+        0..3,
+    )
+    .prop_map(|tokens| tokens.iter().map(|t| format!("/{t}")).collect())
+}
+
+fn arb_op() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        (arb_path(), arb_value()).prop_map(|(p, v)| json!({"op": "add", "path": p, "value": v})),
+        (arb_path(), arb_value())
+            .prop_map(|(p, v)| json!({"op": "replace", "path": p, "value": v})),
+        arb_path().prop_map(|p| json!({"op": "remove", "path": p})),
+        (arb_path(), arb_path()).prop_map(|(f, p)| json!({"op": "copy", "from": f, "path": p})),
+        (arb_path(), arb_path()).prop_map(|(f, p)| json!({"op": "move", "from": f, "path": p})),
+        (arb_path(), arb_value()).prop_map(|(p, v)| json!({"op": "test", "path": p, "value": v})),
+    ]
+}
+
+proptest! {
+    /// The bounded application is RFC 6902 (json-patch's result, op by op), and its running
+    /// size is the exact size of the document after every operation.
+    #[test]
+    fn bounded_patches_agree_with_json_patch(
+        start in prop::collection::btree_map("[a-c]", arb_value(), 0..4),
+        ops in prop::collection::vec(arb_op(), 1..8),
+    ) {
+        let start = Value::Object(start.into_iter().collect());
+        let ops = patch(Value::Array(ops));
+        let mut expected = start.clone();
+        // patch_unsafe: json-patch's atomic `patch` panics when its undo fails on some
+        // move/remove sequences (the service never calls it).
+        let reference = json_patch::patch_unsafe(&mut expected, &ops);
+        let mut doc = start.clone();
+        let mut bounded = Bounded { size: encoded_len(&doc), copied: 0 };
+        let mut ours = Ok(());
+        for (i, op) in ops.iter().enumerate() {
+            ours = bounded.apply(&mut doc, i, op);
+            if ours.is_err() {
+                break;
+            }
+            prop_assert_eq!(bounded.size, encoded_len(&doc), "after operation {}", i);
+        }
+        prop_assert_eq!(reference.is_ok(), ours.is_ok(), "{:?} vs {:?}", reference, ours);
+        if reference.is_ok() {
+            prop_assert_eq!(doc, expected);
+        }
+    }
+}
+
+/// json-patch's atomic `patch` panics ("unable to undo applied patches") on this two-step
+/// patch: the old apply step called it, so one entry could panic the processor on every
+/// retry. The bounded application works on a copy and never undoes.
+#[test]
+fn a_patch_json_patch_cannot_undo_is_refused_without_a_panic() {
+    let ops = patch(json!([
+        {"op": "copy", "from": "", "path": "/-"},
+        {"op": "move", "from": "/-", "path": "/a/a"}
+    ]));
+    let err = apply_patch(&mut json!({}), &ops).expect_err("the move has no target");
+    assert!(err.to_string().contains("operation '/1'"), "{err}");
+}
