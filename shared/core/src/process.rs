@@ -7,14 +7,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use serde_json::json;
-use sha2::{Digest, Sha256};
-
 use crate::entry::{ParseOptions, parse_entry};
 use crate::ids::{InstanceKey, ItemId, ProductId};
 use crate::jws::decode_jws_payload;
+use crate::model::LogRecord;
 use crate::model::Message;
-use crate::model::{Event, LogRecord};
 use crate::money::Money;
 use crate::ports::{
     Backlog, Commit, Enqueue, EntryLog, MAX_COMMIT_RECORDS, StateStore, StoreError, StoreResult,
@@ -24,6 +21,12 @@ use crate::recalc::PriceHint;
 use crate::state::{Dirty, InstanceState, Rejection, rejection_codes};
 use crate::time::Timestamp;
 use crate::validate::Errors;
+
+pub mod rejected;
+#[cfg(test)]
+mod tests;
+
+pub use rejected::{RejectedEvents, rejected_events};
 
 /// Log entries read per round trip.
 const READ_BATCH: usize = 500;
@@ -132,19 +135,14 @@ impl Processor {
     }
 
     /// Remembers the prices of a stored calculation.
-    pub fn remember_prices(
-        &self,
-        key: &InstanceKey,
-        sequence: u64,
-        prices: BTreeMap<ItemId, Money>,
-    ) {
+    pub fn remember_prices(&self, key: &InstanceKey, hint: PriceHint) {
         let mut hints = self.prices.lock().unwrap_or_else(|e| e.into_inner());
         if hints.len() >= CACHE_CAPACITY
             && let Some(evict) = hints.keys().next().cloned()
         {
             hints.remove(&evict);
         }
-        hints.insert(key.clone(), (sequence, prices));
+        hints.insert(key.clone(), hint);
     }
 
     fn checkin(&self, key: &InstanceKey, state: InstanceState) {
@@ -172,7 +170,7 @@ async fn run<L: EntryLog, S: StateStore>(
 ) -> StoreResult<(ProcessReport, InstanceState)> {
     let mut report = ProcessReport::default();
     let mut dirty = Dirty::default();
-    let mut rejected: Vec<RejectedEntry> = Vec::new();
+    let mut rejected = RejectedEvents::new(key, now);
     let mut committed = state.header.applied_seq;
     let sold_before = sales_watch(&state);
     loop {
@@ -185,37 +183,22 @@ async fn run<L: EntryLog, S: StateStore>(
                 Ok(()) => report.applied += 1,
                 Err(r) => {
                     report.rejected += 1;
-                    rejected.push(*r);
+                    rejected.push(&r);
                 }
             }
-            // Keep each commit within one atomic write of the AWS store.
-            if dirty.record_count() + 1 >= MAX_COMMIT_RECORDS {
-                commit(
-                    store,
-                    key,
-                    &state,
-                    &mut dirty,
-                    &mut rejected,
-                    committed,
-                    now,
-                )
-                .await?;
+            // Keep each commit within one atomic write of the AWS store: records (the
+            // next entry may add one more) and bytes of the rejection events.
+            if dirty.record_count() + rejected.event_count() + 1 >= MAX_COMMIT_RECORDS
+                || rejected.bytes() >= rejected::MAX_BYTES_PER_COMMIT
+            {
+                commit(store, key, &state, &mut dirty, &mut rejected, committed).await?;
                 committed = state.header.applied_seq;
                 report.commits += 1;
             }
         }
     }
-    if dirty.record_count() > 0 {
-        commit(
-            store,
-            key,
-            &state,
-            &mut dirty,
-            &mut rejected,
-            committed,
-            now,
-        )
-        .await?;
+    if dirty.record_count() > 0 || !rejected.is_empty() {
+        commit(store, key, &state, &mut dirty, &mut rejected, committed).await?;
         report.commits += 1;
     }
     report.applied_seq = state.header.applied_seq;
@@ -316,14 +299,10 @@ async fn commit<S: StateStore>(
     key: &InstanceKey,
     state: &InstanceState,
     dirty: &mut Dirty,
-    rejected: &mut Vec<RejectedEntry>,
+    rejected: &mut RejectedEvents,
     expected_applied: u64,
-    now: Timestamp,
 ) -> StoreResult<()> {
-    let mut events = Vec::new();
-    if !rejected.is_empty() {
-        events.push(rejected_event(key, rejected, now));
-    }
+    let events = rejected.take();
     let commit = Commit {
         expected_applied,
         header: state.header.clone(),
@@ -341,40 +320,7 @@ async fn commit<S: StateStore>(
     };
     store.commit(key, commit).await?;
     dirty.clear();
-    rejected.clear();
     Ok(())
-}
-
-/// The `entries.rejected` event of a run of entries; its id is derived from the range so
-/// that a replay produces the same id.
-pub fn rejected_event(key: &InstanceKey, rejected: &[RejectedEntry], now: Timestamp) -> Event {
-    let first = rejected.first().map_or(0, |r| r.sequence);
-    let last = rejected.last().map_or(0, |r| r.sequence);
-    let mut hash = Sha256::new();
-    hash.update(format!("entries.rejected\n{key}\n{first}\n{last}"));
-    let digest = hash.finalize();
-    let id: String = digest[..13].iter().map(|b| format!("{b:02x}")).collect();
-    let errors: Vec<_> = rejected
-        .iter()
-        .map(|r| {
-            json!({
-                "sequence": r.sequence,
-                "transactionId": r.transaction_id,
-                "type": r.entry_type,
-                "code": r.rejection.code,
-                "message": r.rejection.message,
-                "pointer": r.rejection.pointer,
-            })
-        })
-        .collect();
-    Event {
-        id: format!("evt_{id}"),
-        event_type: "entries.rejected".into(),
-        project_id: key.project_id.clone(),
-        instance_id: key.instance_id.clone(),
-        created_at: now,
-        data: json!({ "errors": errors }),
-    }
 }
 
 /// What a repair sweep did; the caller logs the failures.

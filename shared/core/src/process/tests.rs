@@ -1,0 +1,232 @@
+//! The processor against fakes of the log and of a store with DynamoDB's size limits.
+
+use std::collections::HashMap;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Value, json};
+
+use super::rejected::{MAX_ERRORS_PER_EVENT, MAX_EVENT_BYTES, MAX_MESSAGE_BYTES};
+use super::*;
+use crate::ids::{InstanceId, ProjectId, TransactionId};
+use crate::model::Event;
+use crate::state::{Header, ItemState, ProductState};
+
+/// DynamoDB's limits on one item and one transaction.
+const ITEM_LIMIT: usize = 400 * 1024;
+const TRANSACTION_LIMIT: usize = 4 * 1024 * 1024;
+
+struct Log(Vec<LogRecord>);
+
+impl EntryLog for Log {
+    async fn append(
+        &self,
+        _: &InstanceKey,
+        _: Vec<crate::model::NewEntry>,
+    ) -> StoreResult<Vec<crate::model::AppendOutcome>> {
+        unreachable!("the processor only reads")
+    }
+
+    async fn read(&self, _: &InstanceKey, after: u64, limit: usize) -> StoreResult<Vec<LogRecord>> {
+        Ok(self
+            .0
+            .iter()
+            .filter(|r| r.sequence > after)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn last_sequence(&self, _: &InstanceKey) -> StoreResult<u64> {
+        Ok(self.0.len() as u64)
+    }
+}
+
+/// Keeps the last commit's state and every event; refuses a commit as DynamoDB would (an
+/// item over 400 KB, a transaction over 4 MB or over the record limit).
+#[derive(Default)]
+struct LimitedStore {
+    header: Mutex<Header>,
+    items: Mutex<HashMap<ItemId, ItemState>>,
+    products: Mutex<HashMap<ProductId, ProductState>>,
+    events: Mutex<Vec<Event>>,
+    commits: Mutex<u64>,
+}
+
+impl StateStore for LimitedStore {
+    async fn load_state(&self, _: &InstanceKey) -> StoreResult<InstanceState> {
+        let mut state = InstanceState {
+            header: self.header.lock().expect("lock").clone(),
+            ..InstanceState::default()
+        };
+        state.items = self
+            .items
+            .lock()
+            .expect("lock")
+            .clone()
+            .into_iter()
+            .collect();
+        state.products = self
+            .products
+            .lock()
+            .expect("lock")
+            .clone()
+            .into_iter()
+            .collect();
+        Ok(state)
+    }
+
+    async fn applied_sequence(&self, _: &InstanceKey) -> StoreResult<u64> {
+        Ok(self.header.lock().expect("lock").applied_seq)
+    }
+
+    async fn commit(&self, _: &InstanceKey, commit: Commit) -> StoreResult<()> {
+        if commit.record_count() > MAX_COMMIT_RECORDS {
+            return Err(StoreError::Failed("too many records".into()));
+        }
+        let mut total = 0;
+        for e in &commit.events {
+            let bytes = serde_json::to_vec(e).expect("encode").len();
+            if bytes > ITEM_LIMIT {
+                return Err(StoreError::Failed(format!(
+                    "Item size has exceeded the maximum allowed size: {bytes}"
+                )));
+            }
+            total += bytes;
+        }
+        if total > TRANSACTION_LIMIT {
+            return Err(StoreError::Failed(format!("transaction of {total} bytes")));
+        }
+        let mut header = self.header.lock().expect("lock");
+        if header.applied_seq != commit.expected_applied {
+            return Err(StoreError::Conflict("moved".into()));
+        }
+        *header = commit.header;
+        let mut items = self.items.lock().expect("lock");
+        for i in commit.items {
+            items.insert(i.item_id.clone(), i);
+        }
+        let mut products = self.products.lock().expect("lock");
+        for p in commit.products {
+            products.insert(p.product_id.clone(), p);
+        }
+        self.events.lock().expect("lock").extend(commit.events);
+        *self.commits.lock().expect("lock") += 1;
+        Ok(())
+    }
+}
+
+fn record(sequence: u64, transaction_id: String, payload: &Value) -> LogRecord {
+    LogRecord {
+        sequence,
+        transaction_id: Some(TransactionId::parse(transaction_id).expect("a transaction id")),
+        received_at: Timestamp::parse("2026-05-19T12:00:00Z").expect("a timestamp"),
+        // The processor does not verify signatures.
+        jwt: format!(
+            "eyJhbGciOiJFUzI1NiJ9.{}.c2ln",
+            URL_SAFE_NO_PAD.encode(payload.to_string())
+        ),
+    }
+}
+
+/// An `instanceMetadata` patch that fails at a long path: its rejection message repeats
+/// the path.
+fn failing_patch(n: u64) -> Value {
+    let path = format!("/missing-{n}/{}", "segment/".repeat(200));
+    json!({"type": "instanceMetadata", "data": {"patch": [{"op": "remove", "path": path}]}})
+}
+
+/// Issue 9, item 3: 1,000 rejections with 128-character transaction ids and long messages
+/// were one `entries.rejected` event of over a megabyte; DynamoDB refuses such an item, so
+/// the commit failed on every retry and the instance never committed again.
+#[tokio::test]
+async fn a_thousand_long_rejections_commit_in_bounded_events() {
+    let key = InstanceKey::new(
+        ProjectId::parse("proj").expect("valid"),
+        InstanceId::parse("inst").expect("valid"),
+    );
+    let records: Vec<LogRecord> = (1..=1000)
+        .map(|n| record(n, format!("{n:x>128}"), &failing_patch(n)))
+        .collect();
+    let log = Log(records);
+    let store = LimitedStore::default();
+    let now = Timestamp::parse("2026-05-19T12:00:01Z").expect("a timestamp");
+
+    let report = Processor::new()
+        .process(&log, &store, &key, now)
+        .await
+        .expect("the rejections commit");
+    assert_eq!((report.applied, report.rejected), (0, 1000));
+    assert_eq!(report.applied_seq, 1000);
+
+    let events = store.events.lock().expect("lock").clone();
+    assert!(events.len() > 1, "several events: {}", events.len());
+    let mut sequences = Vec::new();
+    let mut long_messages = 0;
+    for e in &events {
+        assert_eq!(e.event_type, "entries.rejected");
+        let bytes = serde_json::to_vec(e).expect("encode").len();
+        assert!(bytes <= MAX_EVENT_BYTES, "an event of {bytes} bytes");
+        let errors = e.data["errors"].as_array().expect("errors");
+        assert!((1..=MAX_ERRORS_PER_EVENT).contains(&errors.len()));
+        for err in errors {
+            let sequence = err["sequence"].as_u64().expect("a sequence");
+            assert_eq!(err["transactionId"], format!("{sequence:x>128}"));
+            assert_eq!(err["code"], "patchFailed");
+            let message = err["message"].as_str().expect("a message");
+            assert!(message.len() <= MAX_MESSAGE_BYTES, "{message}");
+            if message.len() > 1000 {
+                long_messages += 1;
+            }
+            sequences.push(sequence);
+        }
+    }
+    assert_eq!(
+        long_messages, 1000,
+        "the messages are long (the case of the issue)"
+    );
+    assert_eq!(
+        sequences,
+        (1..=1000).collect::<Vec<_>>(),
+        "none lost, order kept"
+    );
+
+    // The instance keeps committing afterwards.
+    let mut records = log.0;
+    records.push(record(
+        1001,
+        "after".into(),
+        &json!({"type": "instanceMetadata", "data": {"update": {"name": "after"}}}),
+    ));
+    let report = Processor::new()
+        .process(&Log(records), &store, &key, now)
+        .await
+        .expect("a later entry commits");
+    assert_eq!((report.applied, report.rejected), (1, 0));
+    assert_eq!(store.header.lock().expect("lock").applied_seq, 1001);
+}
+
+/// Rejections spread over many commits when they exceed what one commit may carry.
+#[tokio::test]
+async fn rejection_events_respect_the_bytes_of_a_commit() {
+    let key = InstanceKey::new(
+        ProjectId::parse("proj").expect("valid"),
+        InstanceId::parse("inst").expect("valid"),
+    );
+    let records: Vec<LogRecord> = (1..=3000)
+        .map(|n| record(n, format!("{n:x>128}"), &failing_patch(n)))
+        .collect();
+    let store = LimitedStore::default();
+    let report = Processor::new()
+        .process(&Log(records), &store, &key, Timestamp::now())
+        .await
+        .expect("the rejections commit");
+    assert_eq!(report.rejected, 3000);
+    assert!(report.commits >= 3, "{} commits", report.commits);
+    let events = store.events.lock().expect("lock").clone();
+    let count: usize = events
+        .iter()
+        .map(|e| e.data["errors"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert_eq!(count, 3000);
+}
