@@ -22,8 +22,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Print a bearer token for a tenant (valid 24 h) as the last line of stdout.
     Token(TokenArgs),
-    /// Compare pricing models on a generated market or an instance's entry log: prints
-    /// revenue and sell-through per model.
+    /// Compare pricing models on a simulated market, or on demand fitted to an instance's
+    /// log: revenue per model against the optimal dynamic policy.
     Simulate(SimulateArgs),
     /// Rotate the signing keys: a new key is published at once and signs webhooks and
     /// entries 10 minutes later; the old key stays published for 7 days. A running service
@@ -68,9 +68,10 @@ pub struct ServeArgs {
     /// webhooks to repair.
     #[arg(long, default_value_t = 60)]
     pub schedule_tick: u64,
-    /// Callback URLs allowed for webhook subscriptions.
-    #[arg(long, value_enum, default_value_t = CallbackPolicyArg::Local, env = "PRICING_CALLBACK_POLICY")]
-    pub callback_policy: CallbackPolicyArg,
+    /// Callback URLs allowed for webhook subscriptions. Default: `local` when --listen is a
+    /// loopback address, `strict` otherwise (the service is reachable from other hosts).
+    #[arg(long, value_enum, env = "PRICING_CALLBACK_POLICY")]
+    pub callback_policy: Option<CallbackPolicyArg>,
     /// Webhook deliveries in flight at once.
     #[arg(long, default_value_t = 64)]
     pub delivery_concurrency: usize,
@@ -100,53 +101,78 @@ pub struct SimulateArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum SimulateSource {
-    /// Simulate a market: Poisson demand with a price elasticity, rising towards the event.
+    /// Simulate a market (a scenario file, or one item described by flags) through the real
+    /// apply step and engine; reports each model against the optimal dynamic policy, the
+    /// fluid bound and the best fixed prices (PRICING.md).
     Market(MarketArgs),
-    /// Replay an instance's entry log: the logged sales, priced by each model.
+    /// A counterfactual for a logged instance: demand fitted to its sales, then every model
+    /// simulated against the fitted demand.
     Log(LogArgs),
 }
 
+/// Models compared when --models is not given.
+pub const DEFAULT_MODELS: &str = "default,pace,timeBased,tiers,fixed";
+
 #[derive(Debug, Args)]
 pub struct MarketArgs {
-    /// Models to compare, with default parameters: pace, timeBased, tiers, fixed.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "pace,timeBased,tiers,fixed"
-    )]
+    /// A market scenario (JSON, PRICING.md "Market scenarios"); without it the market is
+    /// the one described by the flags below.
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+    /// Print the report as JSON (PRICING.md "Output").
+    #[arg(long)]
+    pub json: bool,
+    /// Models to compare, with default parameters: `default` (the model of a product
+    /// without pricingModel), pace, timeBased, tiers, fixed, or any model name the engine
+    /// knows. Labelled as given.
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_MODELS)]
     pub models: Vec<String>,
     /// A model with its own parameters, as LABEL=JSON (the product's `pricingModel`), e.g.
     /// 'steep={"type":"pace","sensitivity":1}'. Repeatable; compared after --models.
     #[arg(long, value_name = "LABEL=JSON")]
     pub model: Vec<String>,
+    /// Monte Carlo runs (overrides the scenario's `runs`; default 200).
+    #[arg(long)]
+    pub runs: Option<u32>,
+    /// Seed of the buyers (overrides the scenario's `seed`; default 1). Every model meets
+    /// the same buyers.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Earlier instances simulated before the scored one (overrides the scenario's
+    /// `pastInstances`; default 0).
+    #[arg(long, value_name = "N")]
+    pub past_instances: Option<u32>,
     /// Units for sale (the product capacity).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, conflicts_with = "scenario")]
     pub capacity: u64,
     /// Length of the sales period; the main date (the event) is at its end.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, conflicts_with = "scenario")]
     pub days: u32,
-    /// Price calculations (scheduled) and demand draws per day.
-    #[arg(long, default_value_t = 24)]
+    /// Scheduled price calculations per day.
+    #[arg(long, default_value_t = 24, conflicts_with = "scenario")]
     pub steps_per_day: u32,
-    /// Expected units demanded per day at the default price (before the time factor
-    /// 0.5 + 1.5 * elapsed share of the sales period).
-    #[arg(long, default_value_t = 40.0)]
+    /// Expected units demanded per day at the default price before the time factor
+    /// 0.5 + 1.5 * elapsed share of the sales period (demand rises towards the event).
+    #[arg(long, default_value_t = 40.0, conflicts_with = "scenario")]
     pub base_demand: f64,
-    /// Price elasticity of demand: demand scales with (price / default)^elasticity.
-    #[arg(long, default_value_t = -1.5, allow_negative_numbers = true)]
+    /// Price elasticity of demand at the default price (negative): buyers' willingness to
+    /// pay is exponential with mean default / -elasticity.
+    #[arg(
+        long,
+        default_value_t = -1.5,
+        allow_negative_numbers = true,
+        conflicts_with = "scenario"
+    )]
     pub elasticity: f64,
     /// The item's default price.
-    #[arg(long, default_value_t = 50.0)]
+    #[arg(long, default_value_t = 50.0, conflicts_with = "scenario")]
     pub default_price: f64,
     /// The item's lowest price.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 20.0, conflicts_with = "scenario")]
     pub min: f64,
     /// The item's highest price.
-    #[arg(long, default_value_t = 150.0)]
+    #[arg(long, default_value_t = 150.0, conflicts_with = "scenario")]
     pub max: f64,
-    /// Seed of the demand draws; every model meets the same draws.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
 }
 
 #[derive(Debug, Args)]
@@ -157,17 +183,27 @@ pub struct LogArgs {
     /// Project of the instance.
     #[arg(long)]
     pub project: String,
-    /// Instance whose log is replayed.
+    /// Instance whose log demand is fitted to.
     #[arg(long)]
     pub instance: String,
-    /// Models to compare: current (each product's own), pace, timeBased, tiers, fixed.
+    /// Models to compare: current (each product's own), default, pace, timeBased, tiers,
+    /// fixed, or any model name the engine knows.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "current,pace,timeBased,tiers,fixed"
+        default_value = "current,default,pace,timeBased,tiers,fixed"
     )]
     pub models: Vec<String>,
     /// A model with its own parameters, as LABEL=JSON (see `simulate market --help`).
     #[arg(long, value_name = "LABEL=JSON")]
     pub model: Vec<String>,
+    /// Monte Carlo runs against the fitted demand.
+    #[arg(long, default_value_t = 200)]
+    pub runs: u32,
+    /// Seed of the simulated buyers.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -1,0 +1,756 @@
+//! The market scenario (PRICING.md, "Market scenarios"): the file format, read with errors
+//! that name the field (`items/0/willingnessToPay/mean: must be > 0`) and unknown fields
+//! refused; the demand it describes (arrival shapes, willingness to pay); and the scenario
+//! built from `simulate market`'s flags.
+
+use pricing_core::entry::PricingModel;
+use pricing_core::ids::ItemId;
+use pricing_core::money::Money;
+use pricing_core::time::Timestamp;
+use serde_json::{Map, Value};
+
+use super::fail;
+use crate::Error;
+use crate::cli::MarketArgs;
+
+pub const MILLIS_PER_DAY: i64 = 86_400_000;
+/// Start of the first simulated instance (fixed, so runs are reproducible).
+pub const MARKET_START: &str = "2026-01-01T00:00:00Z";
+/// Item of the scenario built from flags.
+pub const FLAG_ITEM: &str = "simulated-item";
+
+const DEFAULT_SLOTS_PER_DAY: u64 = 24;
+const DEFAULT_RUNS: u32 = 200;
+const DEFAULT_SEED: u64 = 1;
+/// Bounds that keep a mistyped file from running for hours.
+const MAX_SLOTS: u64 = 1_000_000;
+const MAX_RUNS: u32 = 1_000_000;
+const MAX_PAST_INSTANCES: u32 = 1_000;
+const MAX_ARRIVALS: f64 = 1.0e7;
+const MAX_CAPACITY: u64 = 1_000_000;
+
+/// A market: one product whose items share its capacity, each with its own buyers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    pub name: String,
+    /// Length of an instance's sales period (`days`), in milliseconds.
+    pub period_ms: i64,
+    /// Scheduled price calculations per instance (`days` x `slotsPerDay`).
+    pub slots: u64,
+    pub capacity: u64,
+    pub expected_sales: f64,
+    pub items: Vec<ItemMarket>,
+    pub past_instances: u32,
+    pub runs: u32,
+    pub seed: u64,
+    /// What a file does not say; `simulate log` fills it from the logged instance.
+    pub context: Context,
+}
+
+/// The instance and product around a market.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Context {
+    /// Start of the first instance's sales period; instance `j` starts `j` periods later.
+    pub start: Timestamp,
+    /// The scored instance's meta; `None`: the main date is the end of the sales period.
+    pub meta: Option<Map<String, Value>>,
+    /// Product properties besides capacity, expectedSales and pricingModel (rounding...).
+    pub product: Map<String, Value>,
+    /// The product's own model (`current` in `simulate log`).
+    pub own_model: Option<PricingModel>,
+}
+
+impl Default for Context {
+    fn default() -> Self {
+        Context {
+            start: Timestamp::parse(MARKET_START).unwrap_or_else(Timestamp::now),
+            meta: None,
+            product: Map::new(),
+            own_model: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemMarket {
+    pub item_id: ItemId,
+    pub min: f64,
+    pub max: f64,
+    pub default: f64,
+    /// Expected potential buyers over the whole period.
+    pub arrivals: f64,
+    pub shape: Shape,
+    pub wtp: Wtp,
+}
+
+impl Scenario {
+    pub fn days(&self) -> f64 {
+        self.period_ms as f64 / MILLIS_PER_DAY as f64
+    }
+
+    pub fn slots_per_day(&self) -> f64 {
+        self.slots as f64 / self.days()
+    }
+
+    /// Reads a scenario document; the error names the field.
+    pub fn from_json(value: &Value) -> Result<Self, FieldError> {
+        let root = Obj::new(value, "")?;
+        root.only(&[
+            "name",
+            "days",
+            "slotsPerDay",
+            "capacity",
+            "expectedSales",
+            "items",
+            "pastInstances",
+            "runs",
+            "seed",
+        ])?;
+        let name = root.req_str("name")?;
+        let days = root.req_u64("days", 1, 100_000)?;
+        let slots_per_day = root
+            .opt_u64("slotsPerDay", 1, 1_440)?
+            .unwrap_or(DEFAULT_SLOTS_PER_DAY);
+        let slots = days * slots_per_day;
+        if slots > MAX_SLOTS {
+            return Err(root.error(
+                "slotsPerDay",
+                format!("days x slotsPerDay is {slots}; at most {MAX_SLOTS}"),
+            ));
+        }
+        let capacity = root.req_u64("capacity", 1, MAX_CAPACITY)?;
+        let expected_sales = root.req_f64("expectedSales")?;
+        if !(0.0..=1.0).contains(&expected_sales) {
+            return Err(root.error("expectedSales", "must be a fraction from 0 to 1"));
+        }
+        let list = root.req("items")?;
+        let items = list
+            .as_array()
+            .ok_or_else(|| root.error("items", "must be an array"))?;
+        if items.is_empty() {
+            return Err(root.error("items", "must list at least one item"));
+        }
+        let mut parsed: Vec<ItemMarket> = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let item = item_from_json(item, &format!("items/{i}"))?;
+            if parsed.iter().any(|p| p.item_id == item.item_id) {
+                return Err(FieldError::new(
+                    &format!("items/{i}/itemId"),
+                    format!("`{}` is listed twice", item.item_id),
+                ));
+            }
+            parsed.push(item);
+        }
+        Ok(Scenario {
+            name,
+            period_ms: i64::try_from(days).unwrap_or(i64::MAX) * MILLIS_PER_DAY,
+            slots,
+            capacity,
+            expected_sales,
+            items: parsed,
+            past_instances: root
+                .opt_u64("pastInstances", 0, u64::from(MAX_PAST_INSTANCES))?
+                .map_or(0, |n| n as u32),
+            runs: root
+                .opt_u64("runs", 1, u64::from(MAX_RUNS))?
+                .map_or(DEFAULT_RUNS, |n| n as u32),
+            seed: root.opt_u64("seed", 0, u64::MAX)?.unwrap_or(DEFAULT_SEED),
+            context: Context::default(),
+        })
+    }
+
+    /// The market of the flag form: one item over `--days`, buyers arriving at a rate that
+    /// rises linearly from 0.5 to 2 (relative) over the period, with exponential
+    /// willingness to pay whose elasticity at the default price is `--elasticity`
+    /// (mean = default / -elasticity) and as many arrivals as make the expected demand at the
+    /// default price `--base-demand` a day on average times 1.25 (the old time factor
+    /// `0.5 + 1.5 * share` averaged over the period).
+    pub fn from_flags(args: &MarketArgs) -> Result<Self, Error> {
+        if args.days == 0 || args.steps_per_day == 0 {
+            return Err(fail("--days and --steps-per-day must be at least 1"));
+        }
+        if args.capacity == 0 || args.capacity > MAX_CAPACITY {
+            return Err(fail(format!("--capacity must be from 1 to {MAX_CAPACITY}")));
+        }
+        if !(args.base_demand.is_finite() && args.base_demand >= 0.0) {
+            return Err(fail("--base-demand must be a number >= 0"));
+        }
+        if !(args.elasticity.is_finite() && args.elasticity < 0.0) {
+            return Err(fail("--elasticity must be a negative number"));
+        }
+        let money = |flag: &str, v: f64| {
+            Money::from_f64(v)
+                .map_err(|e| fail(format!("{flag} {e}")))
+                .and_then(|m| {
+                    if m.is_negative() {
+                        Err(fail(format!("{flag} must not be negative")))
+                    } else {
+                        Ok(v)
+                    }
+                })
+        };
+        let (min, max, default) = (
+            money("--min", args.min)?,
+            money("--max", args.max)?,
+            money("--default-price", args.default_price)?,
+        );
+        if !(min <= default && default <= max) || default <= 0.0 {
+            return Err(fail(
+                "--default-price must be positive and within [--min, --max]",
+            ));
+        }
+        let slots = u64::from(args.days) * u64::from(args.steps_per_day);
+        if slots > MAX_SLOTS {
+            return Err(fail(format!(
+                "--days x --steps-per-day is {slots}; at most {MAX_SLOTS}"
+            )));
+        }
+        let mean = default / -args.elasticity;
+        let demand_at_default = args.base_demand * f64::from(args.days) * 1.25;
+        let arrivals = demand_at_default / (-default / mean).exp();
+        if arrivals > MAX_ARRIVALS {
+            return Err(fail(format!(
+                "--base-demand and --elasticity give {arrivals:.0} buyers; at most {MAX_ARRIVALS}"
+            )));
+        }
+        let item_id = ItemId::parse(FLAG_ITEM).map_err(|e| fail(e.to_string()))?;
+        Ok(Scenario {
+            name: "flags".into(),
+            period_ms: i64::from(args.days) * MILLIS_PER_DAY,
+            slots,
+            capacity: args.capacity,
+            expected_sales: 1.0,
+            items: vec![ItemMarket {
+                item_id,
+                min,
+                max,
+                default,
+                arrivals,
+                shape: Shape::new(&[[0.0, 0.5], [1.0, 2.0]]).map_err(fail)?,
+                wtp: Wtp::Exponential { mean },
+            }],
+            past_instances: 0,
+            runs: DEFAULT_RUNS,
+            seed: DEFAULT_SEED,
+            context: Context::default(),
+        })
+    }
+
+    /// Expected buyers of all items over the period.
+    pub fn total_arrivals(&self) -> f64 {
+        self.items.iter().map(|i| i.arrivals).sum()
+    }
+}
+
+fn item_from_json(value: &Value, path: &str) -> Result<ItemMarket, FieldError> {
+    let o = Obj::new(value, path)?;
+    o.only(&[
+        "itemId",
+        "priceSettings",
+        "arrivals",
+        "shape",
+        "willingnessToPay",
+    ])?;
+    let id = o.req_str("itemId")?;
+    let item_id = ItemId::parse(id).map_err(|e| o.error("itemId", e.to_string()))?;
+    let ps = Obj::new(o.req("priceSettings")?, &o.path_of("priceSettings"))?;
+    ps.only(&["min", "max", "default"])?;
+    let price = |key: &str| -> Result<f64, FieldError> {
+        let v = ps.req_f64(key)?;
+        if v < 0.0 {
+            return Err(ps.error(key, "must not be negative"));
+        }
+        Money::from_f64(v).map_err(|e| ps.error(key, e.to_string()))?;
+        Ok(v)
+    };
+    let (min, max, default) = (price("min")?, price("max")?, price("default")?);
+    if max < min {
+        return Err(ps.error("max", "must not be below min"));
+    }
+    if default < min || default > max {
+        return Err(ps.error("default", "must lie within [min, max]"));
+    }
+    let arrivals = o.req_f64("arrivals")?;
+    if !(0.0..=MAX_ARRIVALS).contains(&arrivals) {
+        return Err(o.error("arrivals", format!("must be from 0 to {MAX_ARRIVALS}")));
+    }
+    let shape_path = o.path_of("shape");
+    let points = o
+        .req("shape")?
+        .as_array()
+        .ok_or_else(|| o.error("shape", "must be an array of [share, weight] points"))?
+        .iter()
+        .enumerate()
+        .map(|(j, p)| {
+            let pair = p.as_array().filter(|a| a.len() == 2);
+            let nums = pair.and_then(|a| Some([a[0].as_f64()?, a[1].as_f64()?]));
+            nums.ok_or_else(|| {
+                FieldError::new(
+                    &format!("{shape_path}/{j}"),
+                    "must be a [share, weight] pair",
+                )
+            })
+        })
+        .collect::<Result<Vec<[f64; 2]>, FieldError>>()?;
+    let shape = Shape::new(&points).map_err(|m| FieldError::new(&shape_path, m))?;
+    let wtp = wtp_from_json(o.req("willingnessToPay")?, &o.path_of("willingnessToPay"))?;
+    Ok(ItemMarket {
+        item_id,
+        min,
+        max,
+        default,
+        arrivals,
+        shape,
+        wtp,
+    })
+}
+
+fn wtp_from_json(value: &Value, path: &str) -> Result<Wtp, FieldError> {
+    let o = Obj::new(value, path)?;
+    let positive = |key: &str| -> Result<f64, FieldError> {
+        let v = o.req_f64(key)?;
+        if v > 0.0 {
+            Ok(v)
+        } else {
+            Err(o.error(key, "must be > 0"))
+        }
+    };
+    match o.req_str("type")?.as_str() {
+        "exponential" => {
+            o.only(&["type", "mean"])?;
+            Ok(Wtp::Exponential {
+                mean: positive("mean")?,
+            })
+        }
+        "logistic" => {
+            o.only(&["type", "location", "scale"])?;
+            Ok(Wtp::Logistic {
+                location: o.req_f64("location")?,
+                scale: positive("scale")?,
+            })
+        }
+        "uniform" => {
+            o.only(&["type", "low", "high"])?;
+            let low = o.req_f64("low")?;
+            let high = o.req_f64("high")?;
+            if high <= low {
+                return Err(o.error("high", "must be above low"));
+            }
+            Ok(Wtp::Uniform { low, high })
+        }
+        other => Err(o.error(
+            "type",
+            format!("unknown type `{other}` (exponential, logistic, uniform)"),
+        )),
+    }
+}
+
+/// A scenario error: the field (a path like `items/0/arrivals`) and what is wrong.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldError {
+    pub path: String,
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(path: &str, message: impl Into<String>) -> Self {
+        FieldError {
+            path: path.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+/// A JSON object being read at `path`.
+struct Obj<'a> {
+    map: &'a Map<String, Value>,
+    path: String,
+}
+
+impl<'a> Obj<'a> {
+    fn new(value: &'a Value, path: &str) -> Result<Self, FieldError> {
+        let map = value.as_object().ok_or_else(|| {
+            FieldError::new(
+                path,
+                if path.is_empty() {
+                    "a scenario must be a JSON object"
+                } else {
+                    "must be an object"
+                },
+            )
+        })?;
+        Ok(Obj {
+            map,
+            path: path.to_owned(),
+        })
+    }
+
+    fn path_of(&self, key: &str) -> String {
+        if self.path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{}/{key}", self.path)
+        }
+    }
+
+    fn error(&self, key: &str, message: impl Into<String>) -> FieldError {
+        FieldError::new(&self.path_of(key), message)
+    }
+
+    /// Refuses fields not in `allowed`.
+    fn only(&self, allowed: &[&str]) -> Result<(), FieldError> {
+        match self.map.keys().find(|k| !allowed.contains(&k.as_str())) {
+            Some(k) => Err(self.error(
+                k,
+                format!("unknown field (expected one of: {})", allowed.join(", ")),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn req(&self, key: &str) -> Result<&'a Value, FieldError> {
+        self.map
+            .get(key)
+            .ok_or_else(|| self.error(key, "is required"))
+    }
+
+    fn req_str(&self, key: &str) -> Result<String, FieldError> {
+        match self.req(key)? {
+            Value::String(s) if !s.trim().is_empty() => Ok(s.clone()),
+            _ => Err(self.error(key, "must be a non-empty string")),
+        }
+    }
+
+    fn req_f64(&self, key: &str) -> Result<f64, FieldError> {
+        self.req(key)?
+            .as_f64()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| self.error(key, "must be a number"))
+    }
+
+    fn req_u64(&self, key: &str, min: u64, max: u64) -> Result<u64, FieldError> {
+        let v = self.req(key)?;
+        let n = v
+            .as_u64()
+            .or_else(|| {
+                v.as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                    .map(|f| f as u64)
+            })
+            .ok_or_else(|| self.error(key, "must be a whole number"))?;
+        if n < min || n > max {
+            return Err(self.error(key, format!("must be from {min} to {max}")));
+        }
+        Ok(n)
+    }
+
+    fn opt_u64(&self, key: &str, min: u64, max: u64) -> Result<Option<u64>, FieldError> {
+        if self.map.contains_key(key) {
+            self.req_u64(key, min, max).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Arrival shapes
+
+/// A piecewise-linear relative arrival intensity over the elapsed share of the period,
+/// normalised to integrate to 1 (a density on [0, 1]). Equal shares make a jump.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shape {
+    /// Pieces of positive length, in order, covering [0, 1].
+    pieces: Vec<Piece>,
+    /// The cumulative share of arrivals at the start of each piece.
+    before: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Piece {
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+}
+
+impl Piece {
+    fn area(&self) -> f64 {
+        (self.y0 + self.y1) * 0.5 * (self.x1 - self.x0)
+    }
+
+    fn at(&self, x: f64) -> f64 {
+        self.y0 + (self.y1 - self.y0) * (x - self.x0) / (self.x1 - self.x0)
+    }
+
+    /// Area from x0 to x.
+    fn area_to(&self, x: f64) -> f64 {
+        let d = (x - self.x0).clamp(0.0, self.x1 - self.x0);
+        (self.y0 + self.at(self.x0 + d)) * 0.5 * d
+    }
+
+    /// The distance d from x0 where the area reaches `r` (0 <= r <= area).
+    fn inverse(&self, r: f64) -> f64 {
+        let len = self.x1 - self.x0;
+        let k = (self.y1 - self.y0) / len;
+        // y0 d + k d^2 / 2 = r, in the form that is stable for k near 0.
+        let disc = (self.y0 * self.y0 + 2.0 * k * r).max(0.0);
+        let denom = self.y0 + disc.sqrt();
+        let d = if denom > 0.0 { 2.0 * r / denom } else { 0.0 };
+        d.clamp(0.0, len)
+    }
+}
+
+impl Shape {
+    /// The shape of `[share, weight]` points: sorted by share, the first at 0, the last at
+    /// 1, weights >= 0 and not all 0.
+    pub fn new(points: &[[f64; 2]]) -> Result<Self, String> {
+        if points.len() < 2 {
+            return Err("needs at least two [share, weight] points".into());
+        }
+        if points.iter().flatten().any(|v| !v.is_finite()) {
+            return Err("points must be finite numbers".into());
+        }
+        if points[0][0] != 0.0 || points[points.len() - 1][0] != 1.0 {
+            return Err("the first point must be at share 0 and the last at share 1".into());
+        }
+        if points.windows(2).any(|w| w[1][0] < w[0][0]) {
+            return Err("points must be sorted by share".into());
+        }
+        if points.iter().any(|p| p[1] < 0.0) {
+            return Err("weights must not be negative".into());
+        }
+        let pieces: Vec<Piece> = points
+            .windows(2)
+            .filter(|w| w[1][0] > w[0][0])
+            .map(|w| Piece {
+                x0: w[0][0],
+                x1: w[1][0],
+                y0: w[0][1],
+                y1: w[1][1],
+            })
+            .collect();
+        Self::from_pieces(pieces).ok_or_else(|| "weights must not all be 0".into())
+    }
+
+    /// Constant intensity.
+    pub fn flat() -> Self {
+        Self::from_pieces(vec![Piece {
+            x0: 0.0,
+            x1: 1.0,
+            y0: 1.0,
+            y1: 1.0,
+        }])
+        .unwrap_or_else(|| unreachable!("a flat shape has area 1"))
+    }
+
+    /// A step function: `weights[b]` on the b-th of equal parts of [0, 1].
+    pub fn steps(weights: &[f64]) -> Option<Self> {
+        let n = weights.len() as f64;
+        let pieces = weights
+            .iter()
+            .enumerate()
+            .map(|(b, w)| Piece {
+                x0: b as f64 / n,
+                x1: (b + 1) as f64 / n,
+                y0: *w,
+                y1: *w,
+            })
+            .collect();
+        Self::from_pieces(pieces)
+    }
+
+    fn from_pieces(mut pieces: Vec<Piece>) -> Option<Self> {
+        let total: f64 = pieces.iter().map(Piece::area).sum();
+        if !(total > 0.0 && total.is_finite()) {
+            return None;
+        }
+        let mut before = Vec::with_capacity(pieces.len());
+        let mut acc = 0.0;
+        for p in &mut pieces {
+            p.y0 /= total;
+            p.y1 /= total;
+            before.push(acc);
+            acc += p.area();
+        }
+        Some(Shape { pieces, before })
+    }
+
+    /// The weighted sum `sum_i w_i * shape_i`, normalised, and its total weight; `None`
+    /// when the total is 0. Exact: the sum of piecewise-linear densities is one on the
+    /// union of their breakpoints.
+    pub fn sum(parts: &[(f64, &Shape)]) -> Option<(f64, Shape)> {
+        let total: f64 = parts.iter().map(|(w, _)| *w).sum();
+        if total <= 0.0 {
+            return None;
+        }
+        let mut cuts: Vec<f64> = parts
+            .iter()
+            .flat_map(|(_, s)| s.pieces.iter().flat_map(|p| [p.x0, p.x1]))
+            .collect();
+        cuts.sort_by(f64::total_cmp);
+        cuts.dedup();
+        let pieces = cuts
+            .windows(2)
+            .map(|c| {
+                let (y0, y1) = parts.iter().fold((0.0, 0.0), |(a, b), (w, s)| {
+                    let (u, v) = s.density_between(c[0], c[1]);
+                    (a + w * u, b + w * v)
+                });
+                Piece {
+                    x0: c[0],
+                    x1: c[1],
+                    y0,
+                    y1,
+                }
+            })
+            .collect();
+        Self::from_pieces(pieces).map(|s| (total, s))
+    }
+
+    fn piece_at(&self, x: f64) -> usize {
+        self.pieces
+            .partition_point(|p| p.x1 <= x)
+            .min(self.pieces.len() - 1)
+    }
+
+    /// The density at the two ends of [a, b], which must lie within one piece of this
+    /// shape (the limits from inside the interval, across jumps).
+    pub fn density_between(&self, a: f64, b: f64) -> (f64, f64) {
+        let p = self.pieces[self.piece_at((a + b) * 0.5)];
+        (p.at(a), p.at(b))
+    }
+
+    /// The density at `x` (the right limit at a jump).
+    pub fn density(&self, x: f64) -> f64 {
+        self.pieces[self.piece_at(x)].at(x.clamp(0.0, 1.0))
+    }
+
+    /// The share of arrivals before `x` (0 at 0, 1 at 1).
+    pub fn cumulative(&self, x: f64) -> f64 {
+        if x <= 0.0 {
+            return 0.0;
+        }
+        if x >= 1.0 {
+            return 1.0;
+        }
+        let i = self.piece_at(x);
+        (self.before[i] + self.pieces[i].area_to(x)).min(1.0)
+    }
+
+    /// The share `x` where the cumulative reaches `c` in [0, 1].
+    pub fn inverse(&self, c: f64) -> f64 {
+        let c = c.clamp(0.0, 1.0);
+        let last = self.pieces.len() - 1;
+        // The first piece whose end reaches c (pieces of no area are skipped).
+        let i = self
+            .before
+            .iter()
+            .zip(&self.pieces)
+            .position(|(b, p)| b + p.area() >= c)
+            .unwrap_or(last);
+        let p = &self.pieces[i];
+        (p.x0 + p.inverse(c - self.before[i])).min(1.0)
+    }
+
+    /// Breakpoints (shares where the density changes slope or jumps).
+    pub fn breakpoints(&self) -> impl Iterator<Item = f64> + '_ {
+        self.pieces.iter().map(|p| p.x0).chain([1.0])
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Willingness to pay
+
+/// The distribution of a buyer's willingness to pay: P(buy at p) = P(WTP >= p).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Wtp {
+    /// P(buy) = exp(-p / mean).
+    Exponential { mean: f64 },
+    /// P(buy) = 1 / (1 + exp((p - location) / scale)).
+    Logistic { location: f64, scale: f64 },
+    /// P(buy) = (high - p) / (high - low), clipped to [0, 1].
+    Uniform { low: f64, high: f64 },
+}
+
+impl Wtp {
+    pub fn buy_probability(&self, p: f64) -> f64 {
+        match *self {
+            Wtp::Exponential { mean } => (-p.max(0.0) / mean).exp(),
+            Wtp::Logistic { location, scale } => 1.0 / (1.0 + ((p - location) / scale).exp()),
+            Wtp::Uniform { low, high } => ((high - p) / (high - low)).clamp(0.0, 1.0),
+        }
+    }
+
+    /// A willingness to pay from a uniform draw `u` in (0, 1): the `p` with P(buy at p) = u.
+    pub fn sample(&self, u: f64) -> f64 {
+        match *self {
+            Wtp::Exponential { mean } => -mean * u.ln(),
+            Wtp::Logistic { location, scale } => location + scale * ((1.0 - u) / u).ln(),
+            Wtp::Uniform { low, high } => high - u * (high - low),
+        }
+    }
+
+    /// What one potential buyer is worth at price `p` when a unit sold is worth `delta`
+    /// kept: P(buy at p) * (p - delta).
+    pub fn gain(&self, p: f64, delta: f64) -> f64 {
+        self.buy_probability(p) * (p - delta)
+    }
+
+    /// The price within [min, max] that maximises [`Wtp::gain`]. The gain is unimodal in
+    /// p for the three distributions (their hazard rates increase), so the unconstrained
+    /// optimum clamped to the bounds is the constrained one: in closed form for exponential
+    /// (delta + mean) and uniform ((high + delta) / 2 within [low, high]), by golden-section
+    /// search for logistic.
+    pub fn best_price(&self, delta: f64, min: f64, max: f64) -> f64 {
+        match *self {
+            Wtp::Exponential { mean } => (delta + mean).clamp(min, max),
+            Wtp::Uniform { low, high } => ((high + delta) * 0.5).clamp(low, high).clamp(min, max),
+            Wtp::Logistic { .. } => golden_max(|p| self.gain(p, delta), min, max, 1e-9),
+        }
+    }
+}
+
+/// The maximiser of a unimodal `f` on [lo, hi], to `tol` relative to the interval.
+pub fn golden_max(f: impl Fn(f64) -> f64, lo: f64, hi: f64, tol: f64) -> f64 {
+    const R: f64 = 0.618_033_988_749_894_8;
+    let (mut a, mut b) = (lo, hi);
+    if b <= a {
+        return a;
+    }
+    let eps = tol * (hi - lo).max(1e-12);
+    let mut c = b - R * (b - a);
+    let mut d = a + R * (b - a);
+    let (mut fc, mut fd) = (f(c), f(d));
+    while b - a > eps {
+        if fc >= fd {
+            b = d;
+            d = c;
+            fd = fc;
+            c = b - R * (b - a);
+            fc = f(c);
+        } else {
+            a = c;
+            c = d;
+            fc = fd;
+            d = a + R * (b - a);
+            fd = f(d);
+        }
+    }
+    let mid = (a + b) * 0.5;
+    // The ends can be the maximum (the search never evaluates them).
+    [lo, mid, hi]
+        .into_iter()
+        .max_by(|x, y| f(*x).total_cmp(&f(*y)))
+        .unwrap_or(mid)
+}
