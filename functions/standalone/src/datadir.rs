@@ -20,21 +20,86 @@ const CLIENTS_FILE: &str = "clients.json";
 /// Tenant of the client created on first start.
 pub const LOCAL_TENANT: &str = "local";
 
+/// Creates the data directory (mode 0700) when it is missing. An existing directory is left
+/// as it is: its owner chose its mode (a shared parent, a mounted volume); the files in it
+/// that matter are private on their own (0600).
 pub fn ensure_dir(dir: &Path) -> Result<(), Error> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::DataDir {
+    let failed = |source| Error::DataDir {
         path: dir.display().to_string(),
         source,
-    })?;
+    };
+    if dir.is_dir() {
+        return Ok(());
+    }
+    // Parents as the umask makes them; only the data directory itself is private.
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(failed)?;
+    }
+    let mut builder = std::fs::DirBuilder::new();
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
-            |source| Error::DataDir {
-                path: dir.display().to_string(),
-                source,
-            },
-        )?;
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
     }
+    match builder.create(dir) {
+        Ok(()) => Ok(()),
+        // Created meanwhile (`serve` and `token` racing on a fresh directory).
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(failed(e)),
+    }
+}
+
+/// The SQLite files of a database: the file itself, then its write-ahead log and shared
+/// memory index.
+fn database_files(db: &Path) -> [PathBuf; 3] {
+    let with = |suffix: &str| {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    [db.to_path_buf(), with("-wal"), with("-shm")]
+}
+
+/// Makes the database private before it is opened: creates an empty `db` with mode 0600 if
+/// it is missing (SQLite gives its -wal and -shm files the mode of the database file), and
+/// sets 0600 on the database files that exist (made by an earlier version, or copied in).
+pub fn private_database(db: &Path) -> Result<(), Error> {
+    let failed = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| Error::DataDir { path, source }
+    };
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(db).map_err(failed(db))?;
+    restrict_database(db)
+}
+
+/// Sets mode 0600 on the database files that exist and are readable or writable by others.
+pub fn restrict_database(db: &Path) -> Result<(), Error> {
+    #[cfg(unix)]
+    for path in database_files(db) {
+        use std::os::unix::fs::PermissionsExt;
+        let failed = |source| Error::DataDir {
+            path: path.display().to_string(),
+            source,
+        };
+        let mode = match std::fs::metadata(&path) {
+            Ok(m) => m.permissions().mode(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(failed(e)),
+        };
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .map_err(failed)?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = database_files(db);
     Ok(())
 }
 
@@ -183,6 +248,78 @@ mod tests {
                 .permissions()
                 .mode();
             assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    #[cfg(unix)]
+    fn mode(path: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_missing_data_directory_is_created_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("a/b/data");
+        ensure_dir(&data).unwrap();
+        assert_eq!(mode(&data), 0o700);
+        assert_ne!(
+            mode(&dir.path().join("a")),
+            0o700,
+            "parents as the umask makes them"
+        );
+        ensure_dir(&data).unwrap();
+    }
+
+    /// Issue 9, item 11: `serve --data DIR` on an existing directory set its mode to 0700.
+    #[cfg(unix)]
+    #[test]
+    fn an_existing_data_directory_keeps_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("shared");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ensure_dir(&data).unwrap();
+        assert_eq!(mode(&data), 0o755);
+    }
+
+    #[test]
+    fn a_data_path_that_is_a_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        assert!(ensure_dir(&file).is_err());
+    }
+
+    /// Issue 9, item 11: the database was created with the umask's mode (0644: readable by
+    /// every local user), and so were its -wal and -shm files.
+    #[cfg(unix)]
+    #[test]
+    fn the_database_and_its_wal_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("pricing.db");
+        private_database(&db).unwrap();
+        assert_eq!(mode(&db), 0o600);
+        let store = pricing_embedded::EmbeddedStore::open(&db).unwrap();
+        for path in database_files(&db) {
+            assert!(path.exists(), "{} exists in WAL mode", path.display());
+            assert_eq!(mode(&path), 0o600, "{}", path.display());
+        }
+        drop(store);
+        // Files made readable by an earlier version are made private again.
+        for path in database_files(&db) {
+            if path.exists() {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+            }
+        }
+        private_database(&db).unwrap();
+        for path in database_files(&db) {
+            if path.exists() {
+                assert_eq!(mode(&path), 0o600, "{}", path.display());
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 //! `standalone serve`: wires the embedded adapters to the API router and the workers.
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,10 +16,25 @@ use tokio::sync::watch;
 
 use crate::Error;
 use crate::cli::{CallbackPolicyArg, ServeArgs};
-use crate::datadir::{Clients, ensure_dir, token_secret};
+use crate::datadir::{Clients, ensure_dir, private_database, restrict_database, token_secret};
 use crate::oauth::{self, TokenEndpoint};
 
 const DATABASE_FILE: &str = "pricing.db";
+
+/// The callback policy of `serve`: the one asked for (`--callback-policy` or
+/// `PRICING_CALLBACK_POLICY`), else `local` when every listen address is loopback (local
+/// development), else `strict`: a service reachable from other hosts must not let a tenant
+/// make it call into the private network.
+pub fn callback_policy(asked: Option<CallbackPolicyArg>, listen: &[SocketAddr]) -> CallbackPolicy {
+    let loopback_only =
+        !listen.is_empty() && listen.iter().all(|a| a.ip().to_canonical().is_loopback());
+    match asked {
+        Some(CallbackPolicyArg::Local) => CallbackPolicy::LOCAL,
+        Some(CallbackPolicyArg::Strict) => CallbackPolicy::STRICT,
+        None if loopback_only => CallbackPolicy::LOCAL,
+        None => CallbackPolicy::STRICT,
+    }
+}
 
 pub async fn run(args: ServeArgs) -> Result<(), Error> {
     ensure_dir(&args.data)?;
@@ -27,17 +43,19 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     let signer = Arc::new(Signer::from_keys(&keys).map_err(|e| Error::Setup(e.to_string()))?);
     let tokens = Arc::new(LocalTokens::new(&token_secret(&args.data)?));
     let (clients, created) = Clients::load_or_create(&args.data)?;
-    let store = EmbeddedStore::open(&args.data.join(DATABASE_FILE))
-        .map_err(|e| Error::Setup(format!("database: {e}")))?;
+    let database = args.data.join(DATABASE_FILE);
+    private_database(&database)?;
+    let store =
+        EmbeddedStore::open(&database).map_err(|e| Error::Setup(format!("database: {e}")))?;
+    // SQLite gives -wal and -shm the database's mode; this covers files an older version
+    // left readable.
+    restrict_database(&database)?;
 
     let ports = Stores {
         store: store.clone(),
         queue: store.clone(),
     };
-    let policy = match args.callback_policy {
-        CallbackPolicyArg::Local => CallbackPolicy::LOCAL,
-        CallbackPolicyArg::Strict => CallbackPolicy::STRICT,
-    };
+    let policy = callback_policy(args.callback_policy, &[args.listen]);
     let transport = Arc::new(
         HttpTransport::new(policy).map_err(|e| Error::Setup(format!("HTTP client: {e}")))?,
     );
@@ -112,6 +130,15 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
             );
         }
         let _ = writeln!(out, "data directory {}", args.data.display());
+        let _ = writeln!(
+            out,
+            "callback policy {}",
+            if policy == CallbackPolicy::LOCAL {
+                "local (http and private addresses allowed)"
+            } else {
+                "strict (https to public addresses only)"
+            }
+        );
         let _ = writeln!(out, "listening on http://{addr}");
         let _ = out.flush();
     }
@@ -160,5 +187,83 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {}
         _ = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addrs(list: &[&str]) -> Vec<SocketAddr> {
+        list.iter()
+            .map(|a| a.parse().expect("an address"))
+            .collect()
+    }
+
+    /// Issue 9, item 11: the policy was `local` (http and private callbacks) whatever the
+    /// service listened on.
+    #[test]
+    fn the_callback_policy_is_strict_unless_every_listen_address_is_loopback() {
+        for local in [
+            &["127.0.0.1:8080"][..],
+            &["127.3.2.1:0"],
+            &["[::1]:8080"],
+            &["[::ffff:127.0.0.1]:8080"],
+            &["127.0.0.1:1", "[::1]:2"],
+        ] {
+            assert_eq!(
+                callback_policy(None, &addrs(local)),
+                CallbackPolicy::LOCAL,
+                "{local:?}"
+            );
+        }
+        for exposed in [
+            &["0.0.0.0:8080"][..],
+            &["[::]:8080"],
+            &["192.168.1.10:8080"],
+            &["10.0.0.1:80"],
+            &["127.0.0.1:1", "0.0.0.0:2"],
+            &[],
+        ] {
+            assert_eq!(
+                callback_policy(None, &addrs(exposed)),
+                CallbackPolicy::STRICT,
+                "{exposed:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_explicit_callback_policy_wins() {
+        let any = addrs(&["0.0.0.0:8080"]);
+        let loopback = addrs(&["127.0.0.1:8080"]);
+        assert_eq!(
+            callback_policy(Some(CallbackPolicyArg::Local), &any),
+            CallbackPolicy::LOCAL
+        );
+        assert_eq!(
+            callback_policy(Some(CallbackPolicyArg::Strict), &loopback),
+            CallbackPolicy::STRICT
+        );
+    }
+
+    #[test]
+    fn the_flag_has_no_default_value() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["standalone", "serve", "--listen", "0.0.0.0:1"])
+            .expect("parses");
+        let crate::cli::Command::Serve(args) = cli.command else {
+            panic!("serve");
+        };
+        if std::env::var_os("PRICING_CALLBACK_POLICY").is_none() {
+            assert_eq!(args.callback_policy, None);
+        }
+        let cli =
+            crate::cli::Cli::try_parse_from(["standalone", "serve", "--callback-policy", "local"])
+                .expect("parses");
+        let crate::cli::Command::Serve(args) = cli.command else {
+            panic!("serve");
+        };
+        assert_eq!(args.callback_policy, Some(CallbackPolicyArg::Local));
     }
 }

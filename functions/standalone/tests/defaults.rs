@@ -1,0 +1,177 @@
+//! The `serve` defaults on the real binary (issue 9, item 11): the callback policy follows
+//! the listen address, an existing data directory keeps its mode, and the database files
+//! are private.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// A running `standalone serve` and the lines it printed up to its address.
+struct Serve {
+    child: Child,
+    base: String,
+    lines: Vec<String>,
+}
+
+impl Serve {
+    fn start(data: &Path, listen: &str, extra: &[&str]) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_standalone"))
+            .args(["serve", "--listen", listen, "--data"])
+            .arg(data)
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .env_remove("PRICING_CALLBACK_POLICY")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start standalone");
+        let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut lines = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let port = loop {
+            assert!(Instant::now() < deadline, "no address printed: {lines:?}");
+            let mut line = String::new();
+            if reader.read_line(&mut line).expect("read stdout") == 0 {
+                panic!("the service exited early: {lines:?}");
+            }
+            let line = line.trim().to_owned();
+            lines.push(line.clone());
+            if let Some(addr) = line.strip_prefix("listening on http://") {
+                break addr.rsplit_once(':').expect("host:port").1.to_owned();
+            }
+        };
+        std::thread::spawn(move || for _ in reader.lines() {});
+        Serve {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            lines,
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn token(data: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_standalone"))
+        .args(["token", "--tenant", "defaults", "--data"])
+        .arg(data)
+        .output()
+        .expect("token");
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned()
+}
+
+async fn post(base: &str, path: &str, token: &str, body: Value) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .expect("POST");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// The answer to registering an http callback to a loopback address.
+async fn private_callback(service: &Serve, data: &Path) -> (u16, Value) {
+    let token = token(data);
+    let (status, body) = post(
+        &service.base,
+        "/projects",
+        &token,
+        json!({"projectId": "defaults"}),
+    )
+    .await;
+    assert!(status == 201 || status == 409, "{status} {body}");
+    post(
+        &service.base,
+        "/projects/defaults/subscriptions",
+        &token,
+        json!({"callbackUrl": "http://127.0.0.1:9/hook"}),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_loopback_the_callback_policy_is_strict_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+
+    let service = Serve::start(&data, "0.0.0.0:0", &[]);
+    assert!(
+        service
+            .lines
+            .iter()
+            .any(|l| l.starts_with("callback policy strict")),
+        "{:?}",
+        service.lines
+    );
+    let (status, body) = private_callback(&service, &data).await;
+    assert_eq!(status, 400, "a private http callback is refused: {body}");
+    assert_eq!(body["errors"][0]["pointer"], "/callbackUrl", "{body}");
+    drop(service);
+
+    let service = Serve::start(&data, "0.0.0.0:0", &["--callback-policy", "local"]);
+    let (status, body) = private_callback(&service, &data).await;
+    assert_eq!(status, 201, "an explicit policy wins: {body}");
+    drop(service);
+
+    let service = Serve::start(&data, "127.0.0.1:0", &[]);
+    assert!(
+        service
+            .lines
+            .iter()
+            .any(|l| l.starts_with("callback policy local")),
+        "{:?}",
+        service.lines
+    );
+    let (status, body) = private_callback(&service, &data).await;
+    assert_eq!(status, 201, "{body}");
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_data_directory_keeps_its_mode_and_the_database_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let dir = tempfile::tempdir().unwrap();
+
+    // An existing directory: its mode is the owner's choice.
+    let data = dir.path().join("existing");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let service = Serve::start(&data, "127.0.0.1:0", &[]);
+    assert_eq!(
+        mode(&data),
+        0o755,
+        "an existing data directory keeps its mode"
+    );
+    for file in ["pricing.db", "pricing.db-wal", "pricing.db-shm"] {
+        let path = data.join(file);
+        assert!(path.exists(), "{file} exists");
+        assert_eq!(mode(&path), 0o600, "{file}");
+    }
+    drop(service);
+
+    // A directory the service creates is private.
+    let fresh = dir.path().join("fresh");
+    let _service = Serve::start(&fresh, "127.0.0.1:0", &[]);
+    assert_eq!(mode(&fresh), 0o700);
+    assert_eq!(mode(&fresh.join("pricing.db")), 0o600);
+}
