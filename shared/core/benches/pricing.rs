@@ -145,6 +145,7 @@ fn instance() -> (InstanceState, BTreeMap<ItemId, Money>, Vec<PriceMatch>) {
                     legacy_quantity: None,
                     revenue_micros: 0,
                     last_sale_at: None,
+                    demand: Default::default(),
                     removed: false,
                     seq: 1,
                 },

@@ -142,6 +142,12 @@ pub enum PricingModel {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_step_change: Option<f64>,
     },
+    /// Learns demand from the sales and re-solves toward the event (the default).
+    #[serde(rename_all = "camelCase")]
+    Revenue {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_step_change: Option<f64>,
+    },
 }
 
 fn default_sensitivity() -> f64 {
@@ -151,8 +157,18 @@ fn default_curve() -> f64 {
     1.5
 }
 
+/// A product without `pricingModel` gets the revenue model.
 impl Default for PricingModel {
     fn default() -> Self {
+        PricingModel::Revenue {
+            max_step_change: None,
+        }
+    }
+}
+
+impl PricingModel {
+    /// The pace model with its default parameters.
+    pub fn pace() -> Self {
         PricingModel::Pace {
             sensitivity: default_sensitivity(),
             curve: default_curve(),
@@ -791,7 +807,9 @@ fn pricing_model(v: &Value, ptr: &str, errors: &mut Errors) -> Option<PricingMod
             errors.push(
                 ptr,
                 codes::FORMAT,
-                format!("is not a valid pricing model (pace, timeBased, tiers, fixed): {e}"),
+                format!(
+                    "is not a valid pricing model (revenue, pace, timeBased, tiers, fixed): {e}"
+                ),
             );
             return None;
         }
@@ -850,7 +868,7 @@ fn pricing_model(v: &Value, ptr: &str, errors: &mut Errors) -> Option<PricingMod
                 return None;
             }
         }
-        PricingModel::Fixed { max_step_change } => {
+        PricingModel::Fixed { max_step_change } | PricingModel::Revenue { max_step_change } => {
             if !step_ok(max_step_change) {
                 bad("maxStepChange must be > 0", errors);
                 return None;

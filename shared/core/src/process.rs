@@ -8,11 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use crate::entry::{ParseOptions, parse_entry};
-use crate::ids::{InstanceKey, ItemId, ProductId};
+use crate::ids::{InstanceKey, ProductId};
 use crate::jws::decode_jws_payload;
 use crate::model::LogRecord;
 use crate::model::Message;
-use crate::money::Money;
 use crate::ports::{
     Backlog, Commit, Enqueue, EntryLog, MAX_COMMIT_RECORDS, StateStore, StoreError, StoreResult,
 };

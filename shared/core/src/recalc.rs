@@ -14,7 +14,8 @@ use crate::ports::{
     ActiveInstances, PriceMatchStore, PriceStore, SkippedRecord, StateStore, StoreError,
     StoreResult,
 };
-use crate::pricing::{Trigger, calculate, schedule_slots};
+use crate::pricing::demand::Exposure;
+use crate::pricing::{Previous, ProjectHistory, Trigger, calculate_with, schedule_slots};
 use crate::state::InstanceState;
 use crate::time::Timestamp;
 
@@ -55,8 +56,39 @@ where
     recalculate_from(&state, None, prices, matches, instance, request, now).await
 }
 
-/// The latest prices a caller remembers: their sequence and the price of every item.
-pub type PriceHint = (u64, BTreeMap<ItemId, Money>);
+/// The latest prices a caller remembers: their sequence, when they were calculated, the
+/// price of every item, and what the revenue model carries from one calculation to the
+/// next (each item's exposure).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PriceHint {
+    pub sequence: u64,
+    pub at: Option<Timestamp>,
+    pub prices: BTreeMap<ItemId, Money>,
+    pub exposures: BTreeMap<ItemId, Exposure>,
+}
+
+impl PriceHint {
+    pub fn of(calculation: &PriceCalculation) -> PriceHint {
+        PriceHint {
+            sequence: calculation.sequence,
+            at: Some(calculation.calculated_at),
+            prices: calculation.price_map(),
+            exposures: calculation
+                .prices
+                .iter()
+                .filter_map(|p| Some((p.item_id.clone(), p.exposure.clone()?)))
+                .collect(),
+        }
+    }
+
+    fn previous(&self) -> Previous<'_> {
+        Previous {
+            at: self.at,
+            prices: &self.prices,
+            exposures: &self.exposures,
+        }
+    }
+}
 
 /// [`recalculate`] on a state the caller has (e.g. a processor's warm cache), with the
 /// latest prices it remembers. A stale hint only costs a retry: the save is conditional on
@@ -85,27 +117,27 @@ where
             return Ok(None);
         }
         let stored;
-        let (sequence, previous) = match hint.take() {
-            Some((seq, map)) => (*seq, map),
+        let latest = match hint.take() {
+            Some(hint) => hint,
             None => {
                 stored = prices
                     .latest_prices(&key)
                     .await?
-                    .map(|l| (l.sequence, l.price_map()));
-                match &stored {
-                    Some((seq, map)) => (*seq, map),
-                    None => (0, &EMPTY),
-                }
+                    .map(|l| PriceHint::of(&l))
+                    .unwrap_or_default();
+                &stored
             }
         };
+        let sequence = latest.sequence;
         let rules = matches.get_matches(&key).await?;
-        let result = calculate(
+        let result = calculate_with(
             state,
             instance.is_active(now),
             request.trigger,
             now,
-            previous,
+            &latest.previous(),
             &rules.rules,
+            &ProjectHistory::default(),
         );
         let calculation = PriceCalculation {
             calculation_id: request.calculation_id.clone(),
@@ -124,8 +156,6 @@ where
         }
     }
 }
-
-static EMPTY: BTreeMap<ItemId, Money> = BTreeMap::new();
 
 /// The `prices.updated` events of a calculation: parts of at most [`PRICES_PER_PART`]
 /// prices, ids derived from the calculation id and part (stable across replays).

@@ -15,6 +15,8 @@ use crate::entry::{
 };
 use crate::ids::{ItemId, ProductId};
 use crate::money::Money;
+use crate::pricing::demand::SalesStats;
+use crate::pricing::revenue::record_sale;
 use crate::time::Timestamp;
 use crate::validate::Errors;
 
@@ -66,6 +68,9 @@ pub struct ItemState {
     pub revenue_micros: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_sale_at: Option<Timestamp>,
+    /// What demand estimation needs of the sales (see `pricing::demand`).
+    #[serde(default, skip_serializing_if = "SalesStats::is_empty")]
+    pub demand: SalesStats,
     pub removed: bool,
     /// Sequence of the last entry that changed this record.
     pub seq: u64,
@@ -260,6 +265,7 @@ impl InstanceState {
                             legacy_quantity: r.legacy_quantity,
                             revenue_micros: 0,
                             last_sale_at: None,
+                            demand: SalesStats::default(),
                             removed: false,
                             seq,
                         },
@@ -337,8 +343,20 @@ impl InstanceState {
                 item.sold = u64::try_from(sold).unwrap_or(u64::MAX);
                 item.revenue_micros =
                     i64::try_from(revenue).unwrap_or(if revenue < 0 { i64::MIN } else { i64::MAX });
-                if let Some(at) = sale.sold_at.or(entry.timestamp) {
+                let at = sale.sold_at.or(entry.timestamp);
+                if let Some(at) = at {
                     item.last_sale_at = Some(item.last_sale_at.map_or(at, |l| l.max(at)));
+                }
+                if sale.quantity > 0 {
+                    let mut demand = std::mem::take(&mut item.demand);
+                    record_sale(
+                        &mut demand,
+                        item,
+                        sale.quantity.unsigned_abs(),
+                        sale.price,
+                        at,
+                    );
+                    item.demand = demand;
                 }
                 item.seq = seq;
                 let mut from_pool = 0;

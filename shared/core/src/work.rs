@@ -8,7 +8,7 @@ use crate::ports::{
 };
 use crate::pricing::Trigger;
 use crate::process::{ProcessReport, Processor};
-use crate::recalc::{RecalcRequest, recalculate_from};
+use crate::recalc::{PriceHint, RecalcRequest, recalculate_from};
 use crate::time::Timestamp;
 use crate::webhooks::{DispatchReport, dispatch};
 
@@ -138,7 +138,7 @@ where
             processor.return_state(key, state);
             let result = result?;
             if let Some(c) = &result {
-                processor.remember_prices(key, c.sequence, c.price_map());
+                processor.remember_prices(key, PriceHint::of(c));
             }
             let dispatched = dispatch(store, queue, key, now).await?;
             Ok(match result {

@@ -310,6 +310,7 @@ fn build(c: &Case) -> Built {
                 legacy_quantity: None,
                 revenue_micros: 0,
                 last_sale_at: None,
+                demand: Default::default(),
                 removed: g.removed,
                 seq: 1,
             },

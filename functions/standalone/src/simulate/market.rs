@@ -28,7 +28,8 @@ use indicatif::ProgressBar;
 use pricing_core::entry::{Entry, EntryKind, ItemSale, ParseOptions, PricingModel, parse_entry};
 use pricing_core::ids::ItemId;
 use pricing_core::money::Money;
-use pricing_core::pricing::{Calculation, Trigger, calculate};
+use pricing_core::pricing::demand::Exposure;
+use pricing_core::pricing::{Calculation, Previous, ProjectHistory, Trigger, calculate_with};
 use pricing_core::state::{Dirty, InstanceState};
 use pricing_core::time::Timestamp;
 use pricing_core::validate::Errors;
@@ -51,25 +52,36 @@ pub struct PastInstance {
 }
 
 /// The engine call for one pricing slot: the scheduled calculation of `state` at `now`,
-/// given this instance's previous calculation (time and prices; `maxStepChange` caps
-/// against them) and the project's past instances. Today's engine does not look at
-/// `past`; a learning engine entry point takes it here.
+/// given this instance's previous calculation (its time, prices and the revenue model's
+/// exposures; `maxStepChange` caps against the prices) and the project's past instances
+/// (the booking curves they teach), as the service's recalculation passes them.
 pub fn price_slot(
     state: &InstanceState,
     previous: Option<&Calculation>,
     now: Timestamp,
     past: &[PastInstance],
 ) -> Calculation {
-    let _ = past;
-    let previous: BTreeMap<ItemId, Money> = previous
-        .map(|c| {
+    let history = ProjectHistory::learn(past.iter().map(|p| &p.state));
+    let (prices, exposures): (BTreeMap<ItemId, Money>, BTreeMap<ItemId, Exposure>) = match previous
+    {
+        Some(c) => (
             c.prices
                 .iter()
                 .map(|p| (p.item_id.clone(), p.price))
-                .collect()
-        })
-        .unwrap_or_default();
-    calculate(state, true, Trigger::Schedule, now, &previous, &[])
+                .collect(),
+            c.prices
+                .iter()
+                .filter_map(|p| Some((p.item_id.clone(), p.exposure.clone()?)))
+                .collect(),
+        ),
+        None => Default::default(),
+    };
+    let last = Previous {
+        at: previous.map(|c| c.calculated_at),
+        prices: &prices,
+        exposures: &exposures,
+    };
+    calculate_with(state, true, Trigger::Schedule, now, &last, &[], &history)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -297,9 +297,7 @@ fn product_registration_defaults() {
     assert_eq!(r.props.pricing_model, PricingModel::default());
     assert_eq!(
         r.props.pricing_model,
-        PricingModel::Pace {
-            sensitivity: 0.5,
-            curve: 1.5,
+        PricingModel::Revenue {
             max_step_change: None
         }
     );
@@ -376,7 +374,8 @@ fn pricing_models_by_name_and_by_object() {
             max_step_change: None
         }
     );
-    assert_eq!(model(json!("pace")), PricingModel::default());
+    assert_eq!(model(json!("pace")), PricingModel::pace());
+    assert_eq!(model(json!("revenue")), PricingModel::default());
     assert_eq!(
         model(json!({"type": "timeBased", "steps": [{"daysBefore": 30, "multiplier": 0.9}]})),
         PricingModel::TimeBased {

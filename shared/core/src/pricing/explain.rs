@@ -126,6 +126,8 @@ pub enum ModelExplanation {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<ModelNote>,
     },
+    /// Learned demand, the remaining problem re-solved (see `pricing::revenue`).
+    Revenue(Box<super::revenue::RevenueExplanation>),
 }
 
 impl ModelExplanation {
@@ -136,6 +138,7 @@ impl ModelExplanation {
             ModelExplanation::TimeBased { .. } => "timeBased",
             ModelExplanation::Tiers { .. } => "tiers",
             ModelExplanation::Fixed { .. } => "fixed",
+            ModelExplanation::Revenue(_) => "revenue",
         }
     }
 }

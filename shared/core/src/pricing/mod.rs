@@ -17,10 +17,12 @@
 //! Every price carries an [`Explanation`]. Trigger helpers (sold-percent crossings and
 //! schedule slots) are in [`triggers`].
 
+pub mod demand;
 pub mod eligibility;
 pub mod explain;
 pub mod matches;
 pub mod models;
+pub mod revenue;
 pub mod rounding;
 pub mod triggers;
 
@@ -43,10 +45,11 @@ pub use matches::{
     MatchRuleError, MatchValidation, PriceMatch, SkipReason, SkippedMatch, validate_matches,
 };
 pub use models::{ProductInputs, main_date, product_multiplier};
+pub use revenue::{CurveSource, Previous, ProjectHistory, RevenueExplanation};
 pub use rounding::{Bound, round_to_step, round_within};
 pub use triggers::{ScheduleSlots, schedule_slots, sold_percent_crossed};
 
-use crate::entry::{ItemProps, Rounding};
+use crate::entry::Rounding;
 use crate::ids::{ItemId, ProductId};
 use crate::money::Money;
 use crate::state::{InstanceState, ItemState};
@@ -105,6 +108,10 @@ pub struct ItemPrice {
     pub changed: bool,
     pub status: PriceStatus,
     pub explanation: Explanation,
+    /// What the revenue model carries to the next calculation: how much of the booking
+    /// curve passed at each price (absent for other models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exposure: Option<demand::Exposure>,
 }
 
 /// The result of [`calculate`]: every live item in item id order.
@@ -183,6 +190,35 @@ pub fn calculate(
     previous: &BTreeMap<ItemId, Money>,
     matches: &[PriceMatch],
 ) -> Calculation {
+    let exposures = BTreeMap::new();
+    let previous = Previous {
+        at: None,
+        prices: previous,
+        exposures: &exposures,
+    };
+    calculate_with(
+        state,
+        instance_active,
+        trigger,
+        now,
+        &previous,
+        matches,
+        &ProjectHistory::default(),
+    )
+}
+
+/// [`calculate`] with what the revenue model learns from: the previous calculation (its
+/// time and each item's exposure) and the booking curves of the project's past instances.
+pub fn calculate_with(
+    state: &InstanceState,
+    instance_active: bool,
+    trigger: Trigger,
+    now: Timestamp,
+    last: &Previous<'_>,
+    matches: &[PriceMatch],
+    history: &ProjectHistory,
+) -> Calculation {
+    let previous = last.prices;
     let totals = state.product_totals();
     let main = models::main_date(&state.header.meta);
     let products: BTreeMap<&ProductId, ProductCtx> = state
@@ -196,8 +232,22 @@ pub fn calculate(
                 capacity: InstanceState::effective_capacity(p, &t),
                 main_date: main,
             };
+            let prepared = match &p.properties.pricing_model {
+                crate::entry::PricingModel::Revenue { .. } => {
+                    Prepared::Revenue(revenue::ProductPlan::new(
+                        state,
+                        p,
+                        inputs.capacity,
+                        t.sold.saturating_add(t.reserved),
+                        last,
+                        history,
+                        now,
+                    ))
+                }
+                model => Prepared::new(model, &inputs, now),
+            };
             let ctx = ProductCtx {
-                prepared: Prepared::new(&p.properties.pricing_model, &inputs, now),
+                prepared,
                 step: p.properties.rounding.step,
                 max_step_change: models::max_step_change(&p.properties.pricing_model),
             };
@@ -229,10 +279,14 @@ pub fn calculate(
                 ctx
             }
         };
-        let priced = match eligibility(item, &state.header, instance_active, trigger, now) {
-            Ok(()) => model_price(&item.properties, ctx, prev, now),
-            Err((reason, period)) => kept_price(item, prev, reason, period),
-        };
+        let (priced, exposure) =
+            match eligibility(item, &state.header, instance_active, trigger, now) {
+                Ok(()) => model_price(item, ctx, prev, now),
+                Err((reason, period)) => (
+                    kept_price(item, prev, reason, period),
+                    ctx.prepared.exposure(&item.item_id),
+                ),
+            };
         prices.push(ItemPrice {
             item_id: item.item_id.clone(),
             changed: prev != Some(priced.0),
@@ -240,6 +294,7 @@ pub fn calculate(
             previous_price: prev,
             status: priced.1,
             explanation: priced.2,
+            exposure,
         });
     }
 
@@ -279,13 +334,13 @@ fn kept_price(
 
 /// The model price of one item: raw -> maxStepChange -> bounds -> rounding.
 fn model_price(
-    props: &ItemProps,
+    item: &ItemState,
     ctx: &ProductCtx,
     prev: Option<Money>,
     now: Timestamp,
-) -> (Money, PriceStatus, Explanation) {
-    let ps = &props.price_settings;
-    let (m, model) = ctx.prepared.multiplier(&props.sales_period, now);
+) -> ((Money, PriceStatus, Explanation), Option<demand::Exposure>) {
+    let ps = &item.properties.price_settings;
+    let (m, model, exposure) = ctx.prepared.item_multiplier(item, now);
     let raw = rounding::scale(ps.default, ps.multiplier * m);
     let mut value = raw;
     let mut max_step_change = None;
@@ -326,7 +381,10 @@ fn model_price(
         match_skipped: None,
         kept: None,
     };
-    (rounded.value, PriceStatus::Calculated, explanation)
+    (
+        (rounded.value, PriceStatus::Calculated, explanation),
+        exposure,
+    )
 }
 
 fn apply_matches<'a>(

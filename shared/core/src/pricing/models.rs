@@ -149,6 +149,8 @@ pub(crate) enum Prepared {
         m: f64,
         explanation: ModelExplanation,
     },
+    /// The revenue model's solved prices for the product's items.
+    Revenue(super::revenue::ProductPlan),
 }
 
 impl Prepared {
@@ -175,6 +177,12 @@ impl Prepared {
             PricingModel::Fixed { .. } => Prepared::Constant {
                 m: 1.0,
                 explanation: ModelExplanation::Fixed { note: None },
+            },
+            // The revenue model needs the instance, not one product's inputs: the engine
+            // prepares it (`ProductPlan`). Alone, it prices at the default.
+            PricingModel::Revenue { .. } => Prepared::Constant {
+                m: 1.0,
+                explanation: ModelExplanation::Revenue(Box::default()),
             },
         }
     }
@@ -220,6 +228,32 @@ impl Prepared {
                 )
             }
             Prepared::Constant { m, explanation } => (*m, explanation.clone()),
+            // Looked up per item by the engine (`Prepared::item_multiplier`).
+            Prepared::Revenue(_) => (1.0, ModelExplanation::Revenue(Box::default())),
+        }
+    }
+
+    /// M, its explanation and the exposure to carry forward (revenue model only) for an
+    /// item.
+    pub(crate) fn item_multiplier(
+        &self,
+        item: &crate::state::ItemState,
+        now: Timestamp,
+    ) -> (f64, ModelExplanation, Option<super::demand::Exposure>) {
+        if let Prepared::Revenue(plan) = self
+            && let Some((m, explanation, exposure)) = plan.multiplier(item)
+        {
+            return (m, explanation, Some(exposure));
+        }
+        let (m, explanation) = self.multiplier(&item.properties.sales_period, now);
+        (m, explanation, None)
+    }
+
+    /// The exposure to carry forward for an item the calculation kept.
+    pub(crate) fn exposure(&self, item: &crate::ids::ItemId) -> Option<super::demand::Exposure> {
+        match self {
+            Prepared::Revenue(plan) => plan.exposure(item).cloned(),
+            _ => None,
         }
     }
 }
@@ -317,7 +351,8 @@ pub fn max_step_change(model: &PricingModel) -> Option<f64> {
         | PricingModel::Tiers {
             max_step_change, ..
         }
-        | PricingModel::Fixed { max_step_change } => *max_step_change,
+        | PricingModel::Fixed { max_step_change }
+        | PricingModel::Revenue { max_step_change } => *max_step_change,
     }
 }
 
@@ -335,7 +370,7 @@ mod tests {
     }
 
     fn pace_model() -> PricingModel {
-        PricingModel::default()
+        PricingModel::pace()
     }
 
     fn inputs(sold: u64, capacity: Option<u64>) -> ProductInputs {

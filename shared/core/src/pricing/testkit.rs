@@ -127,6 +127,7 @@ impl Builder {
                 legacy_quantity: None,
                 revenue_micros: 0,
                 last_sale_at: None,
+                demand: Default::default(),
                 removed: false,
                 seq: 1,
             },

@@ -83,7 +83,7 @@ fn pace_prices_follow_sales_against_expectations() {
     b.product(
         "p",
         Product {
-            model: PricingModel::default(),
+            model: PricingModel::pace(),
             capacity: Some(100),
             ..Product::default()
         },

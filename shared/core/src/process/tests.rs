@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::rejected::{MAX_ERRORS_PER_EVENT, MAX_EVENT_BYTES, MAX_MESSAGE_BYTES};
 use super::*;
-use crate::ids::{InstanceId, ProjectId, TransactionId};
+use crate::ids::{InstanceId, ItemId, ProjectId, TransactionId};
 use crate::model::Event;
 use crate::state::{Header, ItemState, ProductState};
 

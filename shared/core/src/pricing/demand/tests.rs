@@ -1,0 +1,193 @@
+use super::*;
+
+/// A small deterministic generator for simulated sales.
+struct Rng(u64);
+
+impl Rng {
+    fn uniform(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn poisson(&mut self, mean: f64) -> u64 {
+        let (limit, mut k, mut p) = ((-mean).exp(), 0, 1.0);
+        loop {
+            p *= self.uniform();
+            if p <= limit {
+                return k;
+            }
+            k += 1;
+        }
+    }
+}
+
+/// Sales of an item with true level `a` and response `b` over a flat curve, the price
+/// moving between `prices` slot by slot (the learner's own moves are what identify b).
+fn simulate(
+    a: f64,
+    b: f64,
+    d: f64,
+    prices: &[f64],
+    slots: usize,
+    seed: u64,
+) -> (SalesStats, Exposure) {
+    let mut rng = Rng(seed);
+    let (mut sales, mut exposure) = (SalesStats::default(), Exposure::default());
+    let curve = Curve::flat();
+    for s in 0..slots {
+        let (from, to) = (s as f64 / slots as f64, (s + 1) as f64 / slots as f64);
+        let p = prices[s % prices.len()];
+        let mass = curve.mass(from, to);
+        let units = rng.poisson(a * mass * (-b * (p - d)).exp());
+        sales.record(units, p, Some((from + to) / 2.0), d);
+        exposure.add(p, mass);
+    }
+    (sales, exposure)
+}
+
+fn weak_prior(d: f64) -> Prior {
+    Prior {
+        level: 100.0,
+        default: d,
+        level_sd: 3.0,
+        response_sd: 3.0,
+    }
+}
+
+#[test]
+fn the_fit_recovers_known_parameters_from_simulated_sales() {
+    for (seed, a, b) in [(1, 400.0, 0.02), (2, 600.0, 0.05), (3, 1200.0, 0.01)] {
+        let d = 50.0;
+        let (sales, exposure) = simulate(a, b, d, &[40.0, 50.0, 60.0, 70.0], 720, seed);
+        let est = fit(&weak_prior(d), &sales, &exposure, 1.0);
+        assert!(
+            (est.level / a - 1.0).abs() < 0.15,
+            "level {} vs {a}",
+            est.level
+        );
+        assert!(
+            (est.response / b - 1.0).abs() < 0.2,
+            "response {} vs {b}",
+            est.response
+        );
+    }
+}
+
+#[test]
+fn without_data_the_fit_is_the_prior() {
+    let prior = Prior {
+        level: 180.0,
+        default: 60.0,
+        level_sd: 0.5,
+        response_sd: 0.5,
+    };
+    let est = fit(&prior, &SalesStats::default(), &Exposure::default(), 1.0);
+    assert!((est.level - 180.0).abs() < 1e-6);
+    assert!((est.response - 1.0 / 60.0).abs() < 1e-9);
+}
+
+#[test]
+fn less_evidence_stays_closer_to_the_prior() {
+    let d = 50.0;
+    let (sales, exposure) = simulate(100.0, 0.02, d, &[50.0], 100, 7);
+    let prior = Prior {
+        level: 300.0,
+        default: d,
+        level_sd: 0.5,
+        response_sd: 0.5,
+    };
+    let full = fit(&prior, &sales, &exposure, 1.0);
+    let tempered = fit(&prior, &sales, &exposure, 0.3);
+    assert!(full.level < tempered.level && tempered.level < 300.0);
+}
+
+#[test]
+fn sales_out_of_order_and_without_time_count_alike() {
+    let mut a = SalesStats::default();
+    let mut b = SalesStats::default();
+    let sales = [
+        (2, 40.0, Some(0.9)),
+        (1, 45.0, Some(0.1)),
+        (3, 50.0, Some(0.5)),
+    ];
+    for &(u, p, t) in &sales {
+        a.record(u, p, t, 50.0);
+    }
+    for &(u, p, t) in sales.iter().rev() {
+        b.record(u, p, t, 50.0);
+    }
+    assert_eq!(a, b);
+    a.record(4, 50.0, None, 50.0);
+    assert_eq!(a.units, 10);
+    assert_eq!(
+        a.bins.iter().sum::<u64>(),
+        6,
+        "a sale without a time has no bin"
+    );
+    // Nothing that is not a purchase counts.
+    a.record(0, 50.0, Some(0.2), 50.0);
+    a.record(1, f64::NAN, Some(0.2), 50.0);
+    assert_eq!(a.units, 10);
+}
+
+#[test]
+fn exposure_keeps_its_mass_when_levels_merge() {
+    let mut e = Exposure::default();
+    for i in 0..100 {
+        e.add(30.0 + i as f64, 0.01);
+    }
+    assert!(e.levels.len() <= EXPOSURE_LEVELS);
+    assert!((e.mass() - 1.0).abs() < 1e-9);
+}
+
+#[test]
+fn curves_integrate_to_one() {
+    for c in [
+        Curve::prior(),
+        Curve::flat(),
+        Curve::from_density(|t| if t > 0.8 { 10.0 } else { 1.0 }),
+    ] {
+        assert!((c.cumulative(1.0) - 1.0).abs() < 1e-9);
+        assert_eq!(c.cumulative(0.0), 0.0);
+        assert!((c.mass(0.25, 0.75) - (c.cumulative(0.75) - c.cumulative(0.25))).abs() < 1e-12);
+    }
+    assert!((Curve::flat().cumulative(0.5) - 0.5).abs() < 1e-9);
+}
+
+#[test]
+fn a_late_surge_is_learned_from_past_instances() {
+    // Half the demand in the last 15 % of the period.
+    let truth = Curve::from_density(|t| if t > 0.85 { 0.5 / 0.15 } else { 0.5 / 0.85 });
+    let mut rng = Rng(11);
+    let past: Vec<PastSales> = (0..3)
+        .map(|_| {
+            let mut p = PastSales::new();
+            for k in 0..CURVE_BINS {
+                let units = rng.poisson(300.0 * truth.bins[k]) as f64;
+                p.bins[k] = units;
+                p.relative[k] = units; // sold at the default price
+            }
+            p
+        })
+        .collect();
+    let learned = learn_curve(&past).expect("a curve");
+    let late = 1.0 - learned.cumulative(0.85);
+    assert!((late - 0.5).abs() < 0.08, "late share {late}");
+}
+
+#[test]
+fn a_sell_out_censors_the_bins_after_it() {
+    // Flat demand, sold out at 60 %: the empty bins after it are not read as no demand.
+    let mut p = PastSales::new();
+    for k in 0..12 {
+        p.bins[k] = 20.0;
+        p.relative[k] = 20.0;
+    }
+    p.sold_out = true;
+    let learned = learn_curve(&[p.clone(), p]).expect("a curve");
+    let late = 1.0 - learned.cumulative(0.6);
+    assert!(late > 0.3, "the late share stays near the prior's: {late}");
+}

@@ -1,0 +1,394 @@
+//! The `revenue` model: learns each item's demand from the sales the service sees and
+//! re-solves the product's remaining problem at every calculation.
+//!
+//! For a product with `units_left` units shared by its items, item `i` at price `p` is
+//! expected to sell `D_i(p) = A_i * R_i * exp(-b_i * (p - d_i))` over the rest of its
+//! period (`R_i`: the share of the booking curve still to come). The fluid re-solve picks
+//! the bid price `lambda >= 0` (the marginal value of a unit of capacity) and prices every
+//! item at `p_i = clamp(lambda + 1 / b_i, min_i, max_i)`, the price that maximises
+//! `(p - lambda) * D_i(p)`: with capacity to spare `lambda = 0` and each item sits at its
+//! revenue-maximising price; when the believed demand exceeds the units left, `lambda`
+//! rises until it does not. Estimates come from [`demand::fit`], the curve from the
+//! project's past instances ([`ProjectHistory`]) or the prior.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::demand::{self, Curve, Estimate, Exposure, PastSales, Prior, SalesStats};
+use super::explain::{ModelExplanation, ModelNote};
+use super::models::elapsed_share;
+use crate::ids::{ItemId, ProductId};
+use crate::money::Money;
+use crate::state::{InstanceState, ItemState, ProductState};
+use crate::time::Timestamp;
+
+/// Standard deviation of log(level) in the prior: demand 40 % off the user's belief is
+/// within one sd.
+const LEVEL_SD: f64 = 0.5;
+/// Standard deviation of the price response, relative to the prior response.
+const RESPONSE_SD: f64 = 0.5;
+/// The weight of the data against a booking curve that is only the prior: a late surge
+/// and weak demand look alike early, so a prior curve's reading of the data is trusted
+/// less (see docs/pricing.md).
+const EVIDENCE_ON_PRIOR_CURVE: f64 = 0.35;
+
+/// Where a product's booking curve comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CurveSource {
+    /// Learned from this product in the project's past instances.
+    Learned,
+    /// Learned from the project's other products (no past sales of this one).
+    Project,
+    /// The prior curve of a new project.
+    #[default]
+    Prior,
+}
+
+/// Booking curves learned from a project's past instances.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProjectHistory {
+    products: BTreeMap<ProductId, Curve>,
+    pooled: Option<Curve>,
+}
+
+impl ProjectHistory {
+    /// Learns the curves from the final (or current) states of the project's other
+    /// instances, adjusted for the prices they charged and censored after a sell-out.
+    pub fn learn<'a>(past: impl IntoIterator<Item = &'a InstanceState>) -> ProjectHistory {
+        let mut by_product: BTreeMap<ProductId, Vec<PastSales>> = BTreeMap::new();
+        for state in past {
+            for (product_id, sales) in past_sales(state) {
+                by_product.entry(product_id).or_default().push(sales);
+            }
+        }
+        let all: Vec<PastSales> = by_product.values().flatten().cloned().collect();
+        ProjectHistory {
+            products: by_product
+                .into_iter()
+                .filter_map(|(id, sales)| demand::learn_curve(&sales).map(|c| (id, c)))
+                .collect(),
+            pooled: demand::learn_curve(&all),
+        }
+    }
+
+    /// The curve for `product`, and where it comes from.
+    pub fn curve(&self, product: &ProductId) -> (Curve, CurveSource) {
+        match (self.products.get(product), &self.pooled) {
+            (Some(c), _) => (c.clone(), CurveSource::Learned),
+            (None, Some(c)) => (c.clone(), CurveSource::Project),
+            (None, None) => (Curve::prior(), CurveSource::Prior),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pooled.is_none()
+    }
+}
+
+/// One instance's sales per product, for the curve learner.
+pub fn past_sales(state: &InstanceState) -> BTreeMap<ProductId, PastSales> {
+    let totals = state.product_totals();
+    let mut out: BTreeMap<ProductId, PastSales> = BTreeMap::new();
+    for item in state.items.values() {
+        out.entry(item.product_id.clone())
+            .or_default()
+            .add(&item.demand);
+    }
+    for (product_id, sales) in out.iter_mut() {
+        if let Some(p) = state.products.get(product_id) {
+            let t = totals.get(product_id).copied().unwrap_or_default();
+            let capacity = InstanceState::effective_capacity(p, &t);
+            sales.sold_out = capacity.is_some_and(|c| t.sold + t.reserved >= c);
+        }
+    }
+    out
+}
+
+/// What the previous calculation left: when it ran, each item's price and exposure.
+#[derive(Debug, Clone, Copy)]
+pub struct Previous<'a> {
+    pub at: Option<Timestamp>,
+    pub prices: &'a BTreeMap<ItemId, Money>,
+    pub exposures: &'a BTreeMap<ItemId, Exposure>,
+}
+
+/// The revenue model's prices for one product, solved once per calculation.
+#[derive(Debug, Clone)]
+pub(crate) struct ProductPlan {
+    items: BTreeMap<ItemId, ItemPlan>,
+}
+
+#[derive(Debug, Clone)]
+struct ItemPlan {
+    /// The model price (before maxStepChange, bounds and rounding).
+    price: f64,
+    explanation: ModelExplanation,
+    exposure: Exposure,
+}
+
+/// One item's inputs to the solve.
+struct Solving<'a> {
+    item: &'a ItemState,
+    estimate: Estimate,
+    default: f64,
+    min: f64,
+    max: f64,
+    tau: f64,
+    /// Share of the booking curve still to come.
+    remaining: f64,
+    exposure: Exposure,
+}
+
+impl ProductPlan {
+    /// Learns and solves for the live items of `product`.
+    pub(crate) fn new(
+        state: &InstanceState,
+        product: &ProductState,
+        capacity: Option<u64>,
+        committed: u64,
+        previous: &Previous<'_>,
+        history: &ProjectHistory,
+        now: Timestamp,
+    ) -> ProductPlan {
+        let (curve, source) = history.curve(&product.product_id);
+        let items: Vec<&ItemState> = state
+            .items
+            .values()
+            .filter(|i| !i.removed && i.product_id == product.product_id)
+            .collect();
+        let Some(capacity) = capacity.filter(|c| *c > 0) else {
+            let note = if capacity.is_none() {
+                ModelNote::NoCapacity
+            } else {
+                ModelNote::ZeroCapacity
+            };
+            return ProductPlan::fallback(&items, note, previous, &curve, now);
+        };
+        let units_left = capacity.saturating_sub(committed);
+        let evidence = match source {
+            CurveSource::Prior => EVIDENCE_ON_PRIOR_CURVE,
+            CurveSource::Learned | CurveSource::Project => 1.0,
+        };
+        let share = 1.0 / items.len().max(1) as f64;
+        let believed = product.properties.expected_sales * capacity as f64;
+        let solving: Vec<Solving<'_>> = items
+            .iter()
+            .map(|item| {
+                let ps = &item.properties.price_settings;
+                let default = ps.default.to_f64().max(1e-6);
+                let tau = elapsed_share(&item.properties.sales_period, now);
+                let exposure = exposure_now(item, previous, &curve, now);
+                let prior = Prior {
+                    level: (believed * share).max(0.5),
+                    default,
+                    level_sd: LEVEL_SD,
+                    response_sd: RESPONSE_SD,
+                };
+                let estimate = demand::fit(&prior, &item.demand, &exposure, evidence);
+                Solving {
+                    item,
+                    estimate,
+                    default,
+                    min: ps.min.to_f64(),
+                    max: ps.max.to_f64(),
+                    tau,
+                    remaining: 1.0 - curve.cumulative(tau),
+                    exposure,
+                }
+            })
+            .collect();
+        let (bid_price, expected) = solve(&solving, units_left as f64);
+        let items = solving
+            .into_iter()
+            .map(|s| {
+                let price = item_price(&s, bid_price);
+                let explanation = ModelExplanation::Revenue(Box::new(RevenueExplanation {
+                    demand_level: s.estimate.level,
+                    price_response: s.estimate.response,
+                    units_left,
+                    time_left: 1.0 - s.tau,
+                    demand_left: s.remaining,
+                    remaining_demand: s.estimate.demand(s.default, s.remaining, price),
+                    bid_price,
+                    expected_sales: expected,
+                    sells_out: expected >= units_left as f64 - 0.5,
+                    units_observed: s.item.demand.units,
+                    demand_observed: s.exposure.mass(),
+                    curve: source,
+                    note: None,
+                }));
+                (
+                    s.item.item_id.clone(),
+                    ItemPlan {
+                        price,
+                        explanation,
+                        exposure: s.exposure,
+                    },
+                )
+            })
+            .collect();
+        ProductPlan { items }
+    }
+
+    /// Without a capacity there is nothing to re-solve: default prices, exposure kept.
+    fn fallback(
+        items: &[&ItemState],
+        note: ModelNote,
+        previous: &Previous<'_>,
+        curve: &Curve,
+        now: Timestamp,
+    ) -> ProductPlan {
+        let items = items
+            .iter()
+            .map(|item| {
+                let ps = &item.properties.price_settings;
+                let plan = ItemPlan {
+                    price: ps.default.to_f64() * ps.multiplier,
+                    explanation: ModelExplanation::Revenue(Box::new(RevenueExplanation {
+                        note: Some(note),
+                        ..RevenueExplanation::default()
+                    })),
+                    exposure: exposure_now(item, previous, curve, now),
+                };
+                (item.item_id.clone(), plan)
+            })
+            .collect();
+        ProductPlan { items }
+    }
+
+    /// The model price of an item as a multiplier of `default * multiplier`, its
+    /// explanation, and its exposure to carry forward.
+    pub(crate) fn multiplier(&self, item: &ItemState) -> Option<(f64, ModelExplanation, Exposure)> {
+        let plan = self.items.get(&item.item_id)?;
+        let ps = &item.properties.price_settings;
+        let base = ps.default.to_f64() * ps.multiplier;
+        let m = if base > 0.0 { plan.price / base } else { 1.0 };
+        Some((m, plan.explanation.clone(), plan.exposure.clone()))
+    }
+
+    /// The exposure of an item to carry forward, for items the calculation kept.
+    pub(crate) fn exposure(&self, item_id: &ItemId) -> Option<&Exposure> {
+        self.items.get(item_id).map(|p| &p.exposure)
+    }
+}
+
+/// The item's exposure up to `now`: the carried one plus the curve mass since the previous
+/// calculation at the previous price (from the start of the period at the previous or
+/// default price when nothing was carried).
+fn exposure_now(
+    item: &ItemState,
+    previous: &Previous<'_>,
+    curve: &Curve,
+    now: Timestamp,
+) -> Exposure {
+    let period = &item.properties.sales_period;
+    let price = previous
+        .prices
+        .get(&item.item_id)
+        .copied()
+        .unwrap_or(item.properties.price_settings.default)
+        .to_f64();
+    let tau = elapsed_share(period, now);
+    match (previous.exposures.get(&item.item_id), previous.at) {
+        (Some(carried), Some(at)) => {
+            let mut exposure = carried.clone();
+            exposure.add(price, curve.mass(elapsed_share(period, at), tau));
+            exposure
+        }
+        _ => {
+            let mut exposure = Exposure::default();
+            exposure.add(price, curve.mass(0.0, tau));
+            exposure
+        }
+    }
+}
+
+/// The bid price and the product's expected sales at the solved prices.
+fn solve(items: &[Solving<'_>], units_left: f64) -> (f64, f64) {
+    let sales = |lambda: f64| -> f64 {
+        items
+            .iter()
+            .map(|s| {
+                s.estimate
+                    .demand(s.default, s.remaining, item_price(s, lambda))
+            })
+            .sum()
+    };
+    let free = sales(0.0);
+    if free <= units_left {
+        return (0.0, free);
+    }
+    // Demand falls as lambda rises; beyond the highest max every item is at its max.
+    let (mut lo, mut hi) = (0.0, items.iter().map(|s| s.max).fold(0.0, f64::max));
+    if sales(hi) > units_left {
+        return (hi, sales(hi));
+    }
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if sales(mid) > units_left {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (hi, sales(hi))
+}
+
+fn item_price(s: &Solving<'_>, lambda: f64) -> f64 {
+    let p = lambda + 1.0 / s.estimate.response.max(1e-12);
+    p.clamp(s.min, s.max.max(s.min))
+}
+
+/// What the revenue model used for one item's price.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevenueExplanation {
+    /// Estimated units the item would sell over its whole period at its default price.
+    pub demand_level: f64,
+    /// Estimated price response: demand falls by `exp(-priceResponse * (price - default))`.
+    pub price_response: f64,
+    /// Units the product has left (capacity - sold - reserved).
+    pub units_left: u64,
+    /// Share of the item's sales period still to come.
+    pub time_left: f64,
+    /// Share of the item's demand (by the booking curve) still to come.
+    pub demand_left: f64,
+    /// Units the item is expected to sell from now on at this price.
+    pub remaining_demand: f64,
+    /// The marginal value of a unit of the product's capacity (0: capacity to spare).
+    pub bid_price: f64,
+    /// Units the product is expected to sell from now on at the solved prices.
+    pub expected_sales: f64,
+    /// Whether the product is expected to sell out at these prices.
+    pub sells_out: bool,
+    /// Units bought so far (the data behind the estimate).
+    pub units_observed: u64,
+    /// Share of the item's demand observed so far (by the booking curve).
+    pub demand_observed: f64,
+    pub curve: CurveSource,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<ModelNote>,
+}
+
+/// The sales stats an `itemSale` adds: bought units at the price paid, at the elapsed
+/// share of the item's sales period at `at` (no bin without a time).
+pub fn record_sale(
+    stats: &mut SalesStats,
+    item: &ItemState,
+    units: u64,
+    price: Money,
+    at: Option<Timestamp>,
+) {
+    let tau = at.map(|t| elapsed_share(&item.properties.sales_period, t));
+    stats.record(
+        units,
+        price.to_f64(),
+        tau,
+        item.properties.price_settings.default.to_f64(),
+    );
+}
+
+#[cfg(test)]
+mod tests;

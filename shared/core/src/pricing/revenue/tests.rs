@@ -1,0 +1,197 @@
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::entry::PricingModel;
+use crate::pricing::testkit::{Builder, Item, Product, id, ts};
+use crate::pricing::{Calculation, Trigger, calculate_with};
+
+fn revenue() -> PricingModel {
+    PricingModel::Revenue {
+        max_step_change: None,
+    }
+}
+
+/// A 30-day sales period in June 2026; `day` is the day of the calculation.
+fn at(day: u32) -> Timestamp {
+    ts(&format!("2026-06-{:02}T00:00:00Z", day))
+}
+
+fn june() -> (&'static str, &'static str) {
+    ("2026-06-01T00:00:00Z", "2026-07-01T00:00:00Z")
+}
+
+fn run(state: &InstanceState, now: Timestamp, history: &ProjectHistory) -> Calculation {
+    let (prices, exposures) = (BTreeMap::new(), BTreeMap::new());
+    let previous = Previous {
+        at: None,
+        prices: &prices,
+        exposures: &exposures,
+    };
+    calculate_with(state, true, Trigger::Request, now, &previous, &[], history)
+}
+
+fn explanation(c: &Calculation, item: &str) -> RevenueExplanation {
+    match c.get(&id(item)).and_then(|p| p.explanation.model.clone()) {
+        Some(ModelExplanation::Revenue(r)) => *r,
+        other => panic!("not a revenue explanation: {other:?}"),
+    }
+}
+
+fn one_item(expected_sales: f64) -> Builder {
+    let mut b = Builder::new();
+    b.product(
+        "p",
+        Product {
+            capacity: Some(200),
+            model: revenue(),
+            expected_sales,
+            ..Product::default()
+        },
+    )
+    .item(
+        "ga",
+        "p",
+        Item {
+            min: "20",
+            max: "200",
+            default: "60",
+            sales: june(),
+            ..Item::default()
+        },
+    );
+    b
+}
+
+fn sell(b: &mut Builder, item: &str, units: u64, price: f64, day: u32) {
+    let it = b.state.items.get_mut(&id(item)).expect("item");
+    it.sold += units;
+    let mut demand = std::mem::take(&mut it.demand);
+    record_sale(
+        &mut demand,
+        it,
+        units,
+        Money::from_f64(price).expect("money"),
+        Some(at(day)),
+    );
+    it.demand = demand;
+}
+
+#[test]
+fn without_data_the_price_is_the_default_when_capacity_is_enough() {
+    let b = one_item(0.9);
+    let c = run(&b.state, at(1), &ProjectHistory::default());
+    let p = c.get(&id("ga")).expect("priced");
+    assert_eq!(p.price.to_f64(), 60.0);
+    let e = explanation(&c, "ga");
+    assert_eq!(e.bid_price, 0.0);
+    assert_eq!(e.units_left, 200);
+    assert_eq!(e.curve, CurveSource::Prior);
+    assert!(!e.sells_out);
+    assert!(
+        p.exposure.is_some(),
+        "the exposure is carried to the next calculation"
+    );
+}
+
+#[test]
+fn strong_early_sales_raise_the_price_and_the_bid_price() {
+    let mut b = one_item(0.9);
+    // 150 of 200 units gone in the first 10 days of 30.
+    for day in 1..=10 {
+        sell(&mut b, "ga", 15, 60.0, day);
+    }
+    let c = run(&b.state, at(11), &ProjectHistory::default());
+    let e = explanation(&c, "ga");
+    assert!(
+        c.get(&id("ga")).expect("priced").price.to_f64() > 70.0,
+        "{e:?}"
+    );
+    assert!(e.bid_price > 0.0, "capacity binds: {e:?}");
+    assert_eq!(e.units_observed, 150);
+    assert!(e.demand_level > 300.0, "{e:?}");
+}
+
+#[test]
+fn items_of_a_product_share_one_bid_price() {
+    let mut b = Builder::new();
+    b.product(
+        "p",
+        Product {
+            capacity: Some(100),
+            model: revenue(),
+            expected_sales: 1.0,
+            ..Product::default()
+        },
+    );
+    for (item, default) in [("standard", "50"), ("premium", "90")] {
+        b.item(
+            item,
+            "p",
+            Item {
+                min: "10",
+                max: "300",
+                default,
+                sales: june(),
+                ..Item::default()
+            },
+        );
+    }
+    for day in 1..=6 {
+        sell(&mut b, "standard", 8, 50.0, day);
+        sell(&mut b, "premium", 4, 90.0, day);
+    }
+    let c = run(&b.state, at(7), &ProjectHistory::default());
+    let (s, p) = (explanation(&c, "standard"), explanation(&c, "premium"));
+    assert_eq!(s.bid_price, p.bid_price);
+    assert!(s.bid_price > 0.0);
+    assert_eq!(s.units_left, 100 - 72);
+}
+
+#[test]
+fn without_a_capacity_the_model_keeps_the_default_and_says_why() {
+    let mut b = one_item(0.9);
+    b.state
+        .products
+        .values_mut()
+        .for_each(|p| p.properties.capacity = None);
+    let c = run(&b.state, at(5), &ProjectHistory::default());
+    assert_eq!(c.get(&id("ga")).expect("priced").price.to_f64(), 60.0);
+    assert_eq!(explanation(&c, "ga").note, Some(ModelNote::NoCapacity));
+}
+
+#[test]
+fn past_instances_give_the_product_its_curve() {
+    let mut past = one_item(0.9);
+    for day in 25..=30 {
+        sell(&mut past, "ga", 20, 60.0, day);
+    }
+    let history = ProjectHistory::learn([&past.state]);
+    let (curve, source) = history.curve(&ProductId::parse("p").expect("id"));
+    assert_eq!(source, CurveSource::Learned);
+    assert!(1.0 - curve.cumulative(0.8) > 0.4, "a late curve");
+    let c = run(&one_item(0.9).state, at(2), &history);
+    assert_eq!(explanation(&c, "ga").curve, CurveSource::Learned);
+    let other = history.curve(&ProductId::parse("q").expect("id"));
+    assert_eq!(other.1, CurveSource::Project);
+}
+
+#[test]
+fn the_explanation_serializes_with_the_model_name() {
+    let c = run(&one_item(0.9).state, at(3), &ProjectHistory::default());
+    let json = serde_json::to_value(&c.get(&id("ga")).expect("priced").explanation).expect("json");
+    assert_eq!(json["model"]["type"], "revenue");
+    for key in [
+        "demandLevel",
+        "priceResponse",
+        "unitsLeft",
+        "timeLeft",
+        "bidPrice",
+        "expectedSales",
+        "sellsOut",
+        "unitsObserved",
+        "demandObserved",
+        "curve",
+    ] {
+        assert!(json["model"].get(key).is_some(), "{key} in {json}");
+    }
+}
