@@ -96,6 +96,12 @@ async fn active_instances_contract() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn project_sales_contract() {
+    let store = Stack::new("sales").await.store();
+    pricing_contract::project_sales_contract(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscription_store_contract() {
     let store = Stack::new("subscriptions").await.store();
     pricing_contract::subscription_store_contract(&store).await;

@@ -42,6 +42,7 @@ mod matches;
 mod prices;
 mod projects;
 mod queue;
+mod sales;
 mod state;
 mod subscriptions;
 
@@ -68,6 +69,7 @@ pub use queue::{
     QueueTiming, webhook_lane_contract, webhook_queue_contract, webhook_queue_contract_with,
     work_queue_contract, work_queue_contract_with,
 };
+pub use sales::project_sales_contract;
 pub use state::state_store_contract;
 pub use subscriptions::subscription_store_contract;
 
@@ -197,6 +199,12 @@ macro_rules! contract_tests {
         async fn active_instances_contract() {
             let store = $factory.await;
             $crate::active_instances_contract(&store).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn project_sales_contract() {
+            let store = $factory.await;
+            $crate::project_sales_contract(&store).await;
         }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -110,6 +110,7 @@ fn instance() -> (InstanceState, BTreeMap<ItemId, Money>, Vec<PriceMatch>) {
                 },
                 metadata: Map::new(),
                 reserved: 0,
+                demand: Default::default(),
                 seq: 1,
             },
         );

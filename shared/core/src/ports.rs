@@ -399,6 +399,21 @@ pub struct ScheduledInstance {
     pub schedule: Option<crate::entry::Schedule>,
 }
 
+/// Other instances of a project the revenue model learns booking curves from, at most.
+pub const PAST_INSTANCES: usize = 10;
+
+/// The product records of a project's other instances: the revenue model learns each
+/// product's booking curve from them (a festival's day 2, next year's edition).
+pub trait ProjectSales: Send + Sync + 'static {
+    /// The product records of at most `limit` other instances of `key`'s project (the
+    /// newest instance ids first), `key`'s own excluded.
+    fn past_products(
+        &self,
+        key: &InstanceKey,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<ProductState>>> + Send;
+}
+
 /// A record a scan could not decode. Scans skip it and report it; one bad record never
 /// stops a run that serves every tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use crate::ids::{InstanceKey, ItemId};
 use crate::model::{Event, Instance, Message, PageRequest, PriceCalculation};
 use crate::money::Money;
 use crate::ports::{
-    ActiveInstances, PriceMatchStore, PriceStore, SkippedRecord, StateStore, StoreError,
-    StoreResult,
+    ActiveInstances, PAST_INSTANCES, PriceMatchStore, PriceStore, ProjectSales, SkippedRecord,
+    StateStore, StoreError, StoreResult,
 };
 use crate::pricing::demand::Exposure;
 use crate::pricing::{Previous, ProjectHistory, Trigger, calculate_with, schedule_slots};
@@ -42,7 +42,7 @@ pub async fn recalculate<S, P, M>(
     now: Timestamp,
 ) -> StoreResult<Option<PriceCalculation>>
 where
-    S: StateStore,
+    S: StateStore + ProjectSales,
     P: PriceStore,
     M: PriceMatchStore,
 {
@@ -53,7 +53,10 @@ where
         return Ok(None);
     }
     let state = states.load_state(&instance.key()).await?;
-    recalculate_from(&state, None, prices, matches, instance, request, now).await
+    recalculate_from(
+        &state, None, states, prices, matches, instance, request, now,
+    )
+    .await
 }
 
 /// The latest prices a caller remembers: their sequence, when they were calculated, the
@@ -93,9 +96,11 @@ impl PriceHint {
 /// [`recalculate`] on a state the caller has (e.g. a processor's warm cache), with the
 /// latest prices it remembers. A stale hint only costs a retry: the save is conditional on
 /// the sequence, and a lost race reads the stored latest prices.
-pub async fn recalculate_from<P, M>(
+#[allow(clippy::too_many_arguments)]
+pub async fn recalculate_from<H, P, M>(
     state: &InstanceState,
     mut hint: Option<&PriceHint>,
+    sales: &H,
     prices: &P,
     matches: &M,
     instance: &Instance,
@@ -103,10 +108,12 @@ pub async fn recalculate_from<P, M>(
     now: Timestamp,
 ) -> StoreResult<Option<PriceCalculation>>
 where
+    H: ProjectSales,
     P: PriceStore,
     M: PriceMatchStore,
 {
     let key = instance.key();
+    let history = ProjectHistory::from_products(&sales.past_products(&key, PAST_INSTANCES).await?);
     let mut conflicts = 0;
     loop {
         if conflicts > 0
@@ -137,7 +144,7 @@ where
             now,
             &latest.previous(),
             &rules.rules,
-            &ProjectHistory::default(),
+            &history,
         );
         let calculation = PriceCalculation {
             calculation_id: request.calculation_id.clone(),

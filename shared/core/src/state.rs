@@ -15,8 +15,8 @@ use crate::entry::{
 };
 use crate::ids::{ItemId, ProductId};
 use crate::money::Money;
-use crate::pricing::demand::SalesStats;
-use crate::pricing::revenue::record_sale;
+use crate::pricing::demand::{ProductSales, SalesStats};
+use crate::pricing::revenue::{record_product_sale, record_sale};
 use crate::time::Timestamp;
 use crate::validate::Errors;
 
@@ -84,6 +84,10 @@ pub struct ProductState {
     pub metadata: Map<String, Value>,
     /// Product-level reservation.
     pub reserved: u64,
+    /// The product's sales per share of the period, for the booking curves that later
+    /// instances of the project learn (see `pricing::demand`).
+    #[serde(default, skip_serializing_if = "ProductSales::is_empty")]
+    pub demand: ProductSales,
     pub seq: u64,
 }
 
@@ -210,6 +214,7 @@ impl InstanceState {
                             properties: r.props.clone(),
                             metadata: r.metadata.clone().unwrap_or_default(),
                             reserved: 0,
+                            demand: ProductSales::default(),
                             seq,
                         },
                     );
@@ -369,11 +374,12 @@ impl InstanceState {
                 }
                 let product_id = item.product_id.clone();
                 dirty.items.insert(sale.item_id.clone());
-                if from_pool > 0
-                    && let Some(product) = self.products.get_mut(&product_id)
-                    && product.reserved > 0
-                {
-                    product.reserved -= from_pool.min(product.reserved);
+                let item = &self.items[&sale.item_id];
+                if let Some(product) = self.products.get_mut(&product_id) {
+                    record_product_sale(&mut product.demand, item, sale.quantity, sale.price, at);
+                    if from_pool > 0 && product.reserved > 0 {
+                        product.reserved -= from_pool.min(product.reserved);
+                    }
                     product.seq = seq;
                     dirty.products.insert(product_id);
                 }

@@ -4,7 +4,7 @@
 use crate::model::Message;
 use crate::ports::{
     DeliveryStore, Enqueue, EntryLog, EventStore, InstanceStore, PriceMatchStore, PriceStore,
-    StateStore, StoreError, StoreResult, SubscriptionStore,
+    ProjectSales, StateStore, StoreError, StoreResult, SubscriptionStore,
 };
 use crate::pricing::Trigger;
 use crate::process::{ProcessReport, Processor};
@@ -22,6 +22,7 @@ pub trait WorkStore:
     + EventStore
     + SubscriptionStore
     + DeliveryStore
+    + ProjectSales
 {
 }
 
@@ -34,6 +35,7 @@ impl<S> WorkStore for S where
         + EventStore
         + SubscriptionStore
         + DeliveryStore
+        + ProjectSales
 {
 }
 
@@ -128,6 +130,7 @@ where
             let result = recalculate_from(
                 &state,
                 hint.as_ref(),
+                store,
                 store,
                 store,
                 &instance,

@@ -274,6 +274,7 @@ fn build(c: &Case) -> Built {
                 },
                 metadata: Map::new(),
                 reserved: 0,
+                demand: Default::default(),
                 seq: 1,
             },
         );

@@ -2,7 +2,9 @@
 //! writes them (with events) conditionally on the header's applied sequence.
 
 use pricing_core::ids::InstanceKey;
-use pricing_core::ports::{Commit, MAX_COMMIT_RECORDS, StateStore, StoreError, StoreResult};
+use pricing_core::ports::{
+    Commit, MAX_COMMIT_RECORDS, ProjectSales, StateStore, StoreError, StoreResult,
+};
 use pricing_core::state::{Header, InstanceState, ItemState, ProductState};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -208,4 +210,33 @@ fn decode_all<T: serde::de::DeserializeOwned + Send>(records: &[String]) -> DbRe
     let mut out = left?;
     out.extend(right?);
     Ok(out)
+}
+
+impl ProjectSales for EmbeddedStore {
+    async fn past_products(
+        &self,
+        key: &InstanceKey,
+        limit: usize,
+    ) -> StoreResult<Vec<ProductState>> {
+        let project = key.project_id.to_string();
+        let instance = key.instance_id.to_string();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.on_reader("past_products", move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT record FROM state_products
+                 WHERE project_id = ?1 AND instance_id IN (
+                     SELECT instance_id FROM instances
+                     WHERE project_id = ?1 AND instance_id != ?2
+                     ORDER BY instance_id DESC LIMIT ?3)
+                 ORDER BY instance_id DESC, product_id",
+            )?;
+            let mut rows = stmt.query(params![project, instance, limit])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                out.push(serde_json::from_str::<ProductState>(text(row, 0)?)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
 }

@@ -15,7 +15,9 @@ use std::collections::{BTreeMap, HashSet};
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use pricing_core::ids::InstanceKey;
 use pricing_core::model::Event;
-use pricing_core::ports::{Commit, MAX_COMMIT_RECORDS, StateStore, StoreError, StoreResult};
+use pricing_core::ports::{
+    Commit, MAX_COMMIT_RECORDS, ProjectSales, StateStore, StoreError, StoreResult,
+};
 use pricing_core::state::{InstanceState, ItemState, ProductState};
 
 use super::keys::{self, APPLIED_SEQ, PK, RECORD, REV, SK};
@@ -138,6 +140,44 @@ struct Encoded {
     items: BTreeMap<String, String>,
     products: BTreeMap<String, String>,
     events: Vec<(String, String)>,
+}
+
+impl ProjectSales for DynamoStore {
+    /// The project's instance items (`I#{id}` under the project) newest first, then each
+    /// other instance's `PROD#` records: 1 + `limit` queries.
+    async fn past_products(
+        &self,
+        key: &InstanceKey,
+        limit: usize,
+    ) -> StoreResult<Vec<ProductState>> {
+        const OP: &str = "past_products";
+        let mut q = Query::new("pk = :pk AND begins_with(sk, :prefix)")
+            .value(":pk", s(keys::project_pk(&key.project_id)))
+            .value(":prefix", s(keys::INSTANCE_PREFIX))
+            .max(limit.saturating_add(1));
+        q.forward = false;
+        let instances = self.query(OP, q).await?;
+        let mut out = Vec::new();
+        let others = instances
+            .iter()
+            .filter_map(|item| get_s(OP, item, SK).ok())
+            .filter_map(|sk| sk.strip_prefix(keys::INSTANCE_PREFIX).map(str::to_owned))
+            .filter(|id| *id != key.instance_id.as_str())
+            .take(limit);
+        for id in others {
+            let Ok(instance_id) = pricing_core::ids::InstanceId::parse(&id) else {
+                continue;
+            };
+            let other = InstanceKey::new(key.project_id.clone(), instance_id);
+            let q = Query::new("pk = :pk AND begins_with(sk, :prefix)")
+                .value(":pk", s(keys::instance_pk(&other)))
+                .value(":prefix", s(keys::PRODUCT_PREFIX));
+            for item in self.query(OP, q).await? {
+                out.push(decode::<ProductState>(OP, &item)?);
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl Encoded {

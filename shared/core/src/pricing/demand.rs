@@ -76,6 +76,45 @@ fn bin_of(tau: f64) -> usize {
     ((tau * CURVE_BINS as f64) as usize).min(CURVE_BINS - 1)
 }
 
+/// The sales of a product's items as the booking-curve learner reads them in the
+/// project's later instances (kept by the apply step on the product record).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProductSales {
+    /// Units bought per bin of the elapsed share of the selling item's sales period.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bins: Vec<u64>,
+    /// Sum of units * (price paid / default price) per bin.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relative: Vec<f64>,
+    /// Units sold net of returns (to tell a sell-out).
+    #[serde(default)]
+    pub net_sold: i64,
+}
+
+impl ProductSales {
+    pub fn is_empty(&self) -> bool {
+        self.bins.is_empty() && self.net_sold == 0
+    }
+
+    /// Records a sale (`units` > 0) or a return (`units` < 0) at elapsed share `tau`.
+    pub fn record(&mut self, units: i64, price: f64, tau: Option<f64>, default: f64) {
+        self.net_sold = self.net_sold.saturating_add(units);
+        let (Some(tau), true) = (tau, units > 0 && price.is_finite() && price >= 0.0) else {
+            return;
+        };
+        if self.bins.len() != CURVE_BINS {
+            self.bins = vec![0; CURVE_BINS];
+            self.relative = vec![0.0; CURVE_BINS];
+        }
+        let bin = bin_of(tau);
+        let units = units.unsigned_abs();
+        self.bins[bin] = self.bins[bin].saturating_add(units);
+        let relative = if default > 0.0 { price / default } else { 1.0 };
+        self.relative[bin] += units as f64 * relative;
+    }
+}
+
 /// How much of the booking curve an item spent at each price: `(price, mass)` pairs, the
 /// mass being the share of the period's demand (by the curve believed at the time) that
 /// passed while the price was in force.
@@ -207,11 +246,24 @@ impl PastSales {
         }
     }
 
-    pub fn add(&mut self, stats: &SalesStats) {
-        for k in 0..stats.bins.len().min(CURVE_BINS) {
-            self.bins[k] += stats.bins[k] as f64;
-            self.relative[k] += stats.relative.get(k).copied().unwrap_or(0.0);
+    /// A product's sales; `capacity` and `reserved` tell whether it sold out.
+    pub fn of_product(sales: &ProductSales, capacity: Option<u64>, reserved: u64) -> Self {
+        let mut past = PastSales::new();
+        for (k, (&units, &relative)) in sales.bins.iter().zip(&sales.relative).enumerate() {
+            if k < CURVE_BINS {
+                past.bins[k] = units as f64;
+                past.relative[k] = relative;
+            }
         }
+        past.sold_out = capacity.is_some_and(|c| {
+            sales
+                .net_sold
+                .max(0)
+                .unsigned_abs()
+                .saturating_add(reserved)
+                >= c
+        });
+        past
     }
 
     pub fn units(&self) -> f64 {

@@ -57,11 +57,21 @@ impl ProjectHistory {
     /// Learns the curves from the final (or current) states of the project's other
     /// instances, adjusted for the prices they charged and censored after a sell-out.
     pub fn learn<'a>(past: impl IntoIterator<Item = &'a InstanceState>) -> ProjectHistory {
+        ProjectHistory::from_products(past.into_iter().flat_map(|s| s.products.values()))
+    }
+
+    /// Learns the curves from product records of the project's other instances (each
+    /// keeps its sales per share of the period: see `ProductSales`).
+    pub fn from_products<'a>(
+        products: impl IntoIterator<Item = &'a ProductState>,
+    ) -> ProjectHistory {
         let mut by_product: BTreeMap<ProductId, Vec<PastSales>> = BTreeMap::new();
-        for state in past {
-            for (product_id, sales) in past_sales(state) {
-                by_product.entry(product_id).or_default().push(sales);
-            }
+        for p in products {
+            let sales = PastSales::of_product(&p.demand, p.properties.capacity, p.reserved);
+            by_product
+                .entry(p.product_id.clone())
+                .or_default()
+                .push(sales);
         }
         let all: Vec<PastSales> = by_product.values().flatten().cloned().collect();
         ProjectHistory {
@@ -85,25 +95,6 @@ impl ProjectHistory {
     pub fn is_empty(&self) -> bool {
         self.pooled.is_none()
     }
-}
-
-/// One instance's sales per product, for the curve learner.
-pub fn past_sales(state: &InstanceState) -> BTreeMap<ProductId, PastSales> {
-    let totals = state.product_totals();
-    let mut out: BTreeMap<ProductId, PastSales> = BTreeMap::new();
-    for item in state.items.values() {
-        out.entry(item.product_id.clone())
-            .or_default()
-            .add(&item.demand);
-    }
-    for (product_id, sales) in out.iter_mut() {
-        if let Some(p) = state.products.get(product_id) {
-            let t = totals.get(product_id).copied().unwrap_or_default();
-            let capacity = InstanceState::effective_capacity(p, &t);
-            sales.sold_out = capacity.is_some_and(|c| t.sold + t.reserved >= c);
-        }
-    }
-    out
 }
 
 /// What the previous calculation left: when it ran, each item's price and exposure.
@@ -383,6 +374,23 @@ pub fn record_sale(
 ) {
     let tau = at.map(|t| elapsed_share(&item.properties.sales_period, t));
     stats.record(
+        units,
+        price.to_f64(),
+        tau,
+        item.properties.price_settings.default.to_f64(),
+    );
+}
+
+/// The product's share of an `itemSale` of `item` (`units` < 0: a return).
+pub fn record_product_sale(
+    sales: &mut demand::ProductSales,
+    item: &ItemState,
+    units: i64,
+    price: Money,
+    at: Option<Timestamp>,
+) {
+    let tau = at.map(|t| elapsed_share(&item.properties.sales_period, t));
+    sales.record(
         units,
         price.to_f64(),
         tau,

@@ -95,6 +95,7 @@ impl Builder {
                 },
                 metadata: Map::new(),
                 reserved: 0,
+                demand: Default::default(),
                 seq: 1,
             },
         );

@@ -882,7 +882,7 @@ fn pool_sales_consume_item_then_product_reservations() {
     assert_eq!(t.product_counts("P"), counts(0, 8, 92, 0));
     let d = t.ok(&pool_sale("A", 2));
     assert_eq!((t.item("A").reserved, t.product("P").reserved), (1, 5));
-    assert!(d.products.is_empty(), "the product did not change");
+    assert_eq!(d.products, BTreeSet::from([product_id("P")]), "its sales count");
     let p_seq = t.product("P").seq;
     let d = t.ok(&pool_sale("A", 4));
     assert_eq!((t.item("A").reserved, t.product("P").reserved), (0, 2));
@@ -894,9 +894,10 @@ fn pool_sales_consume_item_then_product_reservations() {
     assert_eq!((t.item("A").reserved, t.product("P").reserved), (0, 0));
     assert_eq!(t.item("A").sold, 16);
     assert_eq!(t.product_counts("P"), counts(16, 0, 84, 0));
-    // Nothing reserved: nothing to free and the product is not touched.
-    let d = t.ok(&pool_sale("B", 1));
-    assert!(d.products.is_empty());
+    // Nothing reserved: nothing to free; the product changes only by its sales count.
+    let reserved = t.product("P").reserved;
+    t.ok(&pool_sale("B", 1));
+    assert_eq!(t.product("P").reserved, reserved);
     // Without pool, reservations stay.
     t.ok(&reserve_item("B", 2));
     t.ok(&reserve_product("P", 2));
@@ -1209,12 +1210,13 @@ fn each_kind_marks_exactly_the_records_it_changes() {
         (product("Q", Some(3)), (false, s(&[]), s(&["Q"]))),
         (item("C", "Q"), (false, s(&["C"]), s(&[]))),
         (item("C", "P"), (false, s(&["C"]), s(&[]))),
-        (sale("A", 2, 1.0), (false, s(&["A"]), s(&[]))),
-        (sale("A", -1, 1.0), (false, s(&["A"]), s(&[]))),
+        // A sale also counts on its product (the sales per share of the period).
+        (sale("A", 2, 1.0), (false, s(&["A"]), s(&["P"]))),
+        (sale("A", -1, 1.0), (false, s(&["A"]), s(&["P"]))),
         (total("A", 10), (false, s(&["A"]), s(&[]))),
         (reserve_item("B", 1), (false, s(&["B"]), s(&[]))),
         (reserve_product("P", 4), (false, s(&[]), s(&["P"]))),
-        (pool_sale("B", 1), (false, s(&["B"]), s(&[]))),
+        (pool_sale("B", 1), (false, s(&["B"]), s(&["P"]))),
         (pool_sale("B", 2), (false, s(&["B"]), s(&["P"]))),
         (
             meta(json!([{"op": "add", "path": "/name", "value": "x"}])),
@@ -1287,7 +1289,7 @@ fn changed_records_carry_the_sequence_of_the_entry() {
     t.ok(&sale("B", 1, 1.0));
     assert_eq!(
         (t.product("P").seq, t.item("A").seq, t.item("B").seq),
-        (1, 2, 4)
+        (4, 2, 4)
     );
     t.ok(&reserve_product("P", 1));
     assert_eq!(t.product("P").seq, 5);

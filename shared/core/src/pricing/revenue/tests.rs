@@ -74,6 +74,15 @@ fn sell(b: &mut Builder, item: &str, units: u64, price: f64, day: u32) {
         Some(at(day)),
     );
     it.demand = demand;
+    let it = &b.state.items[&id(item)];
+    let product = b.state.products.get_mut(&it.product_id).expect("product");
+    record_product_sale(
+        &mut product.demand,
+        it,
+        units as i64,
+        Money::from_f64(price).expect("money"),
+        Some(at(day)),
+    );
 }
 
 #[test]
