@@ -51,6 +51,23 @@ pub struct PastInstance {
     pub calculations: Vec<Calculation>,
 }
 
+/// The project's past instances as the engine sees them: the instances and the booking
+/// curves they teach, learned once per instance priced (they do not change while it runs;
+/// the service learns them before each recalculation).
+pub struct Past<'a> {
+    pub instances: &'a [PastInstance],
+    history: ProjectHistory,
+}
+
+impl<'a> Past<'a> {
+    pub fn new(instances: &'a [PastInstance]) -> Self {
+        Past {
+            instances,
+            history: ProjectHistory::learn(instances.iter().map(|p| &p.state)),
+        }
+    }
+}
+
 /// The engine call for one pricing slot: the scheduled calculation of `state` at `now`,
 /// given this instance's previous calculation (its time, prices and the revenue model's
 /// exposures; `maxStepChange` caps against the prices) and the project's past instances
@@ -59,9 +76,8 @@ pub fn price_slot(
     state: &InstanceState,
     previous: Option<&Calculation>,
     now: Timestamp,
-    past: &[PastInstance],
+    past: &Past<'_>,
 ) -> Calculation {
-    let history = ProjectHistory::learn(past.iter().map(|p| &p.state));
     let (prices, exposures): (BTreeMap<ItemId, Money>, BTreeMap<ItemId, Exposure>) = match previous
     {
         Some(c) => (
@@ -81,7 +97,15 @@ pub fn price_slot(
         prices: &prices,
         exposures: &exposures,
     };
-    calculate_with(state, true, Trigger::Schedule, now, &last, &[], &history)
+    calculate_with(
+        state,
+        true,
+        Trigger::Schedule,
+        now,
+        &last,
+        &[],
+        &past.history,
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -269,6 +293,7 @@ pub fn run_instance(
 ) -> Result<PastInstance, Error> {
     let start = instance_start(s, back)?;
     let mut state = instance_state(s, model, start)?;
+    let past = Past::new(past);
     let slots = s.slots;
     let mut calculations: Vec<Calculation> = Vec::with_capacity(slots as usize);
     let mut left = available(&state);
@@ -281,7 +306,7 @@ pub fn run_instance(
         }
         let offset = i128::from(s.period_ms) * i128::from(k) / i128::from(slots);
         let now = timestamp(start + offset as i64)?;
-        let calculation = price_slot(&state, calculations.last(), now, past);
+        let calculation = price_slot(&state, calculations.last(), now, &past);
         for (slot, item) in prices.iter_mut().zip(&s.items) {
             let price = calculation
                 .get(&item.item_id)

@@ -74,7 +74,13 @@ fn the_dp_matches_the_closed_form_of_exponential_demand() {
 
 #[test]
 fn expected_sales_is_the_mean_of_min_of_poisson_and_capacity() {
-    for (mean, capacity) in [(0.3f64, 1u64), (3.0, 2), (10.0, 10), (40.0, 30), (500.0, 520)] {
+    for (mean, capacity) in [
+        (0.3f64, 1u64),
+        (3.0, 2),
+        (10.0, 10),
+        (40.0, 30),
+        (500.0, 520),
+    ] {
         // Brute force over the Poisson probabilities.
         let (mut p, mut brute) = ((-mean).exp(), 0.0);
         for k in 0..4000u64 {

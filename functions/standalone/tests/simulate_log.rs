@@ -1,0 +1,260 @@
+//! `simulate log` on the embedded store: demand fitted to a logged instance whose sales
+//! were drawn from a known market (prices switching between two levels, stored as price
+//! calculations), then every model simulated against the fitted demand.
+#![allow(clippy::unwrap_used)]
+
+use indicatif::ProgressBar;
+use pricing_core::ids::{InstanceId, InstanceKey, ProjectId};
+use pricing_core::jws::{Signer, StoredKey};
+use pricing_core::model::{Instance, NewEntry, PriceCalculation, Project};
+use pricing_core::ports::{EntryLog, InstanceStore, PriceStore, ProjectStore};
+use pricing_core::pricing::{Trigger, calculate};
+use pricing_core::state::{Header, InstanceState};
+use pricing_core::time::Timestamp;
+use pricing_embedded::EmbeddedStore;
+use serde_json::{Value, json};
+use standalone::simulate::log::{Observed, counterfactual, fit_item, read_log};
+use standalone::simulate::market::{SplitMix64, apply_json};
+use standalone::simulate::parse_models;
+use standalone::simulate::report::Report;
+
+const DAY: i64 = 86_400_000;
+const START: &str = "2026-01-01T00:00:00Z";
+
+fn start() -> i64 {
+    Timestamp::parse(START).unwrap().millis()
+}
+
+fn at(ms: i64) -> Timestamp {
+    Timestamp::from_millis(ms).unwrap()
+}
+
+/// The price of the logged market on day `d`: 40 and 80 in alternate blocks of 5 days.
+fn price_on(ms: i64) -> f64 {
+    if ((ms - start()) / DAY / 5) % 2 == 0 {
+        40.0
+    } else {
+        80.0
+    }
+}
+
+/// Buyers of the true market: 1,500 over 60 days at a constant rate, exponential
+/// willingness to pay of mean 40. Returns the sales (time, price).
+fn true_sales(seed: u64) -> Vec<(i64, f64)> {
+    let mut rng = SplitMix64::new(seed);
+    let (mut level, mut sales) = (0.0, Vec::new());
+    loop {
+        level -= rng.next_f64().ln();
+        if level >= 1500.0 {
+            break;
+        }
+        let t = start() + (level / 1500.0 * (60 * DAY) as f64) as i64;
+        let wtp = -40.0 * rng.next_f64().ln();
+        if wtp >= price_on(t) {
+            sales.push((t, price_on(t)));
+        }
+    }
+    sales
+}
+
+fn sale(t: i64, price: f64) -> Value {
+    json!({"type": "itemSale", "timestamp": at(t),
+           "data": {"itemId": "s1", "quantity": 1, "price": price}})
+}
+
+fn registration() -> Vec<Value> {
+    let end = at(start() + 60 * DAY);
+    vec![
+        json!({"type": "productRegistration",
+               "data": {"productId": "seats", "capacity": 1000, "pricingModel": "fixed",
+                        "expectedSales": 0.4}}),
+        json!({"type": "itemRegistration", "data": {
+            "itemId": "s1", "productId": "seats",
+            "salesPeriod": {"start": START, "end": end},
+            "priceSettings": {"min": 20, "max": 150, "default": 50}}}),
+    ]
+}
+
+/// A calculation pricing s1 at `price` at `ms` (the engine's own item price, from a state
+/// whose default is that price).
+fn calculation(sequence: u64, ms: i64, price: f64) -> PriceCalculation {
+    let mut state = InstanceState::default();
+    let mut entries = registration();
+    entries[1]["data"]["priceSettings"]["default"] = json!(price);
+    for e in &entries {
+        apply_json(&mut state, e, "setup").unwrap();
+    }
+    let c = calculate(
+        &state,
+        true,
+        Trigger::Schedule,
+        at(ms),
+        &Default::default(),
+        &[],
+    );
+    PriceCalculation {
+        calculation_id: format!("c{sequence}"),
+        trigger: Trigger::Schedule,
+        metadata: None,
+        calculated_at: at(ms),
+        sequence,
+        prices: c.prices,
+    }
+}
+
+async fn logged_store() -> (EmbeddedStore, InstanceKey) {
+    let store = EmbeddedStore::open_in_memory().unwrap();
+    let key = InstanceKey::new(
+        ProjectId::parse("p1").unwrap(),
+        InstanceId::parse("i1").unwrap(),
+    );
+    let created = Timestamp::parse(START).unwrap();
+    let project: Project = serde_json::from_value(json!({
+        "projectId": "p1", "name": "P", "createdAt": created}))
+    .unwrap();
+    store.create_project(&project).await.unwrap();
+    let meta = json!({"dates": [{"tags": ["main"],
+        "date": {"start": at(start() + 60 * DAY), "end": at(start() + 60 * DAY)}}]});
+    let header = Header {
+        meta: meta.as_object().unwrap().clone(),
+        ..Default::default()
+    };
+    let instance = Instance {
+        project_id: key.project_id.clone(),
+        instance_id: key.instance_id.clone(),
+        name: "I".into(),
+        active: true,
+        time_zone: None,
+        deactivation_date: None,
+        created_at: created,
+        updated_at: created,
+    };
+    store.create_instance(&instance, &header).await.unwrap();
+    let signer = Signer::from_keys(&[StoredKey::generate("k1".into(), created).unwrap()]).unwrap();
+    let mut entries = registration();
+    entries.extend(true_sales(7).into_iter().map(|(t, p)| sale(t, p)));
+    let new: Vec<NewEntry> = entries
+        .iter()
+        .map(|e| NewEntry {
+            transaction_id: None,
+            received_at: created,
+            jwt: signer.sign_jws(&serde_json::to_vec(e).unwrap()),
+        })
+        .collect();
+    store.append(&key, new).await.unwrap();
+    // The price changes, as the service stores them.
+    for block in 0..12 {
+        let ms = start() + block * 5 * DAY;
+        let c = calculation(block as u64 + 1, ms, price_on(ms));
+        assert!(store.save_calculation(&key, &c, &[]).await.unwrap());
+    }
+    (store, key)
+}
+
+#[tokio::test]
+async fn a_logged_instance_becomes_a_fitted_market_that_every_model_meets() {
+    let (store, key) = logged_store().await;
+    let log = read_log(&store, &key).await.unwrap();
+    assert_eq!(log.entries as usize, 2 + true_sales(7).len());
+    assert_eq!(log.offered.values().map(Vec::len).sum::<usize>(), 12);
+    let mut report = counterfactual(&key, &log, 4, 1).unwrap();
+    assert!(report.method.starts_with("counterfactual"));
+    let product = &report.products[0];
+    let fit = &product.fit[0];
+    assert_eq!(fit.distinct_prices, 2);
+    assert!(fit.identified, "{fit:?}");
+    // The truth: 1,500 buyers, mean 40.
+    assert!((fit.wtp_mean - 40.0).abs() < 8.0, "{fit:?}");
+    assert!((fit.arrivals / 1500.0 - 1.0).abs() < 0.2, "{fit:?}");
+    let s = product.scenario.clone().unwrap();
+    assert_eq!((s.capacity, s.slots, s.past_instances), (1000, 1440, 0));
+
+    // Each model on its own sales: `current` is the product's own model (fixed), so it
+    // earns exactly what `fixed` earns on the same buyers.
+    let models = parse_models(
+        &["current".into(), "fixed".into(), "pace".into()],
+        &[],
+        true,
+    )
+    .unwrap();
+    let r = Report::of(&s, &models, &ProgressBar::hidden()).unwrap();
+    assert_eq!(r.models[0].revenue, r.models[1].revenue);
+    assert_ne!(r.models[0].revenue, r.models[2].revenue);
+    assert!(r.optimal.revenue >= r.best_fixed.revenue && r.optimal.revenue <= r.fluid_bound);
+    report.products[0].report = Some(r);
+    let table = report.table();
+    assert!(
+        table.contains("counterfactual") && table.contains("identified by the log's price changes")
+    );
+    assert!(table.contains("optimal dynamic policy"), "{table}");
+    let json: Value = serde_json::from_str(&report.to_json().unwrap()).unwrap();
+    assert_eq!(
+        json["products"][0]["report"]["models"][0]["label"],
+        "current"
+    );
+    assert_eq!(json["logged"]["units"], true_sales(7).len());
+}
+
+#[test]
+fn a_constant_price_leaves_the_price_response_to_the_prior() {
+    let start = start();
+    let sales: Vec<_> = (0..60)
+        .map(|d| standalone::simulate::log::LoggedSale {
+            at: start + d * DAY + DAY / 2,
+            quantity: 1,
+            price: 50.0,
+        })
+        .collect();
+    let observed = Observed {
+        start,
+        end: start + 60 * DAY,
+        default: 50.0,
+        offered: Vec::new(),
+        sales,
+    };
+    let (fit, _) = fit_item(
+        &observed,
+        (start, start + 60 * DAY),
+        &[(start, start + 60 * DAY)],
+        4,
+    );
+    assert!(!fit.identified);
+    // The prior's median: elasticity -1 at the default price.
+    assert!((fit.wtp_mean - 50.0).abs() < 0.5, "{fit:?}");
+    // 60 sales at P(buy) = e^-1 over a flat period.
+    assert!(
+        (fit.arrivals - 60.0 * std::f64::consts::E).abs() < 5.0,
+        "{fit:?}"
+    );
+    assert!(
+        fit.periods.iter().all(|p| (p - 0.25).abs() < 0.02),
+        "{fit:?}"
+    );
+}
+
+#[test]
+fn time_after_selling_out_is_not_exposure() {
+    // 20 sales in the first 10 days, then sold out: the level is 2 a day, not 20 / 60.
+    let start = start();
+    let sales: Vec<_> = (0..20)
+        .map(|k| standalone::simulate::log::LoggedSale {
+            at: start + k * DAY / 2,
+            quantity: 1,
+            price: 50.0,
+        })
+        .collect();
+    let observed = Observed {
+        start,
+        end: start + 60 * DAY,
+        default: 50.0,
+        offered: Vec::new(),
+        sales,
+    };
+    let open = [(start, start + 10 * DAY)];
+    let (fit, _) = fit_item(&observed, (start, start + 60 * DAY), &open, 1);
+    let expected = 2.0 * 60.0 * std::f64::consts::E;
+    assert!(
+        (fit.arrivals / expected - 1.0).abs() < 0.1,
+        "{fit:?} vs {expected}"
+    );
+}
