@@ -229,7 +229,10 @@ pub fn instance_state(
     let patch: Vec<Value> = match &s.context.meta {
         Some(meta) => meta
             .iter()
-            .map(|(k, v)| json!({"op": "add", "path": format!("/{k}"), "value": v}))
+            .map(|(k, v)| {
+                let token = k.replace('~', "~0").replace('/', "~1");
+                json!({"op": "add", "path": format!("/{token}"), "value": v})
+            })
             .collect(),
         None => vec![json!({"op": "add", "path": "/dates", "value": [{
             "date": {"start": to, "end": to},

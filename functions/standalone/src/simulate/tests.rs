@@ -538,3 +538,45 @@ fn a_scenario_with_a_seed_is_reproducible_in_its_parts() {
     assert_ne!(a, SplitMix64::stream(1, &[0, 1, 0]).next_u64());
     assert_ne!(a, SplitMix64::stream(2, &[0, 0, 0]).next_u64());
 }
+
+/// DP timings and convergence (release: `cargo test --release -p standalone --lib
+/// dp_timing -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn dp_timing_and_convergence() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../infra/scenarios/");
+    let mut cases: Vec<Scenario> = [
+        "exponential-late-surge",
+        "logistic-flat",
+        "premium-two-items",
+    ]
+    .iter()
+    .map(|n| super::read_scenario(std::path::Path::new(&format!("{root}{n}.json"))).unwrap())
+    .collect();
+    let mut big = one_item(
+        1000,
+        13_445.1,
+        json!({"type": "exponential", "mean": 100.0 / 3.0}),
+        (20.0, 150.0, 50.0),
+    );
+    big.name = "flag form defaults".into();
+    cases.push(big);
+    for s in &cases {
+        let pieces = dp_pieces(s);
+        let t = std::time::Instant::now();
+        let v = optimal_revenue(s, pieces);
+        let dp = t.elapsed();
+        let fine = optimal_revenue(s, pieces * 8);
+        let t = std::time::Instant::now();
+        let r = references(s);
+        println!(
+            "{}: capacity {}, {:.0} buyers, {pieces} pieces: optimum {v:.2} in {dp:?} (8x pieces: {fine:.2}, {:+.5} %); all references in {:?}, best fixed {:?}",
+            s.name,
+            s.capacity,
+            s.total_arrivals(),
+            (v - fine) * 100.0 / fine,
+            t.elapsed(),
+            r.best_fixed_prices,
+        );
+    }
+}
