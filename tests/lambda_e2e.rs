@@ -142,9 +142,16 @@ async fn entries_flow_through_the_lambda_handlers_on_the_emulator() {
     // Serialized HTTP requests: moto's transactions are not safe under concurrency.
     let sdk = pricing_aws::emulator::emulator_sdk_config(pricing_emulator::endpoint()).await;
     let aws = Aws::with_sdk(config, sdk);
-    // Two cold starts (entries-api and management-api) agree on the bootstrapped key.
+    // The deployment's custom resource: the key-rotator stores the first key.
+    aws.maintain_keys(None)
+        .await
+        .expect("the key-rotator bootstraps a key");
+    // entries-api reads the signing keys; management-api the public keys only.
     let entries_api = aws.api_router().await.expect("entries-api cold start");
-    let management_api = aws.api_router().await.expect("management-api cold start");
+    let management_api = aws
+        .management_router()
+        .await
+        .expect("management-api cold start");
 
     let (s, b) = invoke(
         &management_api,
@@ -497,6 +504,9 @@ async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
     let config = Config::from_map(&env).expect("the provisioned environment is complete");
     let sdk = pricing_aws::emulator::emulator_sdk_config(pricing_emulator::endpoint()).await;
     let aws = Aws::with_sdk(config, sdk);
+    aws.maintain_keys(None)
+        .await
+        .expect("the key-rotator bootstraps a key");
     let api = aws.api_router().await.expect("cold start");
     let keys = aws.keys().await.expect("keys");
     // The function uses the strict policy; the receiver here is on loopback.
@@ -697,21 +707,33 @@ async fn keys_rotate_in_the_secret_and_warm_functions_publish_them() {
     let config = Config::from_map(&env).expect("the provisioned environment is complete");
     let sdk = pricing_aws::emulator::emulator_sdk_config(pricing_emulator::endpoint()).await;
     let aws = Aws::with_sdk(config, sdk);
-    let keys = aws.keys().await.expect("cold start bootstraps a key");
-    let first = keys.signer.kid();
     let day = std::time::Duration::from_secs(86_400);
+    // The key-rotator's first run stores a key (nothing to rotate yet).
+    let first_run = aws.maintain_keys(Some(90 * day)).await.unwrap();
+    assert_eq!((first_run.kids.len(), first_run.rotated), (1, None));
+    let keys = aws.keys().await.expect("cold start reads the key");
+    let public = aws.public_keys().await.expect("management cold start");
+    let first = keys.signer.kid();
+    assert_eq!(first_run.kids, std::slice::from_ref(&first));
     assert_eq!(
-        aws.rotate_keys_if_due(90 * day).await.unwrap(),
+        aws.maintain_keys(Some(90 * day)).await.unwrap().rotated,
         None,
         "not due"
     );
     let new = aws
-        .rotate_keys_if_due(std::time::Duration::ZERO)
+        .maintain_keys(Some(std::time::Duration::ZERO))
         .await
         .unwrap()
+        .rotated
         .expect("rotated");
     assert_ne!(new, first);
     keys.reload().await;
+    public.reload().await;
+    assert_eq!(
+        public.keys.jwks(),
+        keys.signer.jwks(),
+        "the management API publishes the rotated set"
+    );
     let published: Vec<(String, String)> = keys.signer.jwks()["keys"]
         .as_array()
         .unwrap()
@@ -735,4 +757,205 @@ async fn keys_rotate_in_the_secret_and_warm_functions_publish_them() {
     // A fresh cold start reads the same set.
     let other = aws.keys().await.unwrap();
     assert_eq!(other.signer.jwks(), keys.signer.jwks());
+}
+
+/// A CloudFormation custom resource request as the stack's SigningKeyBootstrap sends it,
+/// answered at `response_url`.
+fn custom_resource_request(request_type: &str, response_url: &str) -> Value {
+    json!({
+        "RequestType": request_type,
+        "ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:pricing-KeyRotatorFunction",
+        "ResponseURL": response_url,
+        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/pricing/0b8f2a1e",
+        "RequestId": format!("{request_type}-1"),
+        "ResourceType": "Custom::SigningKeys",
+        "LogicalResourceId": "SigningKeyBootstrap",
+        "ResourceProperties": {"ServiceToken": "arn", "SigningKeysSecret": "s"}
+    })
+}
+
+/// Receives the custom resource responses (CloudFormation's pre-signed URL).
+async fn start_response_receiver() -> (std::sync::Arc<std::sync::Mutex<Vec<Value>>>, String) {
+    let got: std::sync::Arc<std::sync::Mutex<Vec<Value>>> = Default::default();
+    let state = got.clone();
+    let app = Router::new().fallback(move |method: axum::http::Method, body: axum::body::Bytes| {
+        let got = state.clone();
+        async move {
+            assert_eq!(method, axum::http::Method::PUT);
+            got.lock()
+                .unwrap()
+                .push(serde_json::from_slice(&body).unwrap());
+            axum::http::StatusCode::OK
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (got, format!("http://{addr}/response?X-Amz-Signature=abc"))
+}
+
+/// Issue 9, item 8: no function but the key-rotator writes the keys. At deploy the stack's
+/// custom resource has it store the first key; the functions that read the keys fail
+/// clearly until then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_rotator_bootstraps_the_keys_through_the_custom_resource() {
+    use pricing_lambda::rotator::{http_client, key_rotator};
+
+    let env = pricing_emulator::provision("lambda-bootstrap");
+    let config = Config::from_map(&env).expect("the provisioned environment is complete");
+    let sdk = pricing_aws::emulator::emulator_sdk_config(pricing_emulator::endpoint()).await;
+    let aws = Aws::with_sdk(config, sdk);
+
+    // Before the bootstrap: cold starts wait briefly, then fail naming the key-rotator.
+    let err = aws.api_router().await.expect_err("no key yet");
+    assert!(err.to_string().contains("key-rotator"), "{err}");
+    let err = aws.management_router().await.expect_err("no key yet");
+    assert!(err.to_string().contains("key-rotator"), "{err}");
+
+    let http = http_client().unwrap();
+    let (responses, url) = start_response_receiver().await;
+    let answered = key_rotator(&aws, &http, None, &custom_resource_request("Create", &url))
+        .await
+        .expect("answered");
+    let sent = responses.lock().unwrap().clone();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0], answered);
+    assert_eq!(sent[0]["Status"], "SUCCESS", "{}", sent[0]);
+    assert_eq!(sent[0]["RequestId"], "Create-1");
+    assert_eq!(sent[0]["LogicalResourceId"], "SigningKeyBootstrap");
+    let kid = sent[0]["Data"]["Kids"].as_str().unwrap().to_owned();
+    assert!(kid.starts_with('k'), "{kid}");
+
+    // Now both kinds of cold start succeed, and publish the same key set.
+    let keys = aws
+        .keys()
+        .await
+        .expect("entries-api and webhook-delivery cold start");
+    let public = aws.public_keys().await.expect("management-api cold start");
+    assert_eq!(keys.signer.kid(), kid);
+    assert_eq!(public.keys.jwks(), keys.signer.jwks());
+
+    // A stack update and a stack delete change nothing; the physical id stays.
+    let mut update = custom_resource_request("Update", &url);
+    update["PhysicalResourceId"] = sent[0]["PhysicalResourceId"].clone();
+    key_rotator(&aws, &http, None, &update).await.unwrap();
+    let mut delete = custom_resource_request("Delete", &url);
+    delete["PhysicalResourceId"] = sent[0]["PhysicalResourceId"].clone();
+    key_rotator(&aws, &http, None, &delete).await.unwrap();
+    let sent = responses.lock().unwrap().clone();
+    assert_eq!(sent.len(), 3);
+    assert!(sent.iter().all(|r| r["Status"] == "SUCCESS"), "{sent:?}");
+    assert!(
+        sent.iter()
+            .all(|r| r["PhysicalResourceId"] == sent[0]["PhysicalResourceId"])
+    );
+    let again = aws.keys().await.unwrap();
+    assert_eq!(again.signer.kid(), kid, "the key is kept");
+
+    // The hourly schedule: nothing due.
+    let scheduled = key_rotator(
+        &aws,
+        &http,
+        Some(std::time::Duration::from_secs(86_400)),
+        &fixture("eventbridge-schedule.json"),
+    )
+    .await
+    .expect("a scheduled run");
+    assert_eq!(scheduled["rotated"], Value::Null);
+    assert_eq!(scheduled["kids"], json!([kid]));
+
+    // A bootstrap that cannot work is answered FAILED (CloudFormation rolls back).
+    let mut broken = aws.config.clone();
+    broken.signing_keys_secret_id = "no-such-secret".into();
+    let broken = Aws::with_sdk(broken, aws.sdk.clone());
+    key_rotator(
+        &broken,
+        &http,
+        None,
+        &custom_resource_request("Create", &url),
+    )
+    .await
+    .expect("answered");
+    let last = responses.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(last["Status"], "FAILED");
+    assert!(
+        last["Reason"].as_str().unwrap().contains("no-such-secret"),
+        "{last}"
+    );
+}
+
+/// Issue 9, item 8: the management API serves the key set from the public keys alone; it
+/// works when the private secret is unreadable, and does not sign entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_management_api_needs_no_private_key() {
+    let env = pricing_emulator::provision("lambda-public");
+    let config = Config::from_map(&env).expect("the provisioned environment is complete");
+    let sdk = pricing_aws::emulator::emulator_sdk_config(pricing_emulator::endpoint()).await;
+    let aws = Aws::with_sdk(config, sdk);
+    aws.maintain_keys(None).await.expect("bootstrap");
+    let signer = aws.signer().await.expect("the signing keys");
+
+    // The private keys become unreadable: the management API does not notice.
+    aws_sdk_secretsmanager::Client::new(&aws.sdk)
+        .put_secret_value()
+        .secret_id(&aws.config.signing_keys_secret_id)
+        .secret_string("not a key list")
+        .send()
+        .await
+        .unwrap();
+    assert!(aws.api_router().await.is_err(), "entries-api needs them");
+    let management_api = aws
+        .management_router()
+        .await
+        .expect("management-api cold start from the public keys");
+    let (s, keys) = invoke(
+        &management_api,
+        http_event(
+            "GET",
+            "/webhooks/signatureVerificationKeys",
+            "/{proxy+}",
+            None,
+            "acme",
+        ),
+    )
+    .await;
+    assert_eq!(s, 200, "{keys}");
+    assert_eq!(keys, signer.jwks());
+
+    let (s, _) = invoke(
+        &management_api,
+        http_event(
+            "POST",
+            "/projects",
+            "/{proxy+}",
+            Some(json!({"projectId": "pub"})),
+            "acme",
+        ),
+    )
+    .await;
+    assert_eq!(s, 201);
+    let (s, _) = invoke(
+        &management_api,
+        http_event(
+            "POST",
+            "/projects/pub/instances",
+            "/{proxy+}",
+            Some(json!({"instanceId": "i"})),
+            "acme",
+        ),
+    )
+    .await;
+    assert_eq!(s, 201);
+    let (s, body) = invoke(
+        &management_api,
+        http_event(
+            "POST",
+            "/projects/pub/instances/i/entries",
+            "/{proxy+}",
+            Some(json!({"entries": [{"type": "itemRemoval", "data": {"itemId": "a"}}]})),
+            "acme",
+        ),
+    )
+    .await;
+    assert_eq!(s, 500, "it cannot sign entries: {body}");
 }

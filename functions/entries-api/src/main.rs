@@ -1,5 +1,6 @@
 //! entries-api (HTTP): submit entries and read the log. API Gateway routes the entries
 //! paths here; the router is the shared one, so any other path answers as it would anywhere.
+//! It reads the signing keys (it signs the entries it takes) and never writes them.
 
 use pricing_lambda::wiring::Aws;
 

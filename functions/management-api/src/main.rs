@@ -1,4 +1,5 @@
-//! management-api (HTTP): projects, instances, details, keys and every other route.
+//! management-api (HTTP): projects, instances, details, keys and every other route. It holds
+//! only the public keys (it publishes the key set and signs nothing).
 
 use pricing_lambda::wiring::Aws;
 
@@ -6,7 +7,7 @@ use pricing_lambda::wiring::Aws;
 async fn main() -> Result<(), lambda_http::Error> {
     let started = pricing_lambda::init_tracing();
     let aws = Aws::from_env().await?;
-    let router = aws.api_router().await?;
+    let router = aws.management_router().await?;
     pricing_lambda::initialized("management-api", started);
     lambda_http::run(router).await
 }

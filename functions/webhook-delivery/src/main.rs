@@ -1,6 +1,7 @@
 //! webhook-delivery (SQS): attempts signed webhooks and runs manual triggers. A retry
 //! hides its message until the next attempt is due; a final failure goes on to the
-//! dead-letter queue (partial batch failures).
+//! dead-letter queue (partial batch failures). It reads the signing keys (it signs
+//! webhooks) and never writes them.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent, service_fn};

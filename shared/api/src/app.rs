@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use pricing_core::jws::Signer;
+use pricing_core::jws::{PublishedKeys, Signer};
 use pricing_core::ports::{
     DeliveryStore, Enqueue, EntryLog, InstanceStore, PriceMatchStore, PriceStore, ProjectStore,
     StateStore, SubscriptionStore,
@@ -106,10 +106,50 @@ impl Default for Limits {
     }
 }
 
+/// The service's keys as one deployment holds them.
+#[derive(Clone, Debug)]
+pub enum ServiceKeys {
+    /// The signing keys: entries are signed here, and their public halves published.
+    Signing(Arc<Signer>),
+    /// Only the published public keys: this deployment never signs (on AWS, the
+    /// management API, which holds no private key).
+    Published(Arc<PublishedKeys>),
+}
+
+impl ServiceKeys {
+    /// The signer, where this deployment signs.
+    pub fn signer(&self) -> Option<&Signer> {
+        match self {
+            ServiceKeys::Signing(signer) => Some(signer),
+            ServiceKeys::Published(_) => None,
+        }
+    }
+
+    /// The published key set as JWKs.
+    pub fn jwks(&self) -> serde_json::Value {
+        match self {
+            ServiceKeys::Signing(signer) => signer.jwks(),
+            ServiceKeys::Published(keys) => keys.jwks(),
+        }
+    }
+}
+
+impl From<Arc<Signer>> for ServiceKeys {
+    fn from(signer: Arc<Signer>) -> Self {
+        ServiceKeys::Signing(signer)
+    }
+}
+
+impl From<Arc<PublishedKeys>> for ServiceKeys {
+    fn from(keys: Arc<PublishedKeys>) -> Self {
+        ServiceKeys::Published(keys)
+    }
+}
+
 /// Everything a handler needs.
 pub struct App<P> {
     pub ports: P,
-    pub signer: Arc<Signer>,
+    pub keys: ServiceKeys,
     pub auth: Arc<dyn Authenticator>,
     pub rate_limit: Option<RateLimiter>,
     pub limits: Limits,
@@ -119,10 +159,12 @@ pub struct App<P> {
 }
 
 impl<P: Ports> App<P> {
-    pub fn new(ports: P, signer: Arc<Signer>, auth: Arc<dyn Authenticator>) -> Self {
+    /// `keys`: an `Arc<Signer>` where the deployment signs entries, else an
+    /// `Arc<PublishedKeys>` (see [`ServiceKeys`]).
+    pub fn new(ports: P, keys: impl Into<ServiceKeys>, auth: Arc<dyn Authenticator>) -> Self {
         App {
             ports,
-            signer,
+            keys: keys.into(),
             auth,
             rate_limit: None,
             limits: Limits::default(),

@@ -26,7 +26,15 @@ pub async fn submit<P: Ports>(
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
     let body =
         body.ok_or_else(|| ApiError::invalid_field("/entries", "required", "is required"))?;
-    let submission = prepare(&body, &app.signer, now()).map_err(|e| match e {
+    // Only a deployment that holds the signing keys takes entries (on AWS the gateway
+    // routes them to the entries function).
+    let signer = app.keys.signer().ok_or_else(|| {
+        ApiError::internal(
+            "submitting entries",
+            &"this deployment holds no signing key: the request reached the wrong function",
+        )
+    })?;
+    let submission = prepare(&body, signer, now()).map_err(|e| match e {
         SubmitError::Invalid(errors) => ApiError::validation(errors),
         SubmitError::TooLarge { detail, errors } => ApiError::too_large(detail).with_errors(errors),
     })?;

@@ -28,7 +28,7 @@ pub async fn signature_keys<P: Ports>(
     State(app): State<Arc<App<P>>>,
     _caller: Caller,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(app.signer.jwks()))
+    Ok(Json(app.keys.jwks()))
 }
 
 pub async fn gone_public_keys() -> ApiError {

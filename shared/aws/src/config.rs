@@ -9,7 +9,11 @@ pub mod vars {
     pub const PROCESS_QUEUE_URL: &str = "PROCESS_QUEUE_URL";
     pub const RECALC_QUEUE_URL: &str = "RECALC_QUEUE_URL";
     pub const WEBHOOK_QUEUE_URL: &str = "WEBHOOK_QUEUE_URL";
+    /// The signing keys (private): read by the functions that sign, written by the
+    /// key-rotator.
     pub const SIGNING_KEYS_SECRET_ID: &str = "SIGNING_KEYS_SECRET_ID";
+    /// Their public halves: read by the management API, written by the key-rotator.
+    pub const SIGNING_PUBLIC_KEYS_SECRET_ID: &str = "SIGNING_PUBLIC_KEYS_SECRET_ID";
     /// Optional: an endpoint override for every AWS client (local emulator).
     pub const ENDPOINT_URL: &str = "AWS_ENDPOINT_URL";
 }
@@ -30,6 +34,7 @@ pub struct Config {
     pub recalc_queue_url: String,
     pub webhook_queue_url: String,
     pub signing_keys_secret_id: String,
+    pub public_keys_secret_id: String,
     pub endpoint_url: Option<String>,
 }
 
@@ -56,6 +61,7 @@ impl Config {
             recalc_queue_url: req(vars::RECALC_QUEUE_URL)?,
             webhook_queue_url: req(vars::WEBHOOK_QUEUE_URL)?,
             signing_keys_secret_id: req(vars::SIGNING_KEYS_SECRET_ID)?,
+            public_keys_secret_id: req(vars::SIGNING_PUBLIC_KEYS_SECRET_ID)?,
             endpoint_url: get(vars::ENDPOINT_URL).filter(|v| !v.is_empty()),
         })
     }
@@ -72,6 +78,7 @@ mod tests {
             (vars::RECALC_QUEUE_URL, "q2"),
             (vars::WEBHOOK_QUEUE_URL, "q3"),
             (vars::SIGNING_KEYS_SECRET_ID, "s"),
+            (vars::SIGNING_PUBLIC_KEYS_SECRET_ID, "p"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))

@@ -8,7 +8,8 @@
 //! - [`SqsQueue`]: WorkQueue on one SQS queue (FIFO when the URL ends in `.fifo`),
 //!   [`Queues`]: Enqueue to the queue of each message's lane, and [`parse_message`] for
 //!   Lambda handlers that get the messages as SQS events.
-//! - [`secrets::load_or_bootstrap_signing_keys`]: the service's signing keys.
+//! - [`secrets`]: the service's keys: the signing keys (read by the functions that sign,
+//!   written by the key-rotator only) and their public halves (read by the management API).
 //! - [`emulator`]: SDK configuration for tests against a local AWS emulator (moto).
 
 pub mod config;

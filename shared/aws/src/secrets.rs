@@ -1,7 +1,20 @@
-//! The service's signing keys in Secrets Manager: a JSON list of `StoredKey` (PKCS#8 in
-//! base64). template.yaml creates the secret as `[]`; the first cold start stores a key.
+//! The service's keys in Secrets Manager, in two secrets that template.yaml creates as `[]`:
 //!
-//! Concurrent cold starts converge: each one that finds the list empty puts a fresh key
+//! - the signing keys: a JSON list of `StoredKey` (PKCS#8 in base64). The functions that
+//!   sign read it (entries-api signs entries, webhook-delivery signs webhooks); only the
+//!   key-rotator writes it.
+//! - the public keys: a JSON list of `PublicKey` (JWK coordinates and the keys' life),
+//!   derived from the signing keys by the key-rotator after every change. The management
+//!   API reads only this one: it serves the key set and holds no private key.
+//!
+//! Bootstrap: the key-rotator stores the first key ([`maintain_signing_keys`]): at deploy
+//! (template.yaml's custom resource invokes it before the API functions are created) and
+//! on every scheduled run that finds the list empty (an operator reset it). The other
+//! functions never write: a cold start that finds no key waits a few seconds
+//! ([`load_signing_keys`], [`load_public_keys`]) and then fails, saying so; the next
+//! invocation tries again.
+//!
+//! Concurrent bootstraps converge: each one that finds the list empty puts a fresh key
 //! with the same ClientRequestToken, derived from the version id of the empty value they
 //! read. Secrets Manager creates one version for a token; a second put with that token and
 //! other content fails (ResourceExistsException) and the loser reads the winner's key.
@@ -9,12 +22,13 @@
 //! operator reset the secret to `[]` and have a new key bootstrapped. Key material is never
 //! logged (`StoredKey`'s Debug shows the kid only).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_sdk_secretsmanager::Client;
 use aws_sdk_secretsmanager::error::DisplayErrorContext;
-use pricing_core::jws::{KeyError, Signer, StoredKey};
+use pricing_core::jws::{KeyError, PublicKey, PublishedKeys, Signer, StoredKey};
 use pricing_core::time::Timestamp;
+use serde::de::DeserializeOwned;
 
 use crate::error::code;
 
@@ -23,6 +37,10 @@ use crate::error::code;
 pub const BOOTSTRAP_TOKEN: &str = "5d1c8a4e-6b0f-4c3e-9a57-2f8e1d7c0b93";
 /// Reads after a lost bootstrap race that may still see the empty value.
 const READS_AFTER_RACE: u32 = 5;
+/// How long a cold start waits for the key-rotator's first key before it fails.
+pub const FIRST_KEY_WAIT: Duration = Duration::from_secs(5);
+/// Turns of [`publish_public_keys`] when rotations keep landing while it publishes.
+const PUBLISH_ATTEMPTS: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SecretsError {
@@ -40,16 +58,189 @@ pub enum SecretsError {
     },
     #[error("secret {secret_id} is still empty after storing a first key")]
     StillEmpty { secret_id: String },
+    #[error(
+        "secret {secret_id} holds no key yet: the key-rotator function stores the first one \
+         (at deploy through the stack's SigningKeyBootstrap resource, and on each hourly run \
+         while the list is empty); invoke it once if it has not run"
+    )]
+    NoKeyYet { secret_id: String },
+}
+
+/// The signing keys stored in `secret_id`, read only (the functions that sign). An empty
+/// list is read again for up to `wait` (the key-rotator may be storing the first key),
+/// then refused with [`SecretsError::NoKeyYet`].
+pub async fn load_signing_keys(
+    client: &Client,
+    secret_id: &str,
+    wait: Duration,
+) -> Result<Vec<StoredKey>, SecretsError> {
+    let keys = wait_for_keys::<StoredKey>(client, secret_id, wait).await?;
+    checked(secret_id, keys)
+}
+
+/// The public keys stored in `secret_id`, read only (the management API), waiting like
+/// [`load_signing_keys`].
+pub async fn load_public_keys(
+    client: &Client,
+    secret_id: &str,
+    wait: Duration,
+) -> Result<Vec<PublicKey>, SecretsError> {
+    let keys = wait_for_keys::<PublicKey>(client, secret_id, wait).await?;
+    PublishedKeys::from_keys(&keys).map_err(|source| SecretsError::Keys {
+        secret_id: secret_id.to_owned(),
+        source,
+    })?;
+    Ok(keys)
+}
+
+async fn wait_for_keys<T: DeserializeOwned>(
+    client: &Client,
+    secret_id: &str,
+    wait: Duration,
+) -> Result<Vec<T>, SecretsError> {
+    let deadline = Instant::now() + wait;
+    let mut delay = Duration::from_millis(100);
+    loop {
+        let (keys, _) = read::<T>(client, secret_id).await?;
+        if !keys.is_empty() {
+            return Ok(keys);
+        }
+        if Instant::now() + delay > deadline {
+            return Err(SecretsError::NoKeyYet {
+                secret_id: secret_id.to_owned(),
+            });
+        }
+        tracing::info!(secret_id, "no key stored yet; waiting for the key-rotator");
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// What [`maintain_signing_keys`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyMaintenance {
+    /// The kids of the signing keys afterwards.
+    pub kids: Vec<String>,
+    /// The kid of the key a rotation added.
+    pub rotated: Option<String>,
+    /// Whether the public keys were written (a rotation always writes them).
+    pub published: bool,
+}
+
+/// The key-rotator's work, idempotent: stores a first signing key if there is none,
+/// rotates when the active key is older than `max_age` (never when `None`), and publishes
+/// the public keys of what is stored.
+pub async fn maintain_signing_keys(
+    client: &Client,
+    signing_secret_id: &str,
+    public_secret_id: &str,
+    max_age: Option<Duration>,
+    now: Timestamp,
+) -> Result<KeyMaintenance, SecretsError> {
+    load_or_bootstrap_signing_keys(client, signing_secret_id).await?;
+    let rotated = match max_age {
+        Some(max_age) => {
+            rotate_signing_keys_if_due(
+                client,
+                signing_secret_id,
+                Some(public_secret_id),
+                max_age,
+                now,
+            )
+            .await?
+        }
+        None => None,
+    };
+    // A rotation published its set before storing it; this publishes what is stored (the
+    // first key, a rotation another run stored, a repair).
+    let published = publish_public_keys(client, signing_secret_id, public_secret_id).await?
+        || rotated.is_some();
+    let (keys, _) = read::<StoredKey>(client, signing_secret_id).await?;
+    Ok(KeyMaintenance {
+        kids: keys.into_iter().map(|k| k.kid).collect(),
+        rotated,
+        published,
+    })
+}
+
+/// Writes the public halves of the signing keys in `signing_secret_id` to
+/// `public_secret_id` unless it holds them already; true when it wrote. Publishes what is
+/// current: when a rotation lands meanwhile (the signing keys' version changed), it
+/// publishes again.
+pub async fn publish_public_keys(
+    client: &Client,
+    signing_secret_id: &str,
+    public_secret_id: &str,
+) -> Result<bool, SecretsError> {
+    let mut wrote = false;
+    for _ in 0..PUBLISH_ATTEMPTS {
+        let (keys, version) = read::<StoredKey>(client, signing_secret_id).await?;
+        if keys.is_empty() {
+            return Ok(wrote);
+        }
+        wrote |= write_public_keys(client, signing_secret_id, public_secret_id, &keys).await?;
+        let (_, now_version) = read::<StoredKey>(client, signing_secret_id).await?;
+        if now_version == version {
+            return Ok(wrote);
+        }
+    }
+    Ok(wrote)
+}
+
+/// Writes the public halves of `keys` (read from `signing_secret_id`) to `public_secret_id`
+/// unless it holds them already (an unreadable value is replaced); true when it wrote.
+async fn write_public_keys(
+    client: &Client,
+    signing_secret_id: &str,
+    public_secret_id: &str,
+    keys: &[StoredKey],
+) -> Result<bool, SecretsError> {
+    let public = Signer::from_keys(keys)
+        .map_err(|source| SecretsError::Keys {
+            secret_id: signing_secret_id.to_owned(),
+            source,
+        })?
+        .public_keys();
+    let current = read::<PublicKey>(client, public_secret_id)
+        .await
+        .map(|(keys, _)| keys)
+        .ok();
+    if current.as_ref() == Some(&public) {
+        return Ok(false);
+    }
+    let body = serde_json::to_string(&public).map_err(|e| SecretsError::Invalid {
+        secret_id: public_secret_id.to_owned(),
+        message: e.to_string(),
+    })?;
+    client
+        .put_secret_value()
+        .secret_id(public_secret_id)
+        .secret_string(body)
+        .send()
+        .await
+        .map_err(|e| SecretsError::Write {
+            secret_id: public_secret_id.to_owned(),
+            message: DisplayErrorContext(&e).to_string(),
+        })?;
+    let kids: Vec<&str> = public.iter().map(|k| k.kid.as_str()).collect();
+    tracing::info!(
+        secret_id = public_secret_id,
+        ?kids,
+        "published the public keys"
+    );
+    Ok(true)
 }
 
 /// The signing keys stored in `secret_id`; when the list is empty, generates one key,
 /// stores it and returns what is then stored. The keys are checked with
-/// `Signer::from_keys` (an active key must be among them).
+/// `Signer::from_keys` (an active key must be among them). Only the key-rotator calls
+/// this (it alone may write the secret); the other functions use [`load_signing_keys`].
 pub async fn load_or_bootstrap_signing_keys(
     client: &Client,
     secret_id: &str,
 ) -> Result<Vec<StoredKey>, SecretsError> {
-    let (keys, version) = read(client, secret_id).await?;
+    let (keys, version) = read::<StoredKey>(client, secret_id).await?;
     if !keys.is_empty() {
         return checked(secret_id, keys);
     }
@@ -89,7 +280,7 @@ pub async fn load_or_bootstrap_signing_keys(
         }
     }
     for attempt in 0..READS_AFTER_RACE {
-        let (keys, _) = read(client, secret_id).await?;
+        let (keys, _) = read::<StoredKey>(client, secret_id).await?;
         if !keys.is_empty() {
             return checked(secret_id, keys);
         }
@@ -102,23 +293,27 @@ pub async fn load_or_bootstrap_signing_keys(
 
 /// Rotates the signing keys in `secret_id` when the newest active key is older than
 /// `max_age` (see `pricing_core::jws::rotate`); returns the new key's kid, or `None` when
-/// no rotation was due. Concurrent schedulers converge like cold starts do: the put's
-/// ClientRequestToken derives from the version read, so only one rotation of a version is
-/// stored and the others see theirs refused (and report nothing done).
+/// no rotation was due. With `publish_to`, the rotated set's public keys are written there
+/// first, so a key can sign only once the public secret has listed it. Concurrent
+/// schedulers converge like cold starts do: the put's ClientRequestToken derives from the
+/// version read, so only one rotation of a version is stored and the others see theirs
+/// refused (and report nothing done; [`publish_public_keys`] then publishes what is
+/// stored).
 pub async fn rotate_signing_keys_if_due(
     client: &Client,
     secret_id: &str,
+    publish_to: Option<&str>,
     max_age: Duration,
     now: Timestamp,
 ) -> Result<Option<String>, SecretsError> {
-    let (keys, version) = read(client, secret_id).await?;
+    let (keys, version) = read::<StoredKey>(client, secret_id).await?;
     let newest_active = keys
         .iter()
         .filter(|k| k.status == pricing_core::jws::KeyStatus::Active)
         .map(|k| k.created_at.millis())
         .max();
     let Some(created) = newest_active else {
-        // Nothing to rotate yet: the first cold start bootstraps a key.
+        // Nothing to rotate yet: the bootstrap stores a first key.
         return Ok(None);
     };
     let age_ms = now.millis().saturating_sub(created);
@@ -132,6 +327,9 @@ pub async fn rotate_signing_keys_if_due(
         source,
     })?;
     let rotated = checked(secret_id, pricing_core::jws::rotate(&keys, key, now))?;
+    if let Some(public_secret_id) = publish_to {
+        write_public_keys(client, secret_id, public_secret_id, &rotated).await?;
+    }
     let body = serde_json::to_string(&rotated).map_err(|e| SecretsError::Invalid {
         secret_id: secret_id.to_owned(),
         message: e.to_string(),
@@ -169,11 +367,11 @@ fn bootstrap_token(version: Option<&str>) -> String {
     }
 }
 
-/// The stored keys and the version id of the value read.
-async fn read(
+/// The stored keys (signing or public) and the version id of the value read.
+async fn read<T: DeserializeOwned>(
     client: &Client,
     secret_id: &str,
-) -> Result<(Vec<StoredKey>, Option<String>), SecretsError> {
+) -> Result<(Vec<T>, Option<String>), SecretsError> {
     let out = client
         .get_secret_value()
         .secret_id(secret_id)
@@ -188,7 +386,7 @@ async fn read(
         Vec::new()
     } else {
         // The error names the position only: serde_json never echoes the input here.
-        serde_json::from_str::<Vec<StoredKey>>(text).map_err(|e| SecretsError::Invalid {
+        serde_json::from_str::<Vec<T>>(text).map_err(|e| SecretsError::Invalid {
             secret_id: secret_id.to_owned(),
             message: format!(
                 "line {} column {}: {:?}",

@@ -16,6 +16,10 @@ use std::time::Duration;
 
 use crate::time::Timestamp;
 
+mod published;
+
+pub use published::{PublicKey, PublishedKeys};
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum JwsError {
     #[error("is not a compact JWS (three base64url parts separated by dots)")]
@@ -93,7 +97,7 @@ pub const KEY_PROPAGATION: Duration = Duration::from_secs(10 * 60);
 pub fn rotate(keys: &[StoredKey], new: StoredKey, now: Timestamp) -> Vec<StoredKey> {
     let mut out: Vec<StoredKey> = keys
         .iter()
-        .filter(|k| is_published(k, now))
+        .filter(|k| is_published(k.status, k.retired_at, now))
         .cloned()
         .map(|mut k| {
             if k.status == KeyStatus::Active {
@@ -113,8 +117,8 @@ fn ms(d: Duration) -> i64 {
 
 /// Whether a key is still listed at `now`: active ones always, retired ones for
 /// [`RETIRED_KEY_LIFETIME`].
-fn is_published(k: &StoredKey, now: Timestamp) -> bool {
-    match (k.status, k.retired_at) {
+fn is_published(status: KeyStatus, retired_at: Option<Timestamp>, now: Timestamp) -> bool {
+    match (status, retired_at) {
         (KeyStatus::Active, _) | (KeyStatus::Retired, None) => true,
         (KeyStatus::Retired, Some(at)) => {
             at.millis().saturating_add(ms(RETIRED_KEY_LIFETIME)) > now.millis()
@@ -136,6 +140,7 @@ struct KeyEntry {
     /// base64url of the protected header `{"alg":"ES256","kid":...,"typ":"JWT"}`.
     header_b64: String,
     stored: StoredKey,
+    published: PublicKey,
 }
 
 impl KeyEntry {
@@ -166,12 +171,20 @@ impl KeySet {
             let der_key =
                 EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &der).map_err(bad)?;
             let header = json!({"alg": "ES256", "kid": k.kid, "typ": "JWT"});
+            let public = jws_key.public_key().as_ref().to_vec();
             entries.push(KeyEntry {
                 kid: k.kid.clone(),
                 status: k.status,
                 created_at: k.created_at,
                 retired_at: k.retired_at,
-                public: jws_key.public_key().as_ref().to_vec(),
+                published: PublicKey::from_point(
+                    &k.kid,
+                    k.status,
+                    k.created_at,
+                    k.retired_at,
+                    &public,
+                ),
+                public,
                 jws_key,
                 der_key,
                 header_b64: B64.encode(header.to_string()),
@@ -291,28 +304,17 @@ impl Signer {
     /// The published key set as JWKs: active keys and keys retired less than
     /// [`RETIRED_KEY_LIFETIME`] ago.
     pub fn jwks(&self) -> Value {
-        let now = Timestamp::now();
         let set = self.current();
-        let keys: Vec<Value> = set
+        published::jwks(set.entries.iter().map(|e| &e.published), Timestamp::now())
+    }
+
+    /// The public halves of the set (what a deployment that never signs publishes).
+    pub fn public_keys(&self) -> Vec<PublicKey> {
+        self.current()
             .entries
             .iter()
-            .filter(|e| is_published(&e.stored, now))
-            .map(|k| {
-                let (x, y) = k.public[1..].split_at(32);
-                json!({
-                    "kid": k.kid,
-                    "kty": "EC",
-                    "crv": "P-256",
-                    "x": B64.encode(x),
-                    "y": B64.encode(y),
-                    "alg": "ES256",
-                    "use": "sig",
-                    "algorithm": "secp256r1-sha256",
-                    "status": k.status,
-                })
-            })
-            .collect();
-        json!({ "keys": keys })
+            .map(|e| e.published.clone())
+            .collect()
     }
 
     /// Verifies a DER signature (a webhook's) made by the published key `kid`.
@@ -336,12 +338,7 @@ impl Signer {
         let Ok(sig) = B64.decode(sig_b64) else {
             return false;
         };
-        let kid = signing_input
-            .split('.')
-            .next()
-            .and_then(|h| B64.decode(h).ok())
-            .and_then(|h| serde_json::from_slice::<Value>(&h).ok())
-            .and_then(|h| h.get("kid").and_then(Value::as_str).map(str::to_owned));
+        let kid = published::jws_kid(signing_input);
         self.current()
             .entries
             .iter()

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod handlers;
+pub mod rotator;
 pub mod sqs;
 pub mod wiring;
 

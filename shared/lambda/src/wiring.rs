@@ -1,14 +1,16 @@
 //! Cold-start wiring: configuration and SDK clients are built once per process and shared
 //! by every invocation.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use pricing_api::app::ServiceKeys;
 use pricing_api::auth::Authenticator;
 use pricing_api::{App, Stores};
+use pricing_aws::secrets::{self, FIRST_KEY_WAIT, KeyMaintenance, SecretsError};
 use pricing_aws::{Config, DynamoStore, Queues, sdk_config};
-use pricing_core::jws::Signer;
+use pricing_core::jws::{PublicKey, PublishedKeys, Signer, StoredKey};
 
 use crate::StartError;
 use crate::auth::AuthorizerClaims;
@@ -46,33 +48,45 @@ impl Aws {
         }
     }
 
-    /// The service's signing keys from Secrets Manager (the first cold start stores one).
+    fn secrets(&self) -> aws_sdk_secretsmanager::Client {
+        aws_sdk_secretsmanager::Client::new(&self.sdk)
+    }
+
+    /// The service's signing keys from their secret, read only (entries-api signs entries,
+    /// webhook-delivery signs webhooks). Before the key-rotator has stored a first key this
+    /// waits a few seconds, then fails, saying so.
     pub async fn signer(&self) -> Result<Signer, StartError> {
-        Signer::from_keys(&self.load_keys().await?).map_err(|e| StartError::Keys(e.to_string()))
+        Signer::from_keys(&self.load_keys(FIRST_KEY_WAIT).await?)
+            .map_err(|e| StartError::Keys(e.to_string()))
     }
 
-    async fn load_keys(&self) -> Result<Vec<pricing_core::jws::StoredKey>, StartError> {
-        let client = aws_sdk_secretsmanager::Client::new(&self.sdk);
-        pricing_aws::secrets::load_or_bootstrap_signing_keys(
-            &client,
-            &self.config.signing_keys_secret_id,
-        )
-        .await
-        .map_err(|e| StartError::Keys(e.to_string()))
+    async fn load_keys(&self, wait: Duration) -> Result<Vec<StoredKey>, StartError> {
+        secrets::load_signing_keys(&self.secrets(), &self.config.signing_keys_secret_id, wait)
+            .await
+            .map_err(|e| StartError::Keys(e.to_string()))
     }
 
-    /// Rotates the signing keys when the active one is older than `max_age` (the
-    /// scheduler's job); the new key's kid when it did.
-    pub async fn rotate_keys_if_due(&self, max_age: Duration) -> Result<Option<String>, String> {
-        let client = aws_sdk_secretsmanager::Client::new(&self.sdk);
-        pricing_aws::secrets::rotate_signing_keys_if_due(
-            &client,
+    async fn load_public_keys(&self, wait: Duration) -> Result<Vec<PublicKey>, StartError> {
+        secrets::load_public_keys(&self.secrets(), &self.config.public_keys_secret_id, wait)
+            .await
+            .map_err(|e| StartError::Keys(e.to_string()))
+    }
+
+    /// The key-rotator's work (the only writer of the secrets): stores a first key when
+    /// there is none, rotates when the active key is older than `max_age` (never when
+    /// `None`), and publishes the public keys.
+    pub async fn maintain_keys(
+        &self,
+        max_age: Option<Duration>,
+    ) -> Result<KeyMaintenance, SecretsError> {
+        secrets::maintain_signing_keys(
+            &self.secrets(),
             &self.config.signing_keys_secret_id,
+            &self.config.public_keys_secret_id,
             max_age,
             pricing_core::time::Timestamp::now(),
         )
         .await
-        .map_err(|e| e.to_string())
     }
 
     /// The signing keys, kept fresh: see [`Keys::refresh`].
@@ -80,15 +94,38 @@ impl Aws {
         Ok(Keys {
             signer: Arc::new(self.signer().await?),
             aws: self.clone(),
-            loaded: Arc::new(Mutex::new(Instant::now())),
+            loaded: Loaded::now(),
         })
     }
 
-    /// The HTTP API over these adapters, trusting the JWT authorizer's claims, with keys
-    /// that follow rotations.
+    /// The public keys only, kept fresh like [`Keys`] (the management API).
+    pub async fn public_keys(&self) -> Result<PublicKeys, StartError> {
+        let keys = self.load_public_keys(FIRST_KEY_WAIT).await?;
+        Ok(PublicKeys {
+            keys: Arc::new(
+                PublishedKeys::from_keys(&keys).map_err(|e| StartError::Keys(e.to_string()))?,
+            ),
+            aws: self.clone(),
+            loaded: Loaded::now(),
+        })
+    }
+
+    /// The HTTP API with the signing keys (entries-api: it signs the entries it takes),
+    /// trusting the JWT authorizer's claims, with keys that follow rotations.
     pub async fn api_router(&self) -> Result<Router, StartError> {
         let keys = self.keys().await?;
-        let signer = keys.signer.clone();
+        Ok(self.router(keys.signer.clone(), keys))
+    }
+
+    /// The HTTP API with the public keys only (management-api: it publishes the key set and
+    /// never signs; a request to submit entries, which the gateway routes elsewhere, is
+    /// answered 500).
+    pub async fn management_router(&self) -> Result<Router, StartError> {
+        let keys = self.public_keys().await?;
+        Ok(self.router(keys.keys.clone(), keys))
+    }
+
+    fn router(&self, service_keys: impl Into<ServiceKeys>, keys: impl Refresh) -> Router {
         let auth: Arc<dyn Authenticator> = Arc::new(AuthorizerClaims);
         let ports = Stores {
             store: self.store.clone(),
@@ -106,7 +143,7 @@ impl Aws {
                 }
             },
         );
-        Ok(pricing_api::router(Arc::new(App::new(ports, signer, auth))).layer(refresh))
+        pricing_api::router(Arc::new(App::new(ports, service_keys, auth))).layer(refresh)
     }
 }
 
@@ -115,42 +152,63 @@ impl Aws {
 /// before any function signs with it.
 pub const KEY_REFRESH: Duration = Duration::from_secs(5 * 60);
 
+/// When a warm function last loaded its keys.
+#[derive(Clone)]
+struct Loaded(Arc<Mutex<Instant>>);
+
+impl Loaded {
+    fn now() -> Self {
+        Loaded(Arc::new(Mutex::new(Instant::now())))
+    }
+
+    /// Whether a reload is due ([`KEY_REFRESH`]); if so, counts it as done now (a failed
+    /// reload is retried at the next due time, not at every request).
+    fn due(&self) -> bool {
+        let mut loaded = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if loaded.elapsed() < KEY_REFRESH {
+            return false;
+        }
+        *loaded = Instant::now();
+        true
+    }
+
+    fn touch(&self) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+}
+
+/// Keys a warm function reloads from their secret.
+pub trait Refresh: Clone + Send + Sync + 'static {
+    /// Reloads the keys if they are older than [`KEY_REFRESH`]; a failed reload keeps the
+    /// current set.
+    fn refresh(&self) -> impl Future<Output = ()> + Send;
+}
+
 /// The signing keys of a warm function and when they were loaded.
 #[derive(Clone)]
 pub struct Keys {
     pub signer: Arc<Signer>,
     aws: Aws,
-    loaded: Arc<Mutex<Instant>>,
+    loaded: Loaded,
 }
 
 impl Keys {
     /// Reloads the key set from the secret if it is older than [`KEY_REFRESH`]. A failed
-    /// reload keeps the current set (and is retried at the next call).
+    /// reload keeps the current set (and is retried at the next due time).
     pub async fn refresh(&self) {
-        {
-            let mut loaded = self
-                .loaded
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if loaded.elapsed() < KEY_REFRESH {
-                return;
-            }
-            *loaded = Instant::now();
+        if self.loaded.due() {
+            self.load().await;
         }
-        self.load().await;
     }
 
     /// Reloads the key set from the secret now.
     pub async fn reload(&self) {
-        *self
-            .loaded
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
+        self.loaded.touch();
         self.load().await;
     }
 
     async fn load(&self) {
-        match self.aws.load_keys().await {
+        match self.aws.load_keys(Duration::ZERO).await {
             Ok(keys) => match self.signer.replace_keys(&keys) {
                 Ok(()) => tracing::debug!(keys = keys.len(), "signing keys reloaded"),
                 Err(e) => {
@@ -160,6 +218,50 @@ impl Keys {
             Err(e) => {
                 tracing::warn!(error = %e, "reloading the signing keys failed; keeping the current ones")
             }
+        }
+    }
+}
+
+impl Refresh for Keys {
+    async fn refresh(&self) {
+        Keys::refresh(self).await;
+    }
+}
+
+/// The public keys of a warm function that never signs, and when they were loaded.
+#[derive(Clone)]
+pub struct PublicKeys {
+    pub keys: Arc<PublishedKeys>,
+    aws: Aws,
+    loaded: Loaded,
+}
+
+impl PublicKeys {
+    /// Reloads the public keys from their secret now.
+    pub async fn reload(&self) {
+        self.loaded.touch();
+        self.load().await;
+    }
+
+    async fn load(&self) {
+        match self.aws.load_public_keys(Duration::ZERO).await {
+            Ok(keys) => match self.keys.replace_keys(&keys) {
+                Ok(()) => tracing::debug!(keys = keys.len(), "public keys reloaded"),
+                Err(e) => {
+                    tracing::error!(error = %e, "the secret holds no usable public key set; keeping the current one")
+                }
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "reloading the public keys failed; keeping the current ones")
+            }
+        }
+    }
+}
+
+impl Refresh for PublicKeys {
+    async fn refresh(&self) {
+        if self.loaded.due() {
+            self.load().await;
         }
     }
 }
