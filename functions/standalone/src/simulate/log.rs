@@ -538,16 +538,16 @@ pub fn fit_item(
     cuts.sort_unstable();
     cuts.dedup();
     let mut exposure: Vec<(usize, f64, f64)> = Vec::new();
+    let (mut price, mut next_event) = (item.default, 0);
     for w in cuts.windows(2) {
+        while let Some(e) = events.get(next_event).filter(|e| e.0 <= w[0]) {
+            price = e.1;
+            next_event += 1;
+        }
         let mid = w[0] + (w[1] - w[0]) / 2;
         if !open.iter().any(|(a, b)| *a <= mid && mid < *b) {
             continue;
         }
-        let price = events
-            .iter()
-            .take_while(|e| e.0 <= w[0])
-            .last()
-            .map_or(item.default, |e| e.1);
         let bin = ((share(mid) * bins as f64) as usize).min(bins - 1);
         exposure.push((bin, share(w[1]) - share(w[0]), price));
     }
