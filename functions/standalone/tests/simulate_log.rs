@@ -104,6 +104,12 @@ fn calculation(sequence: u64, ms: i64, price: f64) -> PriceCalculation {
 
 async fn logged_store() -> (EmbeddedStore, InstanceKey) {
     let store = EmbeddedStore::open_in_memory().unwrap();
+    let key = fill(&store).await;
+    (store, key)
+}
+
+/// The logged instance (project p1, instance i1) in `store`.
+async fn fill(store: &EmbeddedStore) -> InstanceKey {
     let key = InstanceKey::new(
         ProjectId::parse("p1").unwrap(),
         InstanceId::parse("i1").unwrap(),
@@ -148,7 +154,7 @@ async fn logged_store() -> (EmbeddedStore, InstanceKey) {
         let c = calculation(block as u64 + 1, ms, price_on(ms));
         assert!(store.save_calculation(&key, &c, &[]).await.unwrap());
     }
-    (store, key)
+    key
 }
 
 #[tokio::test]
@@ -257,4 +263,81 @@ fn time_after_selling_out_is_not_exposure() {
         (fit.arrivals / expected - 1.0).abs() < 0.1,
         "{fit:?} vs {expected}"
     );
+}
+
+#[tokio::test]
+async fn missing_projects_instances_and_logs_are_named() {
+    use standalone::simulate::log::instance_key;
+    let store = EmbeddedStore::open_in_memory().unwrap();
+    let key = InstanceKey::new(
+        ProjectId::parse("p1").unwrap(),
+        InstanceId::parse("i1").unwrap(),
+    );
+    let e = instance_key(&store, "p1", "i1").await.unwrap_err();
+    assert_eq!(e.to_string(), "project p1 not found");
+    let created = Timestamp::parse(START).unwrap();
+    let project: Project = serde_json::from_value(json!({
+        "projectId": "p1", "name": "P", "createdAt": created}))
+    .unwrap();
+    store.create_project(&project).await.unwrap();
+    let e = instance_key(&store, "p1", "i1").await.unwrap_err();
+    assert_eq!(e.to_string(), "instance i1 not found in project p1");
+    let instance = Instance {
+        project_id: key.project_id.clone(),
+        instance_id: key.instance_id.clone(),
+        name: "I".into(),
+        active: true,
+        time_zone: None,
+        deactivation_date: None,
+        created_at: created,
+        updated_at: created,
+    };
+    store
+        .create_instance(&instance, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(instance_key(&store, "p1", "i1").await.unwrap(), key);
+    let e = instance_key(&store, "p 1", "i1").await.unwrap_err();
+    assert!(e.to_string().starts_with("--project p 1:"), "{e}");
+    let e = read_log(&store, &key).await.unwrap_err();
+    assert!(e.to_string().contains("no entries"), "{e}");
+}
+
+#[tokio::test]
+async fn the_binary_reads_a_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = EmbeddedStore::open(&dir.path().join("pricing.db")).unwrap();
+        fill(&store).await;
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_standalone"))
+        .args([
+            "simulate",
+            "log",
+            "--project",
+            "p1",
+            "--instance",
+            "i1",
+            "--runs",
+            "3",
+        ])
+        .args(["--models", "current,fixed", "--json", "--data"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["method"].as_str().unwrap().starts_with("counterfactual"));
+    let report = &v["products"][0]["report"];
+    assert_eq!(report["runs"], 3);
+    assert_eq!(report["models"][0]["label"], "current");
+    assert_eq!(
+        report["models"][0]["revenue"],
+        report["models"][1]["revenue"]
+    );
+    assert!(v["products"][0]["fit"][0]["identified"].as_bool().unwrap());
 }
