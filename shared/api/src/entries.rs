@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use pricing_core::model::{AppendOutcome, Message};
+use pricing_core::ids::InstanceKey;
+use pricing_core::model::{AppendOutcome, LogRecord, Message};
 use pricing_core::ports::{Enqueue, EntryLog};
 use pricing_core::submit::{SubmitError, prepare};
 use serde_json::{Value, json};
@@ -13,6 +14,7 @@ use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, JsonBody, parse_limit};
 use crate::instances::owned_instance;
+use crate::paging::{Budget, MAX_PAGE_BYTES, json_len};
 use crate::util::now;
 
 /// POST .../entries: 200 with a summary; duplicates are reported, never a 409.
@@ -92,7 +94,8 @@ pub async fn submit<P: Ports>(
     })))
 }
 
-/// GET .../entries?after=SEQ&limit=N: the log, each entry in its signed form.
+/// GET .../entries?after=SEQ&limit=N: the log, each entry in its signed form; a page holds
+/// at most `limit` entries and [`MAX_PAGE_BYTES`] of them.
 pub async fn log<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
@@ -116,16 +119,51 @@ pub async fn log<P: Ports>(
             _ => {}
         }
     }
-    let records = app
-        .ports
-        .log()
-        .read(&instance.key(), after, limit + 1)
-        .await
-        .map_err(ApiError::store("reading the log"))?;
-    let more = records.len() > limit;
-    let items: Vec<&_> = records.iter().take(limit).collect();
+    let (items, more) = log_page(&app, &instance.key(), after, limit).await?;
     let next = more
         .then(|| items.last().map(|r| r.sequence.to_string()))
         .flatten();
     Ok(Json(json!({ "items": items, "next": next })))
+}
+
+/// Entries read per store call at first; later calls ask for about what the bytes left
+/// can hold (a log of 88 KB entries is not read 1,000 at a time for a page of 11).
+const FIRST_READ: usize = 50;
+
+/// The entries after `after`: at most `limit` and [`MAX_PAGE_BYTES`] of them (the page
+/// stops before the entry that would not fit; `next` continues from there), and whether
+/// more follow.
+async fn log_page<P: Ports>(
+    app: &App<P>,
+    key: &InstanceKey,
+    after: u64,
+    limit: usize,
+) -> ApiResult<(Vec<LogRecord>, bool)> {
+    let mut budget = Budget::new(MAX_PAGE_BYTES);
+    let mut items: Vec<LogRecord> = Vec::new();
+    let mut cursor = after;
+    let mut want = FIRST_READ.min(limit + 1);
+    loop {
+        let batch = app
+            .ports
+            .log()
+            .read(key, cursor, want)
+            .await
+            .map_err(ApiError::store("reading the log"))?;
+        let complete = batch.len() < want;
+        for record in batch {
+            if items.len() == limit || !budget.take(json_len(&record)) {
+                return Ok((items, true));
+            }
+            cursor = record.sequence;
+            items.push(record);
+        }
+        if complete {
+            return Ok((items, false));
+        }
+        // One more than the average entry says the remaining bytes hold, within the count.
+        let average = budget.used() / items.len().max(1);
+        let room = (MAX_PAGE_BYTES - budget.used().min(MAX_PAGE_BYTES)) / average.max(1);
+        want = (room + 1).clamp(1, limit + 1 - items.len());
+    }
 }

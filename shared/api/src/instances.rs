@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use pricing_core::document::{DocumentError, MAX_DOCUMENT_DEPTH};
 use pricing_core::ids::{InstanceId, InstanceKey, ItemId, ProductId};
 use pricing_core::meta::check_instance_meta;
-use pricing_core::model::{Instance, Page};
+use pricing_core::model::Instance;
 use pricing_core::ports::{EntryLog, InstanceStore, StateStore, StoreError};
 use pricing_core::state::{Header, InstanceState};
 use pricing_core::validate::{Errors, codes, object};
@@ -16,8 +16,10 @@ use serde_json::{Map, Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonBody, page_request};
+use crate::extract::{Caller, JsonBody, MAX_PAGE, page_request};
+use crate::paging::{MAX_INLINE_BYTES, store_page};
 use crate::projects::owned_project;
+use crate::summaries::{item_page, product_item_ids, product_page};
 use crate::util::{check_time_zone, now, reject_unknown_fields};
 
 pub fn instance_view(i: &Instance) -> Value {
@@ -154,17 +156,28 @@ pub async fn list<P: Ports>(
 ) -> ApiResult<Json<Value>> {
     let project = owned_project(&app, &caller, &project_id).await?;
     let page = page_request(&query)?;
-    let Page { items, next } = app
-        .ports
-        .instances()
-        .list_instances(&project.project_id, &page)
-        .await
-        .map_err(ApiError::store("listing instances"))?;
-    let items: Vec<Value> = items.iter().map(instance_view).collect();
+    let (items, next) = store_page(
+        page,
+        |page| {
+            let (app, project) = (&app, &project.project_id);
+            async move {
+                app.ports
+                    .instances()
+                    .list_instances(project, &page)
+                    .await
+                    .map_err(ApiError::store("listing instances"))
+            }
+        },
+        instance_view,
+    )
+    .await?;
     Ok(Json(json!({ "items": items, "next": next })))
 }
 
-async fn load_state<P: Ports>(app: &App<P>, instance: &Instance) -> ApiResult<InstanceState> {
+pub(crate) async fn load_state<P: Ports>(
+    app: &App<P>,
+    instance: &Instance,
+) -> ApiResult<InstanceState> {
     app.ports
         .state()
         .load_state(&instance.key())
@@ -172,7 +185,8 @@ async fn load_state<P: Ports>(app: &App<P>, instance: &Instance) -> ApiResult<In
         .map_err(ApiError::store("reading instance state"))
 }
 
-/// Instance details with item and product summaries (no prices, no periods on items).
+/// Instance details with the first page of item and product summaries (no prices, no
+/// periods on items).
 pub async fn details<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
@@ -186,44 +200,16 @@ pub async fn details<P: Ports>(
         .last_sequence(&instance.key())
         .await
         .map_err(ApiError::store("reading the log head"))?;
-    let totals = state.product_totals();
-    let items: Vec<Value> = state
-        .items
-        .values()
-        .filter(|i| !i.removed)
-        .map(|item| {
-            let c = state.item_counts(item, &totals);
-            json!({
-                "itemId": item.item_id,
-                "productId": item.product_id,
-                "dynamicPricing": item.properties.dynamic_pricing,
-                "sold": c.sold,
-                "reserved": c.reserved,
-                "available": c.available,
-                "oversold": c.oversold,
-            })
-        })
-        .collect();
-    let products: Vec<Value> = state
-        .products
-        .values()
-        .map(|p| {
-            let t = totals.get(&p.product_id).copied().unwrap_or_default();
-            let c = InstanceState::product_counts(p, &t);
-            json!({
-                "productId": p.product_id,
-                "capacity": InstanceState::effective_capacity(p, &t),
-                "sold": c.sold,
-                "reserved": c.reserved,
-                "available": c.available,
-                "oversold": c.oversold,
-            })
-        })
-        .collect();
+    // The first page of each: an instance may hold any number of items (docs/api.md,
+    // "Paging"); `itemsNext` and `productsNext` continue in GET .../items and .../products.
+    let (items, items_next) = item_page(&state, None, None, MAX_PAGE, MAX_INLINE_BYTES);
+    let (products, products_next) = product_page(&state, None, MAX_PAGE, MAX_INLINE_BYTES);
     let mut view = instance_view(&instance);
     view["meta"] = Value::Object(state.header.meta.clone());
     view["items"] = Value::Array(items);
+    view["itemsNext"] = json!(items_next);
     view["products"] = Value::Array(products);
+    view["productsNext"] = json!(products_next);
     view["processing"] = json!({
         "appliedSequence": state.header.applied_seq,
         "lastSequence": last_sequence,
@@ -353,12 +339,8 @@ pub async fn product<P: Ports>(
     let totals = state.product_totals();
     let t = totals.get(&id).copied().unwrap_or_default();
     let c = InstanceState::product_counts(product, &t);
-    let items: Vec<&ItemId> = state
-        .items
-        .values()
-        .filter(|i| !i.removed && i.product_id == id)
-        .map(|i| &i.item_id)
-        .collect();
+    // The first page of its item ids; `itemsNext` continues in GET .../items?productId=.
+    let (items, items_next) = product_item_ids(&state, &id, MAX_PAGE, MAX_INLINE_BYTES);
     Ok(Json(json!({
         "productId": product.product_id,
         "properties": product.properties,
@@ -370,5 +352,6 @@ pub async fn product<P: Ports>(
         "available": c.available,
         "oversold": c.oversold,
         "items": items,
+        "itemsNext": items_next,
     })))
 }

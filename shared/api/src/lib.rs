@@ -8,10 +8,12 @@ pub mod error;
 pub mod extract;
 pub mod instances;
 pub mod matches;
+pub mod paging;
 pub mod prices;
 pub mod projects;
 pub mod reports;
 pub mod subscriptions;
+pub mod summaries;
 pub mod system;
 pub mod util;
 
@@ -41,9 +43,14 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/projects/{projectId}/instances"),
     ("GET", "/projects/{projectId}/instances/{instanceId}"),
     ("PUT", "/projects/{projectId}/instances/{instanceId}"),
+    ("GET", "/projects/{projectId}/instances/{instanceId}/items"),
     (
         "GET",
         "/projects/{projectId}/instances/{instanceId}/items/{itemId}",
+    ),
+    (
+        "GET",
+        "/projects/{projectId}/instances/{instanceId}/products",
     ),
     (
         "GET",
@@ -127,8 +134,17 @@ pub fn router<P: Ports>(app: Arc<App<P>>) -> Router {
             get(instances::details::<P>).put(instances::update::<P>),
         )
         .route(
+            "/projects/{projectId}/instances/{instanceId}/items",
+            // POST (and every other method) stays removed (2.0.0).
+            get(summaries::list_items::<P>).fallback(system::gone_items),
+        )
+        .route(
             "/projects/{projectId}/instances/{instanceId}/items/{itemId}",
             get(instances::item::<P>),
+        )
+        .route(
+            "/projects/{projectId}/instances/{instanceId}/products",
+            get(summaries::list_products::<P>),
         )
         .route(
             "/projects/{projectId}/instances/{instanceId}/products/{productId}",
@@ -184,10 +200,6 @@ pub fn router<P: Ports>(app: Arc<App<P>>) -> Router {
         .route(
             "/projects/{projectId}/publicKeys",
             any(system::gone_public_keys),
-        )
-        .route(
-            "/projects/{projectId}/instances/{instanceId}/items",
-            any(system::gone_items),
         )
         .route(
             "/projects/{projectId}/subprojects",

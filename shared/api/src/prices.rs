@@ -5,17 +5,21 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use pricing_core::ids::{InstanceId, InstanceKey, ItemId};
 use pricing_core::model::{Instance, Message, PageRequest};
 use pricing_core::ports::{Enqueue, InstanceStore, PriceStore, StateStore};
-use pricing_core::pricing::Trigger;
+use pricing_core::pricing::{ItemPrice, Trigger};
 use pricing_core::validate::{Errors, codes, object};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, JsonBody, page_request};
 use crate::instances::owned_instance;
+use crate::paging::{Budget, MAX_PAGE_BYTES, json_len, store_page};
 use crate::projects::owned_project;
 use crate::util::reject_unknown_fields;
 
@@ -153,9 +157,15 @@ pub async fn calculate<P: Ports>(
     ))
 }
 
+fn price_view(p: &ItemPrice) -> Value {
+    json!({"itemId": p.item_id, "price": p.price})
+}
+
+/// An instance's latest prices as instancePrices lists them, with `prices` given.
 fn prices_view(
     instance_id: &InstanceId,
     calc: Option<&pricing_core::model::PriceCalculation>,
+    prices: Vec<Value>,
 ) -> Value {
     match calc {
         Some(c) => json!({
@@ -163,7 +173,7 @@ fn prices_view(
             "calculationId": c.calculation_id,
             "calculatedAt": c.calculated_at,
             "sequence": c.sequence,
-            "prices": c.prices.iter().map(|p| json!({"itemId": p.item_id, "price": p.price})).collect::<Vec<_>>(),
+            "prices": prices,
         }),
         None => json!({
             "instanceId": instance_id,
@@ -175,7 +185,135 @@ fn prices_view(
     }
 }
 
-/// GET /projects/{projectId}/instancePrices?instanceId=a&instanceId=b (or all, paged).
+/// Where a page of instancePrices starts: after `after` in the instance listing (all
+/// instances) or at `index` of the selection (`instanceId=`), and `offset` prices into the
+/// first instance's calculation `calc` when the previous page cut its price list.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+struct Resume {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    after: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    index: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    calc: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    offset: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Marks our own cursors; the instance listing's cursors (ids) never contain it.
+const RESUME_MARK: char = '@';
+
+impl Resume {
+    /// A cursor of this listing: the instance listing's own cursor at an instance
+    /// boundary, else `@` + base64url(JSON).
+    fn encode(&self) -> String {
+        match self {
+            Resume {
+                after: Some(after),
+                index: 0,
+                calc: None,
+                offset: 0,
+            } => after.clone(),
+            _ => {
+                let json = serde_json::to_vec(self).unwrap_or_default();
+                format!("{RESUME_MARK}{}", B64.encode(json))
+            }
+        }
+    }
+
+    fn decode(cursor: Option<&str>) -> ApiResult<Resume> {
+        let Some(cursor) = cursor else {
+            return Ok(Resume::default());
+        };
+        let bad =
+            || ApiError::bad_request(format!("cursor {cursor} is not a cursor of this listing"));
+        match cursor.strip_prefix(RESUME_MARK) {
+            None => Ok(Resume {
+                after: Some(cursor.to_owned()),
+                ..Resume::default()
+            }),
+            Some(encoded) => {
+                let json = B64.decode(encoded).map_err(|_| bad())?;
+                serde_json::from_slice(&json).map_err(|_| bad())
+            }
+        }
+    }
+}
+
+/// Where a page of instancePrices stopped.
+enum Stop {
+    /// Every instance it was given is listed whole.
+    Done,
+    /// Before the instance at this index (it did not fit whole).
+    Before(usize),
+    /// Inside the first instance: its calculation and the prices listed so far.
+    Within { calc: String, offset: usize },
+}
+
+/// Latest prices of `ids` in order, within [`MAX_PAGE_BYTES`]: instances after the first
+/// are listed whole or left for the next page; the first instance's price list is cut
+/// where the bytes end (it starts at `start.offset` when `start.calc` is still its latest
+/// calculation, else from the beginning).
+async fn prices_page<P: Ports>(
+    app: &App<P>,
+    project: &pricing_core::ids::ProjectId,
+    ids: &[InstanceId],
+    start: &Resume,
+) -> ApiResult<(Vec<Value>, Stop)> {
+    let mut budget = Budget::new(MAX_PAGE_BYTES);
+    let mut items = Vec::with_capacity(ids.len());
+    for (i, id) in ids.iter().enumerate() {
+        let key = InstanceKey::new(project.clone(), id.clone());
+        let latest = app
+            .ports
+            .prices()
+            .latest_prices(&key)
+            .await
+            .map_err(ApiError::store("reading prices"))?;
+        let all: &[ItemPrice] = latest.as_ref().map_or(&[], |c| &c.prices);
+        let skip = match (&latest, &start.calc) {
+            (Some(c), Some(calc)) if i == 0 && &c.calculation_id == calc => {
+                start.offset.min(all.len())
+            }
+            _ => 0,
+        };
+        let base = json_len(&prices_view(id, latest.as_ref(), Vec::new()));
+        // Only the first instance's list is cut; later ones are measured whole.
+        let mut prices = Budget::new(if i == 0 {
+            MAX_PAGE_BYTES.saturating_sub(base)
+        } else {
+            usize::MAX
+        });
+        let mut views = Vec::new();
+        for p in &all[skip..] {
+            let v = price_view(p);
+            if !prices.take(json_len(&v)) {
+                break;
+            }
+            views.push(v);
+        }
+        let listed = views.len();
+        if !budget.take(base + prices.used()) {
+            return Ok((items, Stop::Before(i)));
+        }
+        items.push(prices_view(id, latest.as_ref(), views));
+        if skip + listed < all.len() {
+            let calc = latest.map(|c| c.calculation_id).unwrap_or_default();
+            let offset = skip + listed;
+            return Ok((items, Stop::Within { calc, offset }));
+        }
+    }
+    Ok((items, Stop::Done))
+}
+
+/// GET /projects/{projectId}/instancePrices?instanceId=a&instanceId=b (or all, paged). A
+/// page holds at most [`MAX_PAGE_BYTES`] of prices: an instance that does not fit whole
+/// waits for the next page, where the first instance's price list may be cut and continue
+/// on the page after (same instanceId and calculationId, the following prices).
 pub async fn instance_prices<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
@@ -193,49 +331,94 @@ pub async fn instance_prices<P: Ports>(
             "at most {MAX_INSTANCES_PER_CALL} instanceId parameters per call"
         )));
     }
-    let (instances, next) = if selected.is_empty() {
-        let page = page_request(&query)?;
-        let p = app
+    let page = page_request(&query)?;
+    let start = Resume::decode(page.cursor.as_deref())?;
+    let bad_cursor = || {
+        ApiError::bad_request(format!(
+            "cursor {} is not a cursor of this listing",
+            page.cursor.as_deref().unwrap_or_default()
+        ))
+    };
+    if selected.is_empty() {
+        if start.index != 0 {
+            return Err(bad_cursor());
+        }
+        let listing = PageRequest {
+            cursor: start.after.clone(),
+            limit: page.limit,
+        };
+        let instances = app
             .ports
             .instances()
-            .list_instances(&project.project_id, &page)
+            .list_instances(&project.project_id, &listing)
             .await
             .map_err(ApiError::store("listing instances"))?;
-        (
-            p.items
-                .into_iter()
-                .map(|i| i.instance_id)
-                .collect::<Vec<_>>(),
-            p.next,
-        )
-    } else {
-        let mut ids = Vec::new();
-        for raw in selected {
-            let unknown =
-                || ApiError::bad_request(format!("instance {raw} does not exist in this project"));
-            let id = InstanceId::parse(raw.as_str()).map_err(|_| unknown())?;
-            let key = InstanceKey::new(project.project_id.clone(), id.clone());
-            app.ports
-                .instances()
-                .get_instance(&key)
-                .await
-                .map_err(ApiError::store("reading an instance"))?
-                .ok_or_else(unknown)?;
-            ids.push(id);
-        }
-        (ids, None)
-    };
-    let mut items = Vec::with_capacity(instances.len());
-    for id in instances {
-        let key = InstanceKey::new(project.project_id.clone(), id.clone());
-        let latest = app
-            .ports
-            .prices()
-            .latest_prices(&key)
-            .await
-            .map_err(ApiError::store("reading prices"))?;
-        items.push(prices_view(&id, latest.as_ref()));
+        let ids: Vec<InstanceId> = instances.items.into_iter().map(|i| i.instance_id).collect();
+        let (items, stop) = prices_page(&app, &project.project_id, &ids, &start).await?;
+        let next = match stop {
+            Stop::Done => instances.next,
+            // The listing's own cursor right after the instances listed whole.
+            Stop::Before(n) => {
+                let listing = PageRequest {
+                    cursor: start.after.clone(),
+                    limit: n,
+                };
+                app.ports
+                    .instances()
+                    .list_instances(&project.project_id, &listing)
+                    .await
+                    .map_err(ApiError::store("listing instances"))?
+                    .next
+            }
+            Stop::Within { calc, offset } => Some(
+                Resume {
+                    after: start.after.clone(),
+                    index: 0,
+                    calc: Some(calc),
+                    offset,
+                }
+                .encode(),
+            ),
+        };
+        return Ok(Json(json!({ "items": items, "next": next })));
     }
+    if start.after.is_some() || start.index >= selected.len() {
+        return Err(bad_cursor());
+    }
+    let mut ids = Vec::new();
+    for raw in selected {
+        let unknown =
+            || ApiError::bad_request(format!("instance {raw} does not exist in this project"));
+        let id = InstanceId::parse(raw.as_str()).map_err(|_| unknown())?;
+        let key = InstanceKey::new(project.project_id.clone(), id.clone());
+        app.ports
+            .instances()
+            .get_instance(&key)
+            .await
+            .map_err(ApiError::store("reading an instance"))?
+            .ok_or_else(unknown)?;
+        ids.push(id);
+    }
+    let (items, stop) = prices_page(&app, &project.project_id, &ids[start.index..], &start).await?;
+    let next = match stop {
+        Stop::Done => None,
+        Stop::Before(n) => Some(
+            Resume {
+                index: start.index + n,
+                ..Resume::default()
+            }
+            .encode(),
+        ),
+        Stop::Within { calc, offset } => Some(
+            Resume {
+                index: start.index,
+                calc: Some(calc),
+                offset,
+                ..Resume::default()
+            }
+            .encode(),
+        ),
+    };
     Ok(Json(json!({ "items": items, "next": next })))
 }
 
@@ -250,13 +433,24 @@ pub async fn price_history<P: Ports>(
     let item = ItemId::parse(item_id.as_str())
         .map_err(|_| ApiError::not_found(format!("item {item_id} does not exist")))?;
     let page = page_request(&query)?;
-    let history = app
-        .ports
-        .prices()
-        .price_history(&instance.key(), &item, &page)
-        .await
-        .map_err(ApiError::store("reading price history"))?;
-    if history.items.is_empty() && page.cursor.is_none() {
+    let first_page = page.cursor.is_none();
+    let key = instance.key();
+    let (items, next) = store_page(
+        page,
+        |page| {
+            let (app, key, item) = (&app, &key, &item);
+            async move {
+                app.ports
+                    .prices()
+                    .price_history(key, item, &page)
+                    .await
+                    .map_err(ApiError::store("reading price history"))
+            }
+        },
+        |entry| serde_json::to_value(entry).unwrap_or_default(),
+    )
+    .await?;
+    if items.is_empty() && first_page {
         // An item that never existed is a 404; an item without prices yet is an empty list.
         let state = app
             .ports
@@ -270,7 +464,5 @@ pub async fn price_history<P: Ports>(
             )));
         }
     }
-    Ok(Json(
-        json!({ "items": history.items, "next": history.next }),
-    ))
+    Ok(Json(json!({ "items": items, "next": next })))
 }

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use pricing_core::ids::ProjectId;
-use pricing_core::model::{Page, Project};
+use pricing_core::model::Project;
 use pricing_core::ports::{ProjectStore, StoreError};
 use pricing_core::validate::{Errors, object};
 use serde_json::{Value, json};
@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, JsonBody, page_request};
+use crate::paging::store_page;
 use crate::util::{now, reject_unknown_fields};
 
 pub fn project_view(p: &Project) -> Value {
@@ -93,13 +94,21 @@ pub async fn list<P: Ports>(
     Query(query): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
     let page = page_request(&query)?;
-    let Page { items, next } = app
-        .ports
-        .projects()
-        .list_projects(&caller.tenant, &page)
-        .await
-        .map_err(ApiError::store("listing projects"))?;
-    let items: Vec<Value> = items.iter().map(project_view).collect();
+    let (items, next) = store_page(
+        page,
+        |page| {
+            let (app, tenant) = (&app, &caller.tenant);
+            async move {
+                app.ports
+                    .projects()
+                    .list_projects(tenant, &page)
+                    .await
+                    .map_err(ApiError::store("listing projects"))
+            }
+        },
+        project_view,
+    )
+    .await?;
     Ok(Json(json!({ "items": items, "next": next })))
 }
 

@@ -8,11 +8,11 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use pricing_core::ids::{InstanceId, ProjectId, SubscriptionId};
-use pricing_core::model::{Message, Page};
+use pricing_core::model::Message;
 use pricing_core::ports::{DeliveryStore, Enqueue, StoreError, SubscriptionStore};
 use pricing_core::validate::codes;
 use pricing_core::webhooks::{
-    MAX_SUBSCRIPTIONS_PER_SCOPE, NewSubscription, Subscription, SubscriptionStatus,
+    DeliverySummary, MAX_SUBSCRIPTIONS_PER_SCOPE, NewSubscription, Subscription, SubscriptionStatus,
 };
 use serde_json::{Value, json};
 
@@ -20,6 +20,7 @@ use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, JsonBody, page_request};
 use crate::instances::owned_instance;
+use crate::paging::store_page;
 use crate::projects::owned_project;
 use crate::util::now;
 
@@ -221,22 +222,32 @@ pub async fn deliveries<P: Ports>(
 ) -> ApiResult<Json<Value>> {
     let subscription = owned_subscription(&app, &caller, &project_id, &subscription_id).await?;
     let page = page_request(&query)?;
-    let Page { items, next } = app
-        .ports
-        .deliveries()
-        .list_deliveries(
-            &subscription.project_id,
-            &subscription.subscription_id,
-            &page,
-        )
-        .await
-        .map_err(|e| match (e, &page.cursor) {
-            // A cursor this listing did not hand out.
-            (StoreError::NotFound, Some(cursor)) => {
-                ApiError::bad_request(format!("cursor {cursor} is not a cursor of this listing"))
+    // A delivery carries its attempts and up to 20 reports of 1,000 characters: the page
+    // is bounded by bytes too.
+    let (items, next) = store_page(
+        page,
+        |page| {
+            let (app, subscription) = (&app, &subscription);
+            async move {
+                app.ports
+                    .deliveries()
+                    .list_deliveries(
+                        &subscription.project_id,
+                        &subscription.subscription_id,
+                        &page,
+                    )
+                    .await
+                    .map_err(|e| match (e, &page.cursor) {
+                        // A cursor this listing did not hand out.
+                        (StoreError::NotFound, Some(cursor)) => ApiError::bad_request(format!(
+                            "cursor {cursor} is not a cursor of this listing"
+                        )),
+                        (e, _) => ApiError::store("listing deliveries")(e),
+                    })
             }
-            (e, _) => ApiError::store("listing deliveries")(e),
-        })?;
-    let items: Vec<Value> = items.iter().map(|d| d.view()).collect();
+        },
+        DeliverySummary::view,
+    )
+    .await?;
     Ok(Json(json!({ "items": items, "next": next })))
 }

@@ -34,6 +34,8 @@ struct Reply {
     status: StatusCode,
     headers: axum::http::HeaderMap,
     body: Value,
+    /// The body's length in bytes.
+    len: usize,
 }
 
 type TestApp = App<Stores<EmbeddedStore, EmbeddedStore>>;
@@ -95,6 +97,7 @@ impl Harness {
             status,
             headers,
             body,
+            len: bytes.len(),
         }
     }
 
@@ -986,8 +989,11 @@ async fn tenant_isolation_on_every_project_scoped_route() {
     let scoped: Vec<_> = ROUTES
         .iter()
         .filter(|(_, p)| p.starts_with("/projects/{projectId}"))
-        .filter(|(_, p)| {
-            !p.ends_with("publicKeys") && !p.ends_with("subprojects") && !p.ends_with("/items")
+        .filter(|(m, p)| {
+            let gone = p.ends_with("publicKeys")
+                || p.ends_with("subprojects")
+                || (*m == "POST" && p.ends_with("/items"));
+            !gone
         })
         .collect();
     assert!(scoped.len() >= 9);
@@ -2003,4 +2009,353 @@ async fn webhook_error_reports_are_validated_kept_and_tenant_isolated() {
     assert!(Timestamp::parse(reports[0]["reportedAt"].as_str().unwrap()).is_some());
     assert_eq!(reports[1]["message"], long.as_str());
     assert!(reports[1].get("status").is_none());
+}
+
+// ---------------------------------------------------------------- bounded pages (issue 9)
+
+/// The most bytes of one listing page's body: 1 MiB of records plus the envelope.
+const PAGE_BODY_BYTES: usize = 1024 * 1024 + 1024;
+
+/// Follows `next` from `first` (a path with `?`) through every page, checking each one's
+/// size; returns the records in order and the number of pages.
+async fn every_page(h: &Harness, first: &str, cursor_param: &str) -> (Vec<Value>, usize) {
+    let mut records = Vec::new();
+    let mut pages = 0;
+    let mut path = first.to_owned();
+    loop {
+        let r = h.call("GET", &path, Some("acme"), None).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}: {:?}", r.body);
+        assert!(
+            r.len <= PAGE_BODY_BYTES,
+            "{path}: a page of {} bytes",
+            r.len
+        );
+        let items = r.body["items"].as_array().expect("items");
+        assert!(!items.is_empty(), "{path}: every page progresses");
+        records.extend(items.iter().cloned());
+        pages += 1;
+        match r.body["next"].as_str() {
+            Some(next) => path = format!("{first}&{cursor_param}={next}"),
+            None => return (records, pages),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_log_page_of_large_entries_stays_under_1_mib_and_pages_completely() {
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    // 100 entries near the 64 KiB entry limit: ~88 KB each once signed (8.8 MB in all).
+    let note = "n".repeat(60 * 1024);
+    for batch in 0..4 {
+        let entries: Vec<Value> = (0..25)
+            .map(|k| {
+                json!({"type": "instanceMetadata", "transactionId": format!("big-{batch}-{k}"),
+                       "data": {"patch": [{"op": "add", "path": "/note", "value": note}]}})
+            })
+            .collect();
+        let r = h
+            .call(
+                "POST",
+                "/projects/p/instances/i/entries",
+                Some("acme"),
+                Some(json!({ "entries": entries })),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    }
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/i/entries?limit=100",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.len <= PAGE_BODY_BYTES, "a page of {} bytes", r.len);
+    let items = r.body["items"].as_array().expect("items");
+    assert!(
+        (5..100).contains(&items.len()),
+        "the page stops early: {} entries",
+        items.len()
+    );
+    let last = items.last().expect("an entry")["sequence"].as_u64();
+    assert_eq!(
+        r.body["next"].as_str().and_then(|n| n.parse().ok()),
+        last,
+        "next is the page's last sequence"
+    );
+    // Paging on from `next` (as `after`, and as `cursor`) lists every entry once, in order.
+    for param in ["after", "cursor"] {
+        let (records, pages) =
+            every_page(&h, "/projects/p/instances/i/entries?limit=100", param).await;
+        let sequences: Vec<u64> = records
+            .iter()
+            .map(|e| e["sequence"].as_u64().expect("sequence"))
+            .collect();
+        assert_eq!(sequences, (1..=100).collect::<Vec<u64>>());
+        assert!(pages >= 9, "{pages} pages");
+    }
+    // Small entries still fill a page by count.
+    h.instance("acme", "p", "small").await;
+    let entries: Vec<Value> = (0..150)
+        .map(|k| json!({"type": "itemQuantity", "data": {"itemId": format!("x{k}"), "total": 1}}))
+        .collect();
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/instances/small/entries",
+            Some("acme"),
+            Some(json!({ "entries": entries })),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/small/entries?limit=120",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.body["items"].as_array().expect("items").len(), 120);
+    assert_eq!(r.body["next"], "120");
+}
+
+/// An item id of 120 characters ending in `k` (zero-padded so that id order is `k` order).
+fn long_item_id(k: usize) -> String {
+    format!("{}-{k:06}", "i".repeat(113))
+}
+
+/// An instance `id` of `n` items with long ids in products `a` (even `k`) and `b` (odd),
+/// processed; each item has sold 1.
+async fn large_instance(h: &Harness, id: &str, n: usize) {
+    h.instance("acme", "p", id).await;
+    let path = format!("/projects/p/instances/{id}/entries");
+    let products = json!({"entries": [
+        {"type": "productRegistration", "data": {"productId": "a", "capacity": 100000, "pricingModel": "fixed"}},
+        {"type": "productRegistration", "data": {"productId": "b", "capacity": 100000, "pricingModel": "fixed"}},
+    ]});
+    let r = h.call("POST", &path, Some("acme"), Some(products)).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let ids: Vec<usize> = (0..n).collect();
+    for chunk in ids.chunks(500) {
+        let mut entries = Vec::new();
+        for &k in chunk {
+            let product = if k % 2 == 0 { "a" } else { "b" };
+            entries.push(json!({"type": "itemRegistration", "data": {
+                "itemId": long_item_id(k), "productId": product,
+                "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2030-01-01T00:00:00Z"},
+                "priceSettings": {"min": 10, "max": 100, "default": 40}}}));
+            entries.push(
+                json!({"type": "itemSale", "data": {"itemId": long_item_id(k), "price": 40}}),
+            );
+        }
+        let r = h
+            .call(
+                "POST",
+                &path,
+                Some("acme"),
+                Some(json!({ "entries": entries })),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    }
+    h.process("p", id).await;
+}
+
+#[tokio::test]
+async fn a_large_instance_pages_its_item_summaries_and_prices() {
+    use pricing_core::ports::InstanceStore;
+    use pricing_core::recalc::{RecalcRequest, recalculate};
+    const N: usize = 8_000;
+    let h = harness();
+    h.project("acme", "p").await;
+    large_instance(&h, "big", N).await;
+    let all_ids: Vec<String> = (0..N).map(long_item_id).collect();
+
+    // Details: the first 1,000 summaries inline with a cursor for the rest (the whole
+    // list is ~1.8 MB); both products fit.
+    let r = h
+        .call("GET", "/projects/p/instances/big", Some("acme"), None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert!(r.len <= 600 * 1024, "details of {} bytes", r.len);
+    let items = r.body["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1000);
+    assert_eq!(items[0]["itemId"], all_ids[0].as_str());
+    assert_eq!(
+        items[0],
+        json!({"itemId": all_ids[0], "productId": "a", "dynamicPricing": true,
+               "sold": 1, "reserved": 0, "available": 100_000 - N / 2, "oversold": 0}),
+        "a summary as before"
+    );
+    assert_eq!(r.body["itemsNext"], all_ids[999].as_str());
+    assert_eq!(r.body["products"].as_array().expect("products").len(), 2);
+    assert_eq!(r.body["products"][0]["sold"], N as u64 / 2);
+    assert_eq!(r.body["productsNext"], Value::Null);
+
+    // The items listing continues from `itemsNext` to the end: every item once, in order.
+    let first = format!(
+        "/projects/p/instances/big/items?limit=1000&cursor={}",
+        all_ids[999]
+    );
+    let mut listed: Vec<Value> = items.clone();
+    let (rest, _) = every_page(&h, &first, "cursor").await;
+    listed.extend(rest);
+    let listed_ids: Vec<&str> = listed
+        .iter()
+        .map(|i| i["itemId"].as_str().expect("id"))
+        .collect();
+    assert_eq!(listed_ids, all_ids, "details + listing = every item once");
+    assert!(listed.iter().all(|i| i["sold"] == 1));
+    // From the start, by default pages of 100.
+    let r = h
+        .call("GET", "/projects/p/instances/big/items", Some("acme"), None)
+        .await;
+    assert_eq!(r.body["items"].as_array().expect("items").len(), 100);
+    assert_eq!(r.body["next"], all_ids[99].as_str());
+
+    // One product's items: its details inline the first 1,000 ids, the listing the rest.
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/big/products/b",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["items"].as_array().expect("items").len(), 1000);
+    let cursor = r.body["itemsNext"].as_str().expect("itemsNext").to_owned();
+    assert_eq!(cursor, long_item_id(1999));
+    let (rest, _) = every_page(
+        &h,
+        &format!("/projects/p/instances/big/items?productId=b&limit=1000&cursor={cursor}"),
+        "cursor",
+    )
+    .await;
+    assert_eq!(rest.len(), N / 2 - 1000);
+    assert!(rest.iter().all(|i| i["productId"] == "b"));
+    assert_problem(
+        &h.call(
+            "GET",
+            "/projects/p/instances/big/items?productId=nope",
+            Some("acme"),
+            None,
+        )
+        .await,
+        StatusCode::NOT_FOUND,
+    );
+    assert_problem(
+        &h.call(
+            "GET",
+            "/projects/p/instances/big/items?cursor=no%2Fid",
+            Some("acme"),
+            None,
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+    );
+    let (products, _) =
+        every_page(&h, "/projects/p/instances/big/products?limit=1", "cursor").await;
+    assert_eq!(products.len(), 2);
+
+    // Prices: 8,000 prices (~1.2 MB) do not fit one page of instancePrices.
+    let key = InstanceKey::new(
+        ProjectId::parse("p").expect("id"),
+        InstanceId::parse("big").expect("id"),
+    );
+    let instance = h
+        .store
+        .get_instance(&key)
+        .await
+        .expect("read")
+        .expect("instance");
+    let request = RecalcRequest {
+        calculation_id: "calc_big".into(),
+        trigger: pricing_core::pricing::Trigger::Request,
+        metadata: None,
+    };
+    recalculate(
+        &h.store,
+        &h.store,
+        &h.store,
+        &instance,
+        &request,
+        Timestamp::now(),
+    )
+    .await
+    .expect("recalculate")
+    .expect("calculated");
+    h.instance("acme", "p", "small").await;
+    for first in [
+        "/projects/p/instancePrices?limit=1000",
+        "/projects/p/instancePrices?instanceId=small&instanceId=big&instanceId=small",
+    ] {
+        let (parts, pages) = every_page(&h, first, "cursor").await;
+        assert!(pages >= 2, "{first}: {pages} pages");
+        let mut prices: Vec<String> = Vec::new();
+        for part in parts.iter().filter(|p| p["instanceId"] == "big") {
+            assert_eq!(part["calculationId"], "calc_big");
+            prices.extend(
+                part["prices"]
+                    .as_array()
+                    .expect("prices")
+                    .iter()
+                    .map(|p| p["itemId"].as_str().expect("id").to_owned()),
+            );
+        }
+        assert_eq!(prices, all_ids, "{first}: every price once, in order");
+        let small = parts.iter().filter(|p| p["instanceId"] == "small").count();
+        assert_eq!(small, if first.contains("instanceId") { 2 } else { 1 });
+    }
+    assert_problem(
+        &h.call(
+            "GET",
+            "/projects/p/instancePrices?instanceId=big&cursor=@bm9wZQ",
+            Some("acme"),
+            None,
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+    );
+}
+
+#[tokio::test]
+async fn a_delivery_page_stays_under_1_mib() {
+    use pricing_core::ports::DeliveryStore;
+    use pricing_core::webhooks::ClientReport;
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    let subscription = h.subscription("acme", "/projects/p/subscriptions").await;
+    // 60 deliveries with 20 reports of 1,000 characters each: ~21 KB per delivery.
+    let ids = stored_deliveries(&h, "p", &subscription, 60).await;
+    for id in &ids {
+        for k in 0..20 {
+            let report = ClientReport {
+                message: format!("{k:04}{}", "r".repeat(996)),
+                status: Some(500),
+                reported_at: Timestamp::now(),
+            };
+            h.store
+                .add_client_report(id, &report)
+                .await
+                .expect("report");
+        }
+    }
+    let first = format!("/projects/p/subscriptions/{subscription}/deliveries?limit=100");
+    let r = h.call("GET", &first, Some("acme"), None).await;
+    let page = r.body["items"].as_array().expect("items").len();
+    assert!((10..60).contains(&page), "the page stops early: {page}");
+    let (all, _) = every_page(&h, &first, "cursor").await;
+    let mut listed: Vec<&str> = all
+        .iter()
+        .map(|d| d["webhookId"].as_str().expect("id"))
+        .collect();
+    listed.reverse();
+    assert_eq!(listed, ids, "every delivery once, newest first");
 }
