@@ -627,7 +627,7 @@ async fn entries_are_validated_stored_signed_deduplicated_and_applied() {
             None,
         )
         .await;
-    assert_eq!(r.body["properties"]["pricingModel"]["type"], "pace");
+    assert_eq!(r.body["properties"]["pricingModel"]["type"], "revenue");
     assert_eq!(r.body["items"], json!(["ga-1"]));
     let r = h
         .call(

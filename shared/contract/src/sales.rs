@@ -19,7 +19,7 @@ pub async fn project_sales_contract<S: InstanceStore + StateStore + ProjectSales
             .await
             .expect("create");
         let mut a = product("a", 1);
-        a.demand.record(3 + n as i64, 50.0, Some(0.5), 50.0);
+        a.demand.record(3 + n as i64, 50.0, Some(0.5), 50.0, None);
         let commit = Commit {
             expected_applied: 0,
             header: header(1, serde_json::json!({})),

@@ -376,7 +376,7 @@ impl InstanceState {
                 dirty.items.insert(sale.item_id.clone());
                 let item = &self.items[&sale.item_id];
                 if let Some(product) = self.products.get_mut(&product_id) {
-                    record_product_sale(&mut product.demand, item, sale.quantity, sale.price, at);
+                    record_product_sale(product, item, sale.quantity, sale.price, at);
                     if from_pool > 0 && product.reserved > 0 {
                         product.reserved -= from_pool.min(product.reserved);
                     }

@@ -90,6 +90,10 @@ pub struct ProductSales {
     /// Units sold net of returns (to tell a sell-out).
     #[serde(default)]
     pub net_sold: i64,
+    /// The elapsed share at which the product first sold out (its capacity less its
+    /// reservations gone): the curve learner reads no demand after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sold_out_at: Option<f64>,
 }
 
 impl ProductSales {
@@ -97,9 +101,20 @@ impl ProductSales {
         self.bins.is_empty() && self.net_sold == 0
     }
 
-    /// Records a sale (`units` > 0) or a return (`units` < 0) at elapsed share `tau`.
-    pub fn record(&mut self, units: i64, price: f64, tau: Option<f64>, default: f64) {
+    /// Records a sale (`units` > 0) or a return (`units` < 0) at elapsed share `tau`;
+    /// `left` is what the product has left to sell after it, when it has a capacity.
+    pub fn record(
+        &mut self,
+        units: i64,
+        price: f64,
+        tau: Option<f64>,
+        default: f64,
+        left: Option<i64>,
+    ) {
         self.net_sold = self.net_sold.saturating_add(units);
+        if self.sold_out_at.is_none() && units > 0 && left.is_some_and(|l| l <= 0) {
+            self.sold_out_at = tau.map(|t| t.clamp(0.0, 1.0));
+        }
         let (Some(tau), true) = (tau, units > 0 && price.is_finite() && price >= 0.0) else {
             return;
         };
@@ -169,10 +184,12 @@ pub struct Curve {
 }
 
 impl Curve {
-    /// The curve of a new project: demand rising steadily toward the event, density
-    /// proportional to `1 + tau` (42 % of it in the first half of the period).
+    /// The curve of a new project: flat. With it the model raises prices when sales run
+    /// ahead but never cuts below the default (see `revenue`), so a flat prior reads
+    /// neither a late surge nor a slow start as weak demand, and does not chase early
+    /// sales that a rising prior would call strong.
     pub fn prior() -> Curve {
-        Curve::from_density(|tau| 1.0 + tau)
+        Curve::flat()
     }
 
     /// A flat curve (every bin the same share).
@@ -233,8 +250,8 @@ pub struct PastSales {
     pub bins: [f64; CURVE_BINS],
     /// Sum of units * relative price per bin.
     pub relative: [f64; CURVE_BINS],
-    /// Whether the product sold out: bins from the last one with a sale on are censored.
-    pub sold_out: bool,
+    /// When the product sold out (elapsed share): no demand is read after it.
+    pub sold_out_at: Option<f64>,
 }
 
 impl PastSales {
@@ -242,7 +259,7 @@ impl PastSales {
         PastSales {
             bins: [0.0; CURVE_BINS],
             relative: [0.0; CURVE_BINS],
-            sold_out: false,
+            sold_out_at: None,
         }
     }
 
@@ -255,13 +272,18 @@ impl PastSales {
                 past.relative[k] = relative;
             }
         }
-        past.sold_out = capacity.is_some_and(|c| {
-            sales
-                .net_sold
-                .max(0)
-                .unsigned_abs()
-                .saturating_add(reserved)
-                >= c
+        past.sold_out_at = sales.sold_out_at.or_else(|| {
+            // Sold out without a time (sales without timestamps): after the last sale.
+            let out = capacity.is_some_and(|c| {
+                sales
+                    .net_sold
+                    .max(0)
+                    .unsigned_abs()
+                    .saturating_add(reserved)
+                    >= c
+            });
+            let last = past.bins.iter().rposition(|&u| u > 0.0)?;
+            out.then_some((last + 1) as f64 / CURVE_BINS as f64)
         });
         past
     }
@@ -281,62 +303,107 @@ impl Default for PastSales {
 const CURVE_PRIOR_UNITS: f64 = 30.0;
 
 /// Learns a booking curve from past instances' sales of a product, adjusted for the
-/// prices they were sold at (a unit sold at a price above the default counts for more
-/// demand: `exp(relative - 1)`, the price response the prior assumes at the default
-/// price), with censoring after a sell-out. `None` without any usable sale.
-///
-/// Each instance has its own level: the fit alternates between the levels and the curve
-/// (a multiplicative Poisson model), starting from the prior and shrunk toward it by
-/// [`CURVE_PRIOR_UNITS`].
+/// prices they were sold at, with censoring after a sell-out. `None` without any usable
+/// sale. See [`learn`].
 pub fn learn_curve(past: &[PastSales]) -> Option<Curve> {
-    let prior = Curve::prior();
-    let rows: Vec<([f64; CURVE_BINS], usize)> = past
+    learn(past).map(|l| l.curve)
+}
+
+/// What past instances teach about a product.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Learned {
+    pub curve: Curve,
+    /// Units a whole period sells at the default prices (the mean over the instances).
+    pub level: f64,
+}
+
+/// The price response `b * d` assumed before any price variation was seen: demand falls
+/// by `exp(-1.5)` when the price rises by its default (the default is a clearing price,
+/// above the revenue-maximising one).
+pub const PRIOR_RELATIVE_RESPONSE: f64 = 1.5;
+
+/// Learns from past instances of a product:
+/// 1. each instance's units per bin are adjusted to the default price with the prior
+///    price response (`units * exp(1.5 * (relative - 1))`); bins after a sell-out are
+///    not read, and bins no instance read are taken to be at least as dense as the last
+///    ones read (booking curves rise toward the event);
+/// 2. the curve and each instance's level are fitted by alternating (a multiplicative
+///    Poisson model), shrunk toward the prior curve by [`CURVE_PRIOR_UNITS`].
+pub fn learn(past: &[PastSales]) -> Option<Learned> {
+    let rows: Vec<&PastSales> = past
         .iter()
-        .filter(|p| p.units() > 0.0)
+        .filter(|p| p.units() > 0.0 && p.sold_out_at.is_none_or(|t| t > 0.0))
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let (curve, levels) = fit_curve(&rows, PRIOR_RELATIVE_RESPONSE);
+    Some(Learned {
+        curve,
+        level: levels.iter().sum::<f64>() / levels.len() as f64,
+    })
+}
+
+/// The observed fraction of each bin: 1 before a sell-out, the part before it in its bin.
+fn observed(p: &PastSales) -> [f64; CURVE_BINS] {
+    let mut observed = [1.0; CURVE_BINS];
+    if let Some(out) = p.sold_out_at {
+        let x = out.clamp(0.0, 1.0) * CURVE_BINS as f64;
+        for (k, o) in observed.iter_mut().enumerate() {
+            *o = (x - k as f64).clamp(0.0, 1.0);
+        }
+    }
+    observed
+}
+
+/// [`learn`] with the relative price response `response`.
+fn fit_curve(rows: &[&PastSales], response: f64) -> (Curve, Vec<f64>) {
+    let prior = Curve::prior();
+    let data: Vec<([f64; CURVE_BINS], [f64; CURVE_BINS])> = rows
+        .iter()
         .map(|p| {
             let mut adjusted = [0.0; CURVE_BINS];
             for ((slot, &units), &relative) in adjusted.iter_mut().zip(&p.bins).zip(&p.relative) {
                 if units > 0.0 {
                     let r = relative / units;
-                    *slot = units * (r - 1.0).clamp(-3.0, 3.0).exp();
+                    *slot = units * (response * (r - 1.0)).clamp(-5.0, 5.0).exp();
                 }
             }
-            // Observed bins: all, or up to (not including) the bin that sold out.
-            let observed = if p.sold_out {
-                p.bins.iter().rposition(|&u| u > 0.0).unwrap_or(0)
-            } else {
-                CURVE_BINS
-            };
-            (adjusted, observed)
+            (adjusted, observed(p))
         })
-        .filter(|(_, observed)| *observed > 0)
         .collect();
-    if rows.is_empty() {
-        return None;
-    }
+    let read = data
+        .iter()
+        .filter_map(|(_, o)| o.iter().rposition(|&f| f > 0.0))
+        .max()
+        .unwrap_or(CURVE_BINS - 1);
     let mut g = prior.bins.clone();
-    let mut levels = vec![0.0; rows.len()];
+    let mut levels = vec![0.0; data.len()];
     for _ in 0..25 {
-        for (j, (adjusted, observed)) in rows.iter().enumerate() {
-            let seen: f64 = g[..*observed].iter().sum();
-            let units: f64 = adjusted[..*observed].iter().sum();
+        for (j, (adjusted, observed)) in data.iter().enumerate() {
+            let seen: f64 = g.iter().zip(observed).map(|(g, o)| g * o).sum();
+            let units: f64 = adjusted.iter().sum();
             levels[j] = if seen > 0.0 { units / seen } else { 0.0 };
         }
         let mut next = vec![0.0; CURVE_BINS];
         for (k, slot) in next.iter_mut().enumerate() {
             let mut units = CURVE_PRIOR_UNITS * prior.bins[k];
             let mut level = CURVE_PRIOR_UNITS;
-            for (j, (adjusted, observed)) in rows.iter().enumerate() {
-                if k < *observed {
-                    units += adjusted[k];
-                    level += levels[j];
-                }
+            for (j, (adjusted, observed)) in data.iter().enumerate() {
+                units += adjusted[k];
+                level += levels[j] * observed[k];
             }
             *slot = units / level;
         }
+        // The density of the last bins read (three: one partly read bin is noisy).
+        let last = &next[read.saturating_sub(2)..=read];
+        let floor = last.iter().sum::<f64>() / last.len() as f64;
+        for v in next.iter_mut().skip(read + 1) {
+            *v = v.max(floor);
+        }
         g = Curve::normalised(next).bins;
     }
-    Some(Curve { bins: g })
+    (Curve { bins: g }, levels)
 }
 
 /// What the user told the service about an item, the priors of [`fit`].
@@ -348,15 +415,16 @@ pub struct Prior {
     pub default: f64,
     /// Standard deviation of log(level).
     pub level_sd: f64,
+    /// The price response relative to the default price (`b * d`).
+    pub relative_response: f64,
     /// Standard deviation of the price response, relative to its prior.
     pub response_sd: f64,
 }
 
 impl Prior {
-    /// The prior price response: the default price maximises revenue when capacity does
-    /// not bind (`b * d = 1`).
+    /// The prior price response `b`.
     pub fn response(&self) -> f64 {
-        1.0 / self.default.max(1e-6)
+        self.relative_response / self.default.max(1e-6)
     }
 }
 

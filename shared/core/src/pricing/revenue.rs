@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::demand::{self, Curve, Estimate, Exposure, PastSales, Prior, SalesStats};
+use super::demand::{self, Curve, Estimate, Exposure, Learned, PastSales, Prior, SalesStats};
 use super::explain::{ModelExplanation, ModelNote};
 use super::models::elapsed_share;
 use crate::ids::{ItemId, ProductId};
@@ -26,6 +26,8 @@ use crate::time::Timestamp;
 /// Standard deviation of log(level) in the prior: demand 40 % off the user's belief is
 /// within one sd.
 const LEVEL_SD: f64 = 0.5;
+/// Standard deviation of log(level) when the prior level comes from past instances.
+const HISTORY_LEVEL_SD: f64 = 0.35;
 /// Standard deviation of the price response, relative to the prior response.
 const RESPONSE_SD: f64 = 0.5;
 /// The weight of the data against a booking curve that is only the prior: a late surge
@@ -49,8 +51,8 @@ pub enum CurveSource {
 /// Booking curves learned from a project's past instances.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProjectHistory {
-    products: BTreeMap<ProductId, Curve>,
-    pooled: Option<Curve>,
+    products: BTreeMap<ProductId, Learned>,
+    pooled: Option<Learned>,
 }
 
 impl ProjectHistory {
@@ -77,19 +79,24 @@ impl ProjectHistory {
         ProjectHistory {
             products: by_product
                 .into_iter()
-                .filter_map(|(id, sales)| demand::learn_curve(&sales).map(|c| (id, c)))
+                .filter_map(|(id, sales)| demand::learn(&sales).map(|c| (id, c)))
                 .collect(),
-            pooled: demand::learn_curve(&all),
+            pooled: demand::learn(&all),
         }
     }
 
     /// The curve for `product`, and where it comes from.
     pub fn curve(&self, product: &ProductId) -> (Curve, CurveSource) {
         match (self.products.get(product), &self.pooled) {
-            (Some(c), _) => (c.clone(), CurveSource::Learned),
-            (None, Some(c)) => (c.clone(), CurveSource::Project),
+            (Some(l), _) => (l.curve.clone(), CurveSource::Learned),
+            (None, Some(l)) => (l.curve.clone(), CurveSource::Project),
             (None, None) => (Curve::prior(), CurveSource::Prior),
         }
+    }
+
+    /// What the past instances of `product` showed, when it has any.
+    pub fn learned(&self, product: &ProductId) -> Option<&Learned> {
+        self.products.get(product)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -124,6 +131,10 @@ struct Solving<'a> {
     item: &'a ItemState,
     estimate: Estimate,
     default: f64,
+    /// The lowest model price: the item's min, or its default price while the booking
+    /// curve is only the prior (a late surge and weak demand look alike early: without a
+    /// learned curve the model raises prices on evidence but does not cut below the
+    /// user's default).
     min: f64,
     max: f64,
     tau: f64,
@@ -163,7 +174,15 @@ impl ProductPlan {
             CurveSource::Learned | CurveSource::Project => 1.0,
         };
         let share = 1.0 / items.len().max(1) as f64;
-        let believed = product.properties.expected_sales * capacity as f64;
+        // The level the product's past instances showed, else what the user expects.
+        let learned = history.learned(&product.product_id);
+        let (believed, level_sd) = match learned {
+            Some(l) => (l.level, HISTORY_LEVEL_SD),
+            None => (
+                product.properties.expected_sales * capacity as f64,
+                LEVEL_SD,
+            ),
+        };
         let solving: Vec<Solving<'_>> = items
             .iter()
             .map(|item| {
@@ -174,7 +193,8 @@ impl ProductPlan {
                 let prior = Prior {
                     level: (believed * share).max(0.5),
                     default,
-                    level_sd: LEVEL_SD,
+                    level_sd,
+                    relative_response: demand::PRIOR_RELATIVE_RESPONSE,
                     response_sd: RESPONSE_SD,
                 };
                 let estimate = demand::fit(&prior, &item.demand, &exposure, evidence);
@@ -182,7 +202,11 @@ impl ProductPlan {
                     item,
                     estimate,
                     default,
-                    min: ps.min.to_f64(),
+                    min: if source == CurveSource::Prior {
+                        ps.min.to_f64().max(default * ps.multiplier)
+                    } else {
+                        ps.min.to_f64()
+                    },
                     max: ps.max.to_f64(),
                     tau,
                     remaining: 1.0 - curve.cumulative(tau),
@@ -383,18 +407,25 @@ pub fn record_sale(
 
 /// The product's share of an `itemSale` of `item` (`units` < 0: a return).
 pub fn record_product_sale(
-    sales: &mut demand::ProductSales,
+    product: &mut ProductState,
     item: &ItemState,
     units: i64,
     price: Money,
     at: Option<Timestamp>,
 ) {
     let tau = at.map(|t| elapsed_share(&item.properties.sales_period, t));
-    sales.record(
+    let left = product.properties.capacity.map(|c| {
+        let c = i64::try_from(c).unwrap_or(i64::MAX);
+        let reserved = i64::try_from(product.reserved).unwrap_or(i64::MAX);
+        c.saturating_sub(reserved)
+            .saturating_sub(product.demand.net_sold.saturating_add(units))
+    });
+    product.demand.record(
         units,
         price.to_f64(),
         tau,
         item.properties.price_settings.default.to_f64(),
+        left,
     );
 }
 

@@ -53,6 +53,7 @@ fn weak_prior(d: f64) -> Prior {
         level: 100.0,
         default: d,
         level_sd: 3.0,
+        relative_response: 1.0,
         response_sd: 3.0,
     }
 }
@@ -82,6 +83,7 @@ fn without_data_the_fit_is_the_prior() {
         level: 180.0,
         default: 60.0,
         level_sd: 0.5,
+        relative_response: 1.0,
         response_sd: 0.5,
     };
     let est = fit(&prior, &SalesStats::default(), &Exposure::default(), 1.0);
@@ -97,6 +99,7 @@ fn less_evidence_stays_closer_to_the_prior() {
         level: 300.0,
         default: d,
         level_sd: 0.5,
+        relative_response: 1.0,
         response_sd: 0.5,
     };
     let full = fit(&prior, &sales, &exposure, 1.0);
@@ -186,7 +189,7 @@ fn a_sell_out_censors_the_bins_after_it() {
         p.bins[k] = 20.0;
         p.relative[k] = 20.0;
     }
-    p.sold_out = true;
+    p.sold_out_at = Some(0.6);
     let learned = learn_curve(&[p.clone(), p]).expect("a curve");
     let late = 1.0 - learned.cumulative(0.6);
     assert!(late > 0.3, "the late share stays near the prior's: {late}");

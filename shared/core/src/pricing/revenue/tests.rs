@@ -77,7 +77,7 @@ fn sell(b: &mut Builder, item: &str, units: u64, price: f64, day: u32) {
     let it = &b.state.items[&id(item)];
     let product = b.state.products.get_mut(&it.product_id).expect("product");
     record_product_sale(
-        &mut product.demand,
+        product,
         it,
         units as i64,
         Money::from_f64(price).expect("money"),
@@ -203,4 +203,27 @@ fn the_explanation_serializes_with_the_model_name() {
     ] {
         assert!(json["model"].get(key).is_some(), "{key} in {json}");
     }
+}
+
+#[test]
+fn past_instances_set_the_demand_level_before_any_sale() {
+    // The past edition sold 120 units at the default over its first 20 days, then sold
+    // out: a level of about 180 over a whole period (the user said 0.5 * 200 = 100).
+    let mut past = one_item(0.5);
+    past.state
+        .products
+        .values_mut()
+        .for_each(|p| p.properties.capacity = Some(120));
+    for day in 1..=20 {
+        sell(&mut past, "ga", 6, 60.0, day);
+    }
+    let history = ProjectHistory::learn([&past.state]);
+    let level = history
+        .learned(&ProductId::parse("p").expect("id"))
+        .expect("learned")
+        .level;
+    assert!((150.0..230.0).contains(&level), "level {level}");
+    let c = run(&one_item(0.5).state, at(1), &history);
+    let e = explanation(&c, "ga");
+    assert!((e.demand_level / level - 1.0).abs() < 0.05, "{e:?}");
 }
