@@ -312,7 +312,10 @@ impl InstanceState {
                         props = item_props_from_doc(map, "", errors);
                     }
                 })?;
-                item.properties = props.ok_or_else(|| invalid("properties are not an object"))?;
+                let props = props.ok_or_else(|| invalid("properties are not an object"))?;
+                // Stored is the typed form, defaults included: it must fit the limits too.
+                checked_document(&props_document(&props), "/data/patch")?;
+                item.properties = props;
                 item.seq = seq;
                 dirty.items.insert(item_id.clone());
             }
@@ -325,8 +328,9 @@ impl InstanceState {
                         props = product_props_from_doc(map, "", errors);
                     }
                 })?;
-                product.properties =
-                    props.ok_or_else(|| invalid("properties are not an object"))?;
+                let props = props.ok_or_else(|| invalid("properties are not an object"))?;
+                checked_document(&props_document(&props), "/data/patch")?;
+                product.properties = props;
                 product.seq = seq;
                 dirty.products.insert(product_id.clone());
             }
