@@ -1,5 +1,5 @@
 //! The `revenue` model: learns each item's demand from the sales the service sees and
-//! re-solves the product's remaining problem at every calculation.
+//! re-solves the product's remaining problem at every calculation (docs/pricing.md).
 //!
 //! For a product with `units_left` units shared by its items, item `i` at price `p` is
 //! expected to sell `D_i(p) = A_i * R_i * exp(-b_i * (p - d_i))` over the rest of its
@@ -8,8 +8,10 @@
 //! item at `p_i = clamp(lambda + 1 / b_i, min_i, max_i)`, the price that maximises
 //! `(p - lambda) * D_i(p)`: with capacity to spare `lambda = 0` and each item sits at its
 //! revenue-maximising price; when the believed demand exceeds the units left, `lambda`
-//! rises until it does not. Estimates come from [`demand::fit`], the curve from the
-//! project's past instances ([`ProjectHistory`]) or the prior.
+//! rises until it does not. Estimates come from [`demand::fit`]; the curve and the prior
+//! demand level from the project's past instances ([`ProjectHistory`]), else the flat
+//! prior curve and the user's `expectedSales` — and then the model does not cut below the
+//! default price (early on, a late surge and weak demand look alike).
 
 use std::collections::BTreeMap;
 
