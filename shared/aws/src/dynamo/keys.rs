@@ -93,6 +93,13 @@ pub(crate) fn dedupe_sk(transaction_id: &str) -> String {
     format!("T#{transaction_id}")
 }
 
+/// The commit record of a leased append (see `log.rs`): its lease's writes are committed.
+pub(crate) const APPEND_PREFIX: &str = "APPEND#";
+
+pub(crate) fn append_sk(lease: &str) -> String {
+    format!("{APPEND_PREFIX}{lease}")
+}
+
 pub(crate) fn item_sk(id: &str) -> String {
     format!("{ITEM_PREFIX}{id}")
 }
@@ -248,6 +255,7 @@ mod tests {
         // The state range holds HEAD, items, LOG and products, nothing else.
         let inside = ["HEAD", "ITEM#a", "LOG", "PROD#~~~", "PROD#zz"];
         let outside = [
+            "APPEND#a_01J0000000000000000000000",
             "E#00000000000000000001",
             "EVENT#x",
             "EVLOG#1",

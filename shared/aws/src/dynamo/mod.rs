@@ -8,9 +8,10 @@
 //! | `T#{tenant}` | `P#{pid}` | the tenant's listing copy of the project |
 //! | `P#{pid}` | `I#{iid}` | instance configuration |
 //! | `I#{pid}/{iid}` | `HEAD` | state header (`record`, `applied_seq`, `rev`) |
-//! | `I#{pid}/{iid}` | `LOG` | log head (`last_seq`); `gsi1pk`/`gsi1sk` = backlog marker |
-//! | `I#{pid}/{iid}` | `E#{seq:020}` | log entry |
-//! | `I#{pid}/{iid}` | `T#{transactionId}` | dedupe marker (`seq`) |
+//! | `I#{pid}/{iid}` | `LOG` | log head (`last_seq`, `lease`); `gsi1pk`/`gsi1sk` = backlog marker |
+//! | `I#{pid}/{iid}` | `E#{seq:020}` | log entry (visible up to `last_seq`) |
+//! | `I#{pid}/{iid}` | `T#{transactionId}` | dedupe marker (`seq`, `lease`?) |
+//! | `I#{pid}/{iid}` | `APPEND#{lease}` | commit record of an append of several transactions |
 //! | `I#{pid}/{iid}` | `ITEM#{id}`, `PROD#{id}` | item and product state |
 //! | `I#{pid}/{iid}` | `EVENT#{id}` | event (`record`, `batch`, `idx`) |
 //! | `I#{pid}/{iid}` | `EVLOG#{batch:020}` | the ids of the events one write stored, in order |
