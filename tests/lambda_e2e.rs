@@ -14,7 +14,7 @@ use lambda_http::{Adapter, Context, LambdaEvent, Service};
 use pricing_aws::Config;
 use pricing_core::ids::{InstanceId, InstanceKey, ProjectId};
 use pricing_core::model::NewEntry;
-use pricing_core::ports::EntryLog;
+use pricing_core::ports::{EntryLog, EventStore};
 use pricing_core::process::Processor;
 use pricing_core::time::Timestamp;
 use pricing_lambda::handlers::{scheduled_sweep, work_message};
@@ -958,4 +958,204 @@ async fn the_management_api_needs_no_private_key() {
     )
     .await;
     assert_eq!(s, 500, "it cannot sign entries: {body}");
+}
+
+/// Hands what `queue_url` holds to the handlers, as the event source mapping would, and
+/// deletes what they did not fail; every message must succeed. Returns how many there were.
+async fn drain(aws: &Aws, processor: &Processor, queue_url: &str) -> usize {
+    let (event, receipts) = poll_sqs(aws, queue_url).await;
+    let records = event.records.len();
+    let response = handle_batch(event.clone(), |m| {
+        work_message(processor, &aws.store, &aws.queues, m)
+    })
+    .await;
+    let failed: Vec<String> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    delete_succeeded(aws, queue_url, &event, &receipts, &failed).await;
+    records
+}
+
+/// An RFC 3339 time `days` (may be fractional or negative) after `t`.
+fn days_after(t: Timestamp, days: f64) -> String {
+    Timestamp::from_millis(t.millis() + (days * 86_400_000.0) as i64)
+        .unwrap()
+        .to_rfc3339()
+}
+
+/// The default model end to end on DynamoDB: a product without `pricingModel` is priced by
+/// `revenue`, which learns from `itemSale` entries (strong early sales raise the price),
+/// learns the booking curve of a later instance from the project's earlier one
+/// (`past_products` on DynamoDB), and carries each item's exposure from one calculation
+/// to the next through the stored latest prices.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_revenue_model_learns_from_sales_and_from_other_instances() {
+    let env = pricing_emulator::provision("lambda-revenue");
+    let config = Config::from_map(&env).expect("the provisioned environment is complete");
+    let sdk = pricing_aws::emulator::emulator_sdk_config(pricing_emulator::endpoint()).await;
+    let aws = Aws::with_sdk(config, sdk);
+    aws.maintain_keys(None).await.expect("bootstrap");
+    let entries_api = aws.api_router().await.expect("entries-api cold start");
+    let management_api = aws.management_router().await.expect("management-api");
+    let manage = |method: &str, path: &str, body: Option<Value>| {
+        invoke(
+            &management_api,
+            http_event(method, path, "/{proxy+}", body, "acme"),
+        )
+    };
+    let (s, b) = manage("POST", "/projects", Some(json!({"projectId": "tour"}))).await;
+    assert_eq!(s, 201, "{b}");
+    let submit = |instance: &str, entries: Value| {
+        let path = format!("/projects/tour/instances/{instance}/entries");
+        let event = http_event(
+            "POST",
+            &path,
+            "/projects/{projectId}/instances/{instanceId}/entries",
+            Some(json!({ "entries": entries })),
+            "acme",
+        );
+        invoke(&entries_api, event)
+    };
+    // Prices on demand: calculatePrices, then the recalculator handler (a cold start
+    // each time: the previous prices and exposures come from DynamoDB); returns the item's
+    // newest priceHistory entry.
+    let calculate = async |instance: &str| {
+        let (s, b) = manage(
+            "POST",
+            "/projects/tour/calculatePrices",
+            Some(json!({"instanceIds": [instance]})),
+        )
+        .await;
+        assert_eq!(s, 202, "{b}");
+        let calculation = b["calculations"][0]["calculationId"].clone();
+        let recalculator = Processor::new();
+        assert_eq!(
+            drain(&aws, &recalculator, &aws.config.recalc_queue_url).await,
+            1
+        );
+        let path = format!("/projects/tour/instances/{instance}/items/hall-ga/priceHistory");
+        let (s, history) = manage("GET", &path, None).await;
+        assert_eq!(s, 200, "{history}");
+        let newest = history["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .max_by_key(|e| e["sequence"].as_u64())
+            .cloned()
+            .unwrap();
+        assert_eq!(newest["calculationId"], calculation);
+        newest
+    };
+    let registrations = |start: &str, end: &str| {
+        json!([
+            {"type": "productRegistration", "transactionId": "p",
+                "data": {"productId": "hall", "capacity": 200, "expectedSales": 0.9}},
+            {"type": "itemRegistration", "transactionId": "i",
+                "data": {"itemId": "hall-ga", "productId": "hall",
+                "salesPeriod": {"start": start, "end": end},
+                "priceSettings": {"min": 20, "max": 200, "default": 60}}},
+        ])
+    };
+    let now = Timestamp::now();
+    let processor = Processor::new();
+
+    // Night 1: a 30-day sales period, a third gone; 150 of 200 units sold at the default
+    // price in those ten days.
+    let (s, b) = manage(
+        "POST",
+        "/projects/tour/instances",
+        Some(json!({"instanceId": "night-1"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    let start = days_after(now, -10.0);
+    let mut entries = registrations(&start, &days_after(now, 20.0));
+    for day in 0..10 {
+        entries.as_array_mut().unwrap().push(json!({
+            "type": "itemSale", "transactionId": format!("s{day}"),
+            "data": {"itemId": "hall-ga", "quantity": 15, "price": 60,
+                "soldAt": days_after(now, f64::from(day) - 9.5)}
+        }));
+    }
+    let (s, b) = submit("night-1", entries).await;
+    assert_eq!((s, b["accepted"].as_u64()), (200, Some(12)), "{b}");
+    assert!(drain(&aws, &processor, &aws.config.process_queue_url).await >= 1);
+
+    let first = calculate("night-1").await;
+    let model = &first["explanation"]["model"];
+    assert_eq!(model["type"], "revenue", "{first}");
+    for field in [
+        "demandLevel",
+        "priceResponse",
+        "bidPrice",
+        "expectedSales",
+        "timeLeft",
+        "demandObserved",
+    ] {
+        assert!(model[field].as_f64().is_some(), "{field}: {model}");
+    }
+    assert_eq!(model["unitsLeft"], 50, "{model}");
+    assert_eq!(model["unitsObserved"], 150, "{model}");
+    assert_eq!(model["curve"], "prior", "no other instance has sales yet");
+    let price = first["price"].as_f64().unwrap();
+    assert!(
+        price > 60.0,
+        "strong early sales raise the price: {price} ({model})"
+    );
+    assert!(model["bidPrice"].as_f64().unwrap() > 0.0, "{model}");
+    assert!(model["demandLevel"].as_f64().unwrap() > 180.0, "{model}");
+    assert!(first["exposure"]["levels"].is_array(), "{first}");
+    // The calculation's prices.updated event carries the same price.
+    let key = InstanceKey::new(
+        ProjectId::parse("tour").unwrap(),
+        InstanceId::parse("night-1").unwrap(),
+    );
+    let events = aws.store.list_events(&key, None, 100).await.unwrap();
+    let updated: Vec<_> = events
+        .iter()
+        .filter(|e| e.event_type == "prices.updated")
+        .collect();
+    assert_eq!(updated.len(), 1, "{events:?}");
+    assert_eq!(updated[0].data["calculationId"], first["calculationId"]);
+    assert_eq!(updated[0].data["prices"][0]["price"], first["price"]);
+
+    // Night 2 of the same tour, three days into its own 30-day period and no sales yet:
+    // its booking curve is learned from night 1's product record.
+    let (s, b) = manage(
+        "POST",
+        "/projects/tour/instances",
+        Some(json!({"instanceId": "night-2"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    let entries = registrations(&days_after(now, -3.0), &days_after(now, 27.0));
+    let (s, b) = submit("night-2", entries).await;
+    assert_eq!((s, b["accepted"].as_u64()), (200, Some(2)), "{b}");
+    assert!(drain(&aws, &processor, &aws.config.process_queue_url).await >= 1);
+
+    let a = calculate("night-2").await;
+    let model_a = a["explanation"]["model"].clone();
+    assert_eq!(model_a["type"], "revenue", "{a}");
+    assert_eq!(model_a["curve"], "learned", "{model_a}");
+    assert_eq!(model_a["unitsObserved"], 0, "{model_a}");
+    let observed_a = model_a["demandObserved"].as_f64().unwrap();
+    assert!(observed_a > 0.0, "{model_a}");
+    // Nothing carried yet: the exposure so far is at the default price.
+    assert_eq!(a["exposure"]["levels"], json!([[60.0, observed_a]]), "{a}");
+
+    // The next calculation starts from the exposure stored with the first one.
+    let b = calculate("night-2").await;
+    let model_b = &b["explanation"]["model"];
+    assert_eq!(model_b["curve"], "learned", "{model_b}");
+    assert_eq!(b["previousPrice"], a["price"]);
+    let observed_b = model_b["demandObserved"].as_f64().unwrap();
+    assert!(observed_b >= observed_a, "{model_a} then {model_b}");
+    let levels = b["exposure"]["levels"].as_array().unwrap();
+    assert_eq!(levels[0], json!([60.0, observed_a]), "carried: {b}");
+    if a["price"].as_f64() != Some(60.0) && levels.len() > 1 {
+        assert_eq!(levels[1][0], a["price"], "then at the first price: {b}");
+    }
 }
