@@ -882,7 +882,11 @@ fn pool_sales_consume_item_then_product_reservations() {
     assert_eq!(t.product_counts("P"), counts(0, 8, 92, 0));
     let d = t.ok(&pool_sale("A", 2));
     assert_eq!((t.item("A").reserved, t.product("P").reserved), (1, 5));
-    assert_eq!(d.products, BTreeSet::from([product_id("P")]), "its sales count");
+    assert_eq!(
+        d.products,
+        BTreeSet::from([product_id("P")]),
+        "its sales count"
+    );
     let p_seq = t.product("P").seq;
     let d = t.ok(&pool_sale("A", 4));
     assert_eq!((t.item("A").reserved, t.product("P").reserved), (0, 2));
