@@ -221,6 +221,19 @@ pub fn calculate_with(
     let previous = last.prices;
     let totals = state.product_totals();
     let main = models::main_date(&state.header.meta);
+    // The live items of each revenue-model product, grouped once (linear in items).
+    let mut live_items: BTreeMap<&ProductId, Vec<&ItemState>> = BTreeMap::new();
+    let revenue_products = state.products.values().any(|p| {
+        matches!(
+            p.properties.pricing_model,
+            crate::entry::PricingModel::Revenue { .. }
+        )
+    });
+    if revenue_products {
+        for item in state.items.values().filter(|i| !i.removed) {
+            live_items.entry(&item.product_id).or_default().push(item);
+        }
+    }
     let products: BTreeMap<&ProductId, ProductCtx> = state
         .products
         .values()
@@ -235,7 +248,7 @@ pub fn calculate_with(
             let prepared = match &p.properties.pricing_model {
                 crate::entry::PricingModel::Revenue { .. } => {
                     Prepared::Revenue(revenue::ProductPlan::new(
-                        state,
+                        live_items.get(&p.product_id).map_or(&[][..], Vec::as_slice),
                         p,
                         inputs.capacity,
                         t.sold.saturating_add(t.reserved),

@@ -148,7 +148,7 @@ struct Solving<'a> {
 impl ProductPlan {
     /// Learns and solves for the live items of `product`.
     pub(crate) fn new(
-        state: &InstanceState,
+        items: &[&ItemState],
         product: &ProductState,
         capacity: Option<u64>,
         committed: u64,
@@ -157,18 +157,13 @@ impl ProductPlan {
         now: Timestamp,
     ) -> ProductPlan {
         let (curve, source) = history.curve(&product.product_id);
-        let items: Vec<&ItemState> = state
-            .items
-            .values()
-            .filter(|i| !i.removed && i.product_id == product.product_id)
-            .collect();
         let Some(capacity) = capacity.filter(|c| *c > 0) else {
             let note = if capacity.is_none() {
                 ModelNote::NoCapacity
             } else {
                 ModelNote::ZeroCapacity
             };
-            return ProductPlan::fallback(&items, note, previous, &curve, now);
+            return ProductPlan::fallback(items, note, previous, &curve, now);
         };
         let units_left = capacity.saturating_sub(committed);
         let evidence = match source {
