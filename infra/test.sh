@@ -4,7 +4,8 @@
 #  2. checks template.yaml with cfn-lint
 #  3. starts one AWS API emulator (moto server) on a free loopback port for the whole run
 #  4. builds the workspace once and runs every test suite (embedded and AWS adapters,
-#     router, Lambda handlers on the emulator, end-to-end tests of the standalone binary)
+#     router, Lambda handlers on the emulator, end-to-end tests of the standalone binary,
+#     the fuzz corpus replay)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,3 +27,12 @@ export PRICING_EMULATOR_ENDPOINT="http://127.0.0.1:$port"
 echo "== AWS emulator (moto) at $PRICING_EMULATOR_ENDPOINT"
 
 cargo test --workspace --all-targets --locked "$@"
+
+# Fuzz smoke (docs/fuzzing.md): the cargo test above replays every file of fuzz/corpus/
+# through the fuzz harness (shared/core/tests/fuzz_corpus.rs, well under a second).
+# FUZZ_SECONDS=N also runs each libFuzzer target for N seconds; off by default, because
+# installing cargo-fuzz and building the sanitized targets takes about 5 minutes.
+if [ -n "${FUZZ_SECONDS:-}" ]; then
+  echo "== fuzz smoke: ${FUZZ_SECONDS} s per target"
+  infra/fuzz.sh smoke "$FUZZ_SECONDS"
+fi

@@ -160,6 +160,8 @@ def main():
                                          PRODUCT_PROPS, PRODUCT_PROPS_UPDATE, PRODUCT_META,
                                          REMOVAL])
     write("apply", "sales", base + [SALE, SALE, RETURN, BIG_RETURN, {"type": "itemSale", "data": {"itemId": "A", "quantity": 9223372036854775807, "price": 0}}, SALE])
+    huge = {"type": "itemSale", "data": {"itemId": "A", "quantity": 9223372036854775807, "price": 0}}
+    write("apply", "sold-saturates", base + [huge, huge, huge, {"type": "itemSale", "data": {"itemId": "A", "quantity": -9223372036854775807, "price": 0}}, SALE])
     write("apply", "removal", base + [REMOVAL, SALE_B, ITEM_B, {"type": "itemMetadata", "data": {"itemId": "B", "update": {"a": 1}}}])
     write("apply", "unknown", [SALE, ITEM, PRODUCT_PROPS, REMOVAL, PRODUCT, ITEM])
     write("apply", "strict", [PRODUCT_TIERS, PRODUCT_TIERS, PRODUCT, PRODUCT])
