@@ -358,9 +358,7 @@ fn revenue_instance() -> Warm {
                     units_left -= units;
                     let when =
                         at_ms(SALES_START_MS + k * spell + (spell as f64 * rng.next()) as i64);
-                    let mut stats = std::mem::take(&mut item.demand);
-                    record_sale(&mut stats, &item, units, price, Some(when));
-                    item.demand = stats;
+                    record_sale(&mut item, units, price, Some(when));
                     item.sold += units;
                     record_product_sale(&mut product, &item, units as i64, price, Some(when));
                 }

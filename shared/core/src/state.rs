@@ -357,15 +357,7 @@ impl InstanceState {
                     item.last_sale_at = Some(item.last_sale_at.map_or(at, |l| l.max(at)));
                 }
                 if sale.quantity > 0 {
-                    let mut demand = std::mem::take(&mut item.demand);
-                    record_sale(
-                        &mut demand,
-                        item,
-                        sale.quantity.unsigned_abs(),
-                        sale.price,
-                        at,
-                    );
-                    item.demand = demand;
+                    record_sale(item, sale.quantity.unsigned_abs(), sale.price, at);
                 }
                 item.seq = seq;
                 let mut from_pool = 0;

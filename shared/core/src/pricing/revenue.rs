@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::demand::{self, Curve, Estimate, Exposure, Learned, PastSales, Prior, SalesStats};
+use super::demand::{self, Curve, Estimate, Exposure, Learned, PastSales, Prior};
 use super::explain::{ModelExplanation, ModelNote};
 use super::models::elapsed_share;
 use crate::ids::{ItemId, ProductId};
@@ -386,15 +386,9 @@ pub struct RevenueExplanation {
 
 /// The sales stats an `itemSale` adds: bought units at the price paid, at the elapsed
 /// share of the item's sales period at `at` (no bin without a time).
-pub fn record_sale(
-    stats: &mut SalesStats,
-    item: &ItemState,
-    units: u64,
-    price: Money,
-    at: Option<Timestamp>,
-) {
+pub fn record_sale(item: &mut ItemState, units: u64, price: Money, at: Option<Timestamp>) {
     let tau = at.map(|t| elapsed_share(&item.properties.sales_period, t));
-    stats.record(
+    item.demand.record(
         units,
         price.to_f64(),
         tau,

@@ -65,15 +65,12 @@ fn one_item(expected_sales: f64) -> Builder {
 fn sell(b: &mut Builder, item: &str, units: u64, price: f64, day: u32) {
     let it = b.state.items.get_mut(&id(item)).expect("item");
     it.sold += units;
-    let mut demand = std::mem::take(&mut it.demand);
     record_sale(
-        &mut demand,
         it,
         units,
         Money::from_f64(price).expect("money"),
         Some(at(day)),
     );
-    it.demand = demand;
     let it = &b.state.items[&id(item)];
     let product = b.state.products.get_mut(&it.product_id).expect("product");
     record_product_sale(
