@@ -1,7 +1,10 @@
 //! ProjectSales: the product records of a project's other instances, newest first, bounded
-//! by instance count, never the asking instance's own nor another project's.
+//! by instance count, never the asking instance's own nor another project's; with their
+//! sales per share of the period and the period itself (how far an instance still selling
+//! has come).
 
 use pricing_core::ports::{Commit, InstanceStore, ProjectSales, StateStore};
+use pricing_core::time::{Period, Timestamp};
 
 use crate::fixtures::{Run, header, instance, product};
 
@@ -13,13 +16,19 @@ pub async fn project_sales_contract<S: InstanceStore + StateStore + ProjectSales
         run.key("p", "i3"),
         run.key("q", "i9"),
     ];
+    let period = Period::new(
+        Timestamp::parse("2026-06-01T00:00:00Z").expect("time"),
+        Timestamp::parse("2026-07-01T00:00:00Z").expect("time"),
+    )
+    .expect("period");
     for (n, key) in keys.iter().enumerate() {
         store
             .create_instance(&instance(key, "I"), &header(0, serde_json::json!({})))
             .await
             .expect("create");
         let mut a = product("a", 1);
-        a.demand.record(3 + n as i64, 50.0, Some(0.5), 50.0, None);
+        a.demand
+            .record(3 + n as i64, 50.0, Some(0.5), 50.0, None, &period);
         let commit = Commit {
             expected_applied: 0,
             header: header(1, serde_json::json!({})),
@@ -50,6 +59,11 @@ pub async fn project_sales_contract<S: InstanceStore + StateStore + ProjectSales
     assert_eq!(
         got[0].demand.bins[10], 5,
         "the sales per share of the period survive"
+    );
+    assert_eq!(
+        got[0].demand.period,
+        Some(period),
+        "and the period they are shares of (an instance still selling is read up to now)"
     );
     let newest = store
         .past_products(&keys[1], 1)

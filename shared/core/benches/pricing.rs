@@ -369,22 +369,28 @@ fn revenue_instance() -> Warm {
         }
         state.products.insert(product_id, product);
     }
-    // Three past instances: each product sold its whole period, on a rising curve.
+    // Three past instances, the periods before this one's: each product sold its whole
+    // period, on a rising curve.
     let mut past = Vec::new();
-    for _ in 0..3 {
+    for back in 1..=3 {
+        let shift = back * (SALES_END_MS - SALES_START_MS);
+        let past_period = Period::new(at_ms(SALES_START_MS - shift), at_ms(SALES_END_MS - shift))
+            .expect("valid period");
         for product in state.products.values() {
             let mut record = product.clone();
             record.demand = Default::default();
-            let item = state
+            let mut item = state
                 .items
                 .values()
                 .find(|i| i.product_id == product.product_id)
-                .expect("an item");
+                .expect("an item")
+                .clone();
+            item.properties.sales_period = past_period;
             let default = item.properties.price_settings.default;
             for _ in 0..400 {
-                let when = SALES_START_MS
+                let when = SALES_START_MS - shift
                     + ((SALES_END_MS - SALES_START_MS) as f64 * rng.next().sqrt()) as i64;
-                record_product_sale(&mut record, item, 60, default, Some(at_ms(when)));
+                record_product_sale(&mut record, &item, 60, default, Some(at_ms(when)));
             }
             past.push(record);
         }
@@ -422,7 +428,7 @@ fn revenue(c: &mut Criterion) {
         prices: &warm.prices,
         exposures: &warm.exposures,
     };
-    let history = ProjectHistory::from_products(&warm.past);
+    let history = ProjectHistory::from_products(&warm.past, warm.now);
     let new_project = ProjectHistory::default();
     let calculate_warm = |history: &ProjectHistory| {
         calculate_with(
@@ -458,7 +464,7 @@ fn revenue(c: &mut Criterion) {
         .collect();
     group.throughput(Throughput::Elements(ten.len() as u64));
     group.bench_function("learn_history_10x100", |b| {
-        b.iter(|| ProjectHistory::from_products(black_box(&ten)))
+        b.iter(|| ProjectHistory::from_products(black_box(&ten), warm.now))
     });
     group.finish();
 }

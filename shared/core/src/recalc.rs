@@ -113,7 +113,8 @@ where
     M: PriceMatchStore,
 {
     let key = instance.key();
-    let history = ProjectHistory::from_products(&sales.past_products(&key, PAST_INSTANCES).await?);
+    let history =
+        ProjectHistory::from_products(&sales.past_products(&key, PAST_INSTANCES).await?, now);
     let mut conflicts = 0;
     loop {
         if conflicts > 0

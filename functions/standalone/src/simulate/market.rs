@@ -52,18 +52,18 @@ pub struct PastInstance {
 }
 
 /// The project's past instances as the engine sees them: the instances and the booking
-/// curves they teach, learned once per instance priced (they do not change while it runs;
-/// the service learns them before each recalculation).
+/// curves they teach, learned once per instance priced at its start (they have ended and
+/// do not change while it runs; the service learns them before each recalculation).
 pub struct Past<'a> {
     pub instances: &'a [PastInstance],
     history: ProjectHistory,
 }
 
 impl<'a> Past<'a> {
-    pub fn new(instances: &'a [PastInstance]) -> Self {
+    pub fn new(instances: &'a [PastInstance], now: Timestamp) -> Self {
         Past {
             instances,
-            history: ProjectHistory::learn(instances.iter().map(|p| &p.state)),
+            history: ProjectHistory::learn(instances.iter().map(|p| &p.state), now),
         }
     }
 }
@@ -296,7 +296,7 @@ pub fn run_instance(
 ) -> Result<PastInstance, Error> {
     let start = instance_start(s, back)?;
     let mut state = instance_state(s, model, start)?;
-    let past = Past::new(past);
+    let past = Past::new(past, timestamp(start)?);
     let slots = s.slots;
     let mut calculations: Vec<Calculation> = Vec::with_capacity(slots as usize);
     let mut left = available(&state);

@@ -18,6 +18,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::models::elapsed_share;
+use crate::time::{Period, Timestamp};
+
 /// Bins of the booking curve over the sales period.
 pub const CURVE_BINS: usize = 20;
 /// Price levels kept in an [`Exposure`] (the closest two are merged beyond it).
@@ -94,6 +97,13 @@ pub struct ProductSales {
     /// reservations gone): the curve learner reads no demand after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sold_out_at: Option<f64>,
+    /// The period the bins are shares of: the latest start and the latest end among the
+    /// sales periods of the items that sold (`None` in records stored before it was kept:
+    /// read as ended). The share of it elapsed at a time is never more than any of those
+    /// items' own, so a learner reading an instance that is still selling takes the bins
+    /// still to come as unknown, never as no demand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<Period>,
 }
 
 impl ProductSales {
@@ -101,8 +111,9 @@ impl ProductSales {
         self.bins.is_empty() && self.net_sold == 0
     }
 
-    /// Records a sale (`units` > 0) or a return (`units` < 0) at elapsed share `tau`;
-    /// `left` is what the product has left to sell after it, when it has a capacity.
+    /// Records a sale (`units` > 0) or a return (`units` < 0) at elapsed share `tau` of
+    /// the selling item's sales `period`; `left` is what the product has left to sell
+    /// after it, when it has a capacity.
     pub fn record(
         &mut self,
         units: i64,
@@ -110,6 +121,7 @@ impl ProductSales {
         tau: Option<f64>,
         default: f64,
         left: Option<i64>,
+        period: &Period,
     ) {
         self.net_sold = self.net_sold.saturating_add(units);
         if self.sold_out_at.is_none() && units > 0 && left.is_some_and(|l| l <= 0) {
@@ -122,6 +134,13 @@ impl ProductSales {
             self.bins = vec![0; CURVE_BINS];
             self.relative = vec![0.0; CURVE_BINS];
         }
+        self.period = Some(match self.period {
+            Some(p) => Period {
+                start: p.start.max(period.start),
+                end: p.end.max(period.end),
+            },
+            None => *period,
+        });
         let bin = bin_of(tau);
         let units = units.unsigned_abs();
         self.bins[bin] = self.bins[bin].saturating_add(units);
@@ -252,6 +271,9 @@ pub struct PastSales {
     pub relative: [f64; CURVE_BINS],
     /// When the product sold out (elapsed share): no demand is read after it.
     pub sold_out_at: Option<f64>,
+    /// How far through its sales period the instance was when it was read (elapsed
+    /// share; 1 once the period has ended): the bins after it are unknown, not empty.
+    pub read_until: f64,
 }
 
 impl PastSales {
@@ -260,12 +282,21 @@ impl PastSales {
             bins: [0.0; CURVE_BINS],
             relative: [0.0; CURVE_BINS],
             sold_out_at: None,
+            read_until: 1.0,
         }
     }
 
-    /// A product's sales; `capacity` and `reserved` tell whether it sold out.
-    pub fn of_product(sales: &ProductSales, capacity: Option<u64>, reserved: u64) -> Self {
+    /// A product's sales as read at `now`; `capacity` and `reserved` tell whether it sold
+    /// out. An instance still selling (e.g. a festival's other day) is read up to the
+    /// share of its period elapsed at `now`.
+    pub fn of_product(
+        sales: &ProductSales,
+        capacity: Option<u64>,
+        reserved: u64,
+        now: Timestamp,
+    ) -> Self {
         let mut past = PastSales::new();
+        past.read_until = sales.period.map_or(1.0, |p| elapsed_share(&p, now));
         for (k, (&units, &relative)) in sales.bins.iter().zip(&sales.relative).enumerate() {
             if k < CURVE_BINS {
                 past.bins[k] = units as f64;
@@ -324,34 +355,49 @@ pub const PRIOR_RELATIVE_RESPONSE: f64 = 1.5;
 
 /// Learns from past instances of a product:
 /// 1. each instance's units per bin are adjusted to the default price with the prior
-///    price response (`units * exp(1.5 * (relative - 1))`); bins after a sell-out are
-///    not read, and bins no instance read are taken to be at least as dense as the last
-///    ones read (booking curves rise toward the event);
+///    price response (`units * exp(1.5 * (relative - 1))`); bins after a sell-out, and
+///    bins an instance still selling has not reached, are not read, and bins no instance
+///    read are taken to be at least as dense as the last ones read (booking curves rise
+///    toward the event);
 /// 2. the curve and each instance's level are fitted by alternating (a multiplicative
-///    Poisson model), shrunk toward the prior curve by [`CURVE_PRIOR_UNITS`].
+///    Poisson model), shrunk toward the prior curve by [`CURVE_PRIOR_UNITS`];
+/// 3. the level is the mean of the instances' levels, each weighted by the share of its
+///    demand (by the curve) that had passed when it was read: an ended instance counts
+///    fully, one still selling by how far it has come.
 pub fn learn(past: &[PastSales]) -> Option<Learned> {
     let rows: Vec<&PastSales> = past
         .iter()
-        .filter(|p| p.units() > 0.0 && p.sold_out_at.is_none_or(|t| t > 0.0))
+        .filter(|p| p.units() > 0.0 && read_end(p) > 0.0)
         .collect();
     if rows.is_empty() {
         return None;
     }
     let (curve, levels) = fit_curve(&rows, PRIOR_RELATIVE_RESPONSE);
-    Some(Learned {
-        curve,
-        level: levels.iter().sum::<f64>() / levels.len() as f64,
-    })
+    let (mut sum, mut weights) = (0.0, 0.0);
+    for (p, level) in rows.iter().zip(&levels) {
+        let weight = curve.cumulative(p.read_until);
+        sum += weight * level;
+        weights += weight;
+    }
+    let level = if weights > 0.0 { sum / weights } else { 0.0 };
+    Some(Learned { curve, level })
 }
 
-/// The observed fraction of each bin: 1 before a sell-out, the part before it in its bin.
+/// The elapsed share up to which an instance's sales tell demand: its sell-out or how far
+/// it had come when it was read, whichever is first.
+fn read_end(p: &PastSales) -> f64 {
+    let end = p.read_until.clamp(0.0, 1.0);
+    p.sold_out_at
+        .map_or(end, |out| out.clamp(0.0, 1.0).min(end))
+}
+
+/// The observed fraction of each bin: 1 before [`read_end`], the part before it in its
+/// bin, 0 after it.
 fn observed(p: &PastSales) -> [f64; CURVE_BINS] {
     let mut observed = [1.0; CURVE_BINS];
-    if let Some(out) = p.sold_out_at {
-        let x = out.clamp(0.0, 1.0) * CURVE_BINS as f64;
-        for (k, o) in observed.iter_mut().enumerate() {
-            *o = (x - k as f64).clamp(0.0, 1.0);
-        }
+    let x = read_end(p) * CURVE_BINS as f64;
+    for (k, o) in observed.iter_mut().enumerate() {
+        *o = (x - k as f64).clamp(0.0, 1.0);
     }
     observed
 }
@@ -362,14 +408,22 @@ fn fit_curve(rows: &[&PastSales], response: f64) -> (Curve, Vec<f64>) {
     let data: Vec<([f64; CURVE_BINS], [f64; CURVE_BINS])> = rows
         .iter()
         .map(|p| {
+            let observed = observed(p);
             let mut adjusted = [0.0; CURVE_BINS];
-            for ((slot, &units), &relative) in adjusted.iter_mut().zip(&p.bins).zip(&p.relative) {
-                if units > 0.0 {
+            for (((slot, &units), &relative), &o) in adjusted
+                .iter_mut()
+                .zip(&p.bins)
+                .zip(&p.relative)
+                .zip(&observed)
+            {
+                // Units in a bin not read at all (the sale that sold out at its very
+                // start) would be demand without exposure.
+                if units > 0.0 && o > 0.0 {
                     let r = relative / units;
                     *slot = units * (response * (r - 1.0)).clamp(-5.0, 5.0).exp();
                 }
             }
-            (adjusted, observed(p))
+            (adjusted, observed)
         })
         .collect();
     let read = data

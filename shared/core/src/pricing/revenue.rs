@@ -59,19 +59,26 @@ pub struct ProjectHistory {
 
 impl ProjectHistory {
     /// Learns the curves from the final (or current) states of the project's other
-    /// instances, adjusted for the prices they charged and censored after a sell-out.
-    pub fn learn<'a>(past: impl IntoIterator<Item = &'a InstanceState>) -> ProjectHistory {
-        ProjectHistory::from_products(past.into_iter().flat_map(|s| s.products.values()))
+    /// instances at `now`, adjusted for the prices they charged and censored after a
+    /// sell-out and, for an instance still selling, after `now`.
+    pub fn learn<'a>(
+        past: impl IntoIterator<Item = &'a InstanceState>,
+        now: Timestamp,
+    ) -> ProjectHistory {
+        ProjectHistory::from_products(past.into_iter().flat_map(|s| s.products.values()), now)
     }
 
-    /// Learns the curves from product records of the project's other instances (each
-    /// keeps its sales per share of the period: see `ProductSales`).
+    /// Learns the curves at `now` from product records of the project's other instances
+    /// (each keeps its sales per share of its period: see `ProductSales`). An instance
+    /// still selling at `now` (a festival's other day) is read up to where it is: what it
+    /// has not reached yet is unknown, not no demand.
     pub fn from_products<'a>(
         products: impl IntoIterator<Item = &'a ProductState>,
+        now: Timestamp,
     ) -> ProjectHistory {
         let mut by_product: BTreeMap<ProductId, Vec<PastSales>> = BTreeMap::new();
         for p in products {
-            let sales = PastSales::of_product(&p.demand, p.properties.capacity, p.reserved);
+            let sales = PastSales::of_product(&p.demand, p.properties.capacity, p.reserved, now);
             by_product
                 .entry(p.product_id.clone())
                 .or_default()
@@ -417,6 +424,7 @@ pub fn record_product_sale(
         tau,
         item.properties.price_settings.default.to_f64(),
         left,
+        &item.properties.sales_period,
     );
 }
 

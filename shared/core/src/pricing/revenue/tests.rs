@@ -20,6 +20,11 @@ fn june() -> (&'static str, &'static str) {
     ("2026-06-01T00:00:00Z", "2026-07-01T00:00:00Z")
 }
 
+/// Last year's edition: the same 30 days of June 2025.
+fn june_2025() -> (&'static str, &'static str) {
+    ("2025-06-01T00:00:00Z", "2025-07-01T00:00:00Z")
+}
+
 fn run(state: &InstanceState, now: Timestamp, history: &ProjectHistory) -> Calculation {
     let (prices, exposures) = (BTreeMap::new(), BTreeMap::new());
     let previous = Previous {
@@ -38,6 +43,10 @@ fn explanation(c: &Calculation, item: &str) -> RevenueExplanation {
 }
 
 fn one_item(expected_sales: f64) -> Builder {
+    one_item_in(june(), expected_sales)
+}
+
+fn one_item_in(sales: (&'static str, &'static str), expected_sales: f64) -> Builder {
     let mut b = Builder::new();
     b.product(
         "p",
@@ -55,21 +64,24 @@ fn one_item(expected_sales: f64) -> Builder {
             min: "20",
             max: "200",
             default: "60",
-            sales: june(),
+            sales,
             ..Item::default()
         },
     );
     b
 }
 
+/// Sells at the start of `day` (1 = the first) of the item's sales period.
 fn sell(b: &mut Builder, item: &str, units: u64, price: f64, day: u32) {
     let it = b.state.items.get_mut(&id(item)).expect("item");
+    let start = it.properties.sales_period.start.millis();
+    let when = Timestamp::from_millis(start + i64::from(day - 1) * 86_400_000).expect("time");
     it.sold += units;
     record_sale(
         it,
         units,
         Money::from_f64(price).expect("money"),
-        Some(at(day)),
+        Some(when),
     );
     let it = &b.state.items[&id(item)];
     let product = b.state.products.get_mut(&it.product_id).expect("product");
@@ -78,7 +90,7 @@ fn sell(b: &mut Builder, item: &str, units: u64, price: f64, day: u32) {
         it,
         units as i64,
         Money::from_f64(price).expect("money"),
-        Some(at(day)),
+        Some(when),
     );
 }
 
@@ -167,11 +179,11 @@ fn without_a_capacity_the_model_keeps_the_default_and_says_why() {
 
 #[test]
 fn past_instances_give_the_product_its_curve() {
-    let mut past = one_item(0.9);
+    let mut past = one_item_in(june_2025(), 0.9);
     for day in 25..=30 {
         sell(&mut past, "ga", 20, 60.0, day);
     }
-    let history = ProjectHistory::learn([&past.state]);
+    let history = ProjectHistory::learn([&past.state], at(2));
     let (curve, source) = history.curve(&ProductId::parse("p").expect("id"));
     assert_eq!(source, CurveSource::Learned);
     assert!(1.0 - curve.cumulative(0.8) > 0.4, "a late curve");
@@ -206,7 +218,7 @@ fn the_explanation_serializes_with_the_model_name() {
 fn past_instances_set_the_demand_level_before_any_sale() {
     // The past edition sold 120 units at the default over its first 20 days, then sold
     // out: a level of about 180 over a whole period (the user said 0.5 * 200 = 100).
-    let mut past = one_item(0.5);
+    let mut past = one_item_in(june_2025(), 0.5);
     past.state
         .products
         .values_mut()
@@ -214,7 +226,7 @@ fn past_instances_set_the_demand_level_before_any_sale() {
     for day in 1..=20 {
         sell(&mut past, "ga", 6, 60.0, day);
     }
-    let history = ProjectHistory::learn([&past.state]);
+    let history = ProjectHistory::learn([&past.state], at(1));
     let level = history
         .learned(&ProductId::parse("p").expect("id"))
         .expect("learned")
@@ -223,4 +235,59 @@ fn past_instances_set_the_demand_level_before_any_sale() {
     let c = run(&one_item(0.5).state, at(1), &history);
     let e = explanation(&c, "ga");
     assert!((e.demand_level / level - 1.0).abs() < 0.05, "{e:?}");
+}
+
+#[test]
+fn a_sibling_instance_still_selling_does_not_pull_the_price_down() {
+    // Two days of a festival on sale over the same 20 days, each with 180 units that the
+    // user believes sell out at the default price. Both have sold 9 units a day for 10
+    // days, on pace. The sibling's second half is still to come: unknown, not empty. Read
+    // as empty it teaches a front-loaded curve and half the demand, and the price is cut;
+    // read as unknown it teaches what last year's edition, which sold at this pace all
+    // along, does.
+    let period = ("2026-06-01T00:00:00Z", "2026-06-21T00:00:00Z");
+    let last_year = ("2025-06-01T00:00:00Z", "2025-06-21T00:00:00Z");
+    let (mut this, mut sibling, mut finished) = (
+        one_item_in(period, 1.0),
+        one_item_in(period, 1.0),
+        one_item_in(last_year, 1.0),
+    );
+    for b in [&mut this, &mut sibling, &mut finished] {
+        b.state
+            .products
+            .values_mut()
+            .for_each(|p| p.properties.capacity = Some(180));
+    }
+    for day in 1..=10 {
+        sell(&mut this, "ga", 9, 60.0, day);
+        sell(&mut sibling, "ga", 9, 60.0, day);
+    }
+    for day in 1..=20 {
+        sell(&mut finished, "ga", 9, 60.0, day);
+    }
+    let now = at(11);
+    let p = ProductId::parse("p").expect("id");
+    let history = ProjectHistory::learn([&sibling.state], now);
+    let reference = ProjectHistory::learn([&finished.state], now);
+    let level = history.learned(&p).expect("learned").level;
+    assert!((170.0..190.0).contains(&level), "level {level}");
+    let late = 1.0 - history.curve(&p).0.cumulative(0.5);
+    assert!(late > 0.45, "the second half is not read as empty: {late}");
+    let price = |h: &ProjectHistory| {
+        run(&this.state, now, h)
+            .get(&id("ga"))
+            .expect("priced")
+            .price
+            .to_f64()
+    };
+    let (with_sibling, with_finished) = (price(&history), price(&reference));
+    assert!(
+        with_sibling >= 58.0,
+        "on pace, the price stays near the default 60: {with_sibling} ({:?})",
+        explanation(&run(&this.state, now, &history), "ga")
+    );
+    assert!(
+        (with_sibling / with_finished - 1.0).abs() < 0.02,
+        "{with_sibling} vs {with_finished} from a finished edition"
+    );
 }
