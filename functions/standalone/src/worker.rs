@@ -4,13 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pricing_core::lifecycle::deactivate_due;
 use pricing_core::model::Message;
 use pricing_core::ports::{Backlog, SkippedRecord, StoreError, WorkQueue};
 use pricing_core::process::Processor;
-use pricing_core::recalc::due_scheduled_runs;
+use pricing_core::scheduler::{self, Budgets, RunTime};
 use pricing_core::time::Timestamp;
-use pricing_core::webhooks;
 use pricing_core::work::Handled;
 use pricing_embedded::EmbeddedStore;
 use tokio::sync::watch;
@@ -19,8 +17,6 @@ use tokio::sync::watch;
 const VISIBILITY: Duration = Duration::from_secs(60);
 /// Messages taken per receive.
 const BATCH: usize = 8;
-/// Instances and deliveries re-enqueued per sweep at most.
-const SWEEP_LIMIT: usize = 10_000;
 
 /// Delay before retrying a failed attempt: 1 s, 2 s, 4 s ... capped at 5 min.
 pub fn backoff(receive_count: u32) -> Duration {
@@ -88,46 +84,49 @@ pub async fn handle(
     Ok(())
 }
 
-/// The scheduler: every `tick`, deactivates instances past their deactivation date,
-/// enqueues the scheduled calculations that are due (one per active instance and schedule
-/// slot; idempotent per slot), and repairs the webhook path (undispatched events, overdue
-/// deliveries).
+/// The time one scheduler run may take (a run that stops early resumes at the next tick).
+pub const SCHEDULER_RUN: Duration = Duration::from_secs(20);
+
+/// The scheduler: every `tick`, one run of `pricing_core::scheduler`, as on AWS: the
+/// repair sweep, the webhook sweep (undispatched events, overdue deliveries), then the due
+/// instances of every tenant in turn (deactivations, the scheduled calculations that are
+/// due: one per active instance and schedule slot, idempotent per slot), each step within
+/// its share of [`SCHEDULER_RUN`] and its budget.
 pub async fn schedule(store: EmbeddedStore, tick: Duration, mut shutdown: watch::Receiver<bool>) {
+    let budgets = Budgets::default();
     loop {
-        let now = Timestamp::now();
-        match deactivate_due(&store, &store, now).await {
-            Ok(d) => {
-                if !d.done.is_empty() {
-                    tracing::info!(instances = d.done.len(), "instances deactivated");
-                }
-                log_skipped(&d.skipped);
-            }
-            Err(e) => tracing::warn!(error = %e, "deactivating instances failed"),
+        let time = RunTime::starting_now(SCHEDULER_RUN);
+        let report = Box::pin(scheduler::run(
+            &store,
+            &store,
+            Timestamp::now(),
+            time,
+            &budgets,
+        ))
+        .await;
+        log_skipped(&report.skipped_records);
+        for error in &report.errors {
+            tracing::warn!(%error, "a scheduler step failed");
         }
-        match webhooks::sweep(&store, &store, now, SWEEP_LIMIT).await {
-            Ok(r) if r.instances + r.deliveries > 0 => tracing::info!(
-                instances = r.instances,
-                deliveries = r.deliveries,
-                "webhook sweep re-enqueued undispatched events and overdue deliveries"
-            ),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "webhook sweep failed"),
-        }
-        match due_scheduled_runs(&store, &store, Timestamp::now()).await {
-            Ok(runs) => {
-                for message in &runs.due {
-                    if let Err(e) = store.send(message).await {
-                        tracing::warn!(error = %e, "could not enqueue a scheduled calculation");
-                    }
-                }
-                if !runs.due.is_empty() {
-                    tracing::info!(
-                        instances = runs.due.len(),
-                        "scheduled calculations enqueued"
-                    );
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "looking for due schedules failed"),
+        if report.swept
+            + report.undispatched
+            + report.overdue
+            + report.scheduled
+            + report.deactivated
+            > 0
+            || !report.stopped.is_empty()
+        {
+            tracing::info!(
+                swept = report.swept,
+                undispatched = report.undispatched,
+                overdue = report.overdue,
+                scheduled = report.scheduled,
+                deactivated = report.deactivated,
+                tenants = report.tenants,
+                stopped = ?report.stopped,
+                failures = report.error_count,
+                "scheduler run"
+            );
         }
         tokio::select! {
             _ = tokio::time::sleep(tick) => {}

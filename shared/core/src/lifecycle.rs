@@ -5,10 +5,8 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::ids::InstanceKey;
-use crate::model::{Event, Instance, Message, PageRequest};
-use crate::ports::{
-    ActiveInstances, Enqueue, EventStore, InstanceStore, SkippedRecord, StoreResult,
-};
+use crate::model::{Event, Instance, Message};
+use crate::ports::{Enqueue, EventStore, InstanceStore, StoreResult};
 use crate::time::Timestamp;
 
 /// The `instance.deactivated` event of an instance; one id per instance, so emitting it
@@ -30,68 +28,35 @@ pub fn deactivated_event(instance: &Instance, now: Timestamp) -> Event {
     }
 }
 
-/// Deactivates every instance whose flag is on and whose deactivation date has passed:
-/// the event first (idempotent), then the flag, then a wake-up that dispatches the event.
-/// A crash in between repeats the steps on the next run.
-pub async fn deactivate_due<S, Q>(
+/// Deactivates one instance whose flag is on and whose deactivation date has passed (the
+/// scheduler finds it due in its index): the event first (idempotent), then the flag
+/// (which takes the instance out of the scheduler's index), then a wake-up that dispatches
+/// the event. A crash in between repeats the steps on the next run. `false` when the
+/// instance is gone, inactive or not past its date (its record is newer than the index).
+pub async fn deactivate<S, Q>(
     store: &S,
     queue: &Q,
+    key: &InstanceKey,
     now: Timestamp,
-) -> StoreResult<Deactivations>
+) -> StoreResult<bool>
 where
-    S: ActiveInstances + EventStore + InstanceStore,
+    S: EventStore + InstanceStore,
     Q: Enqueue,
 {
-    let mut due: Vec<Instance> = Vec::new();
-    let mut skipped = Vec::new();
-    let mut page = PageRequest {
-        cursor: None,
-        limit: 500,
+    let Some(mut instance) = store.get_instance(key).await? else {
+        return Ok(false);
     };
-    loop {
-        let batch = store.active_instances(&page).await?;
-        skipped.extend(batch.skipped);
-        due.extend(
-            batch
-                .items
-                .into_iter()
-                .map(|s| s.instance)
-                .filter(|i| i.active && i.is_deactivated(now)),
-        );
-        match batch.next {
-            Some(next) => page.cursor = Some(next),
-            None => break,
-        }
+    if !(instance.active && instance.is_deactivated(now)) {
+        return Ok(false);
     }
-    let mut done = Vec::with_capacity(due.len());
-    for listed in due {
-        let key = listed.key();
-        // Re-read: the listing may be older than a concurrent PUT of the instance.
-        let Some(mut instance) = store.get_instance(&key).await? else {
-            continue;
-        };
-        if !(instance.active && instance.is_deactivated(now)) {
-            continue;
-        }
-        store
-            .append_events(&key, &[deactivated_event(&instance, now)])
-            .await?;
-        instance.active = false;
-        instance.updated_at = now;
-        store.put_instance(&instance).await?;
-        queue
-            .send(&Message::ProcessInstance { key: key.clone() })
-            .await?;
-        done.push(key);
-    }
-    Ok(Deactivations { done, skipped })
-}
-
-/// What [`deactivate_due`] did.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Deactivations {
-    /// The instances deactivated.
-    pub done: Vec<InstanceKey>,
-    /// Active instances whose records could not be decoded: skipped, for the caller to report.
-    pub skipped: Vec<SkippedRecord>,
+    store
+        .append_events(key, &[deactivated_event(&instance, now)])
+        .await?;
+    instance.active = false;
+    instance.updated_at = now;
+    store.put_instance(&instance).await?;
+    queue
+        .send(&Message::ProcessInstance { key: key.clone() })
+        .await?;
+    Ok(true)
 }

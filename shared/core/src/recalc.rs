@@ -8,14 +8,13 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::ids::{InstanceKey, ItemId};
-use crate::model::{Event, Instance, Message, PageRequest, PriceCalculation};
+use crate::model::{Event, Instance, PriceCalculation};
 use crate::money::Money;
 use crate::ports::{
-    ActiveInstances, PAST_INSTANCES, PriceMatchStore, PriceStore, ProjectSales, SkippedRecord,
-    StateStore, StoreError, StoreResult,
+    PAST_INSTANCES, PriceMatchStore, PriceStore, ProjectSales, StateStore, StoreError, StoreResult,
 };
 use crate::pricing::demand::Exposure;
-use crate::pricing::{Previous, ProjectHistory, Trigger, calculate_with, schedule_slots};
+use crate::pricing::{Previous, ProjectHistory, Trigger, calculate_with};
 use crate::state::InstanceState;
 use crate::time::Timestamp;
 
@@ -247,58 +246,6 @@ fn event_id(key: &InstanceKey, calculation_id: &str, part: usize) -> String {
     let digest = hash.finalize();
     let id: String = digest[..13].iter().map(|b| format!("{b:02x}")).collect();
     format!("evt_{id}")
-}
-
-/// What [`due_scheduled_runs`] found.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ScheduledRuns {
-    pub due: Vec<Message>,
-    /// Active instances whose records could not be decoded: skipped, for the caller to report.
-    pub skipped: Vec<SkippedRecord>,
-}
-
-/// The scheduled runs due at `now`: one `Recalculate` per active instance for its current
-/// schedule slot (in the instance time zone), unless that slot's calculation is stored.
-/// Instances past their deactivation date get none. Idempotent: run it as often as you like.
-pub async fn due_scheduled_runs<A, P>(
-    instances: &A,
-    prices: &P,
-    now: Timestamp,
-) -> StoreResult<ScheduledRuns>
-where
-    A: ActiveInstances,
-    P: PriceStore,
-{
-    let mut due = Vec::new();
-    let mut skipped = Vec::new();
-    let mut page = PageRequest {
-        cursor: None,
-        limit: 500,
-    };
-    loop {
-        let batch = instances.active_instances(&page).await?;
-        skipped.extend(batch.skipped);
-        for s in &batch.items {
-            if !s.instance.is_active(now) {
-                continue;
-            }
-            let slots = schedule_slots(s.schedule.as_ref(), s.instance.time_zone.as_deref(), now);
-            let key = s.instance.key();
-            let calculation_id = scheduled_calculation_id(&key, slots.current);
-            if !prices.has_calculation(&key, &calculation_id).await? {
-                due.push(Message::Recalculate {
-                    key,
-                    calculation_id,
-                    trigger: Trigger::Schedule,
-                    metadata: None,
-                });
-            }
-        }
-        match batch.next {
-            Some(next) => page.cursor = Some(next),
-            None => return Ok(ScheduledRuns { due, skipped }),
-        }
-    }
 }
 
 /// The calculation id of a scheduled run: one per (instance, slot), so the run is

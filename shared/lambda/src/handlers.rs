@@ -1,15 +1,15 @@
 //! The handlers of the event-driven functions, generic over the ports so they are
 //! unit-tested on the embedded adapters.
 
+use std::time::{Duration, Instant};
+
 use pricing_core::jws::Signer;
-use pricing_core::lifecycle::deactivate_due;
 use pricing_core::model::Message;
 use pricing_core::ports::{
-    ActiveInstances, Backlog, DeliveryStore, Enqueue, EventStore, InstanceStore, PriceStore,
-    SkippedRecord, SubscriptionStore, WebhookTransport,
+    Backlog, DeliveryStore, Enqueue, InstanceStore, PriceStore, SubscriptionStore, WebhookTransport,
 };
 use pricing_core::process::{Processor, SweepReport, sweep};
-use pricing_core::recalc::due_scheduled_runs;
+use pricing_core::scheduler::{self, Budgets, RunReport, RunTime, SchedulerStore};
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::{self, Settle};
 use pricing_core::work::{WorkStore, handle};
@@ -67,89 +67,62 @@ where
 /// Instances re-enqueued per sweep at most.
 pub const SWEEP_LIMIT: usize = 10_000;
 
-/// What one scheduler run did.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct SchedulerReport {
-    pub swept: usize,
-    pub scheduled: usize,
-    pub deactivated: usize,
-    /// Instances woken to dispatch their events.
-    pub undispatched: usize,
-    /// Deliveries re-enqueued because their message was lost.
-    pub overdue: usize,
-    /// Records a scan could not decode (logged each; the run went on without them).
-    pub skipped: usize,
+/// Time kept back from the function's deadline for the request in flight and the report.
+pub const SCHEDULER_MARGIN: Duration = Duration::from_secs(5);
+/// A run's time at most (EventBridge starts one every minute).
+pub const SCHEDULER_RUN: Duration = Duration::from_secs(50);
+
+/// The scheduler's run time from the function's deadline (milliseconds since the epoch,
+/// as the Lambda context gives it).
+pub fn run_time(deadline_ms: u64) -> RunTime {
+    let now_ms = u64::try_from(Timestamp::now().millis()).unwrap_or(0);
+    let left = Duration::from_millis(deadline_ms.saturating_sub(now_ms));
+    RunTime::until(Instant::now() + left, SCHEDULER_MARGIN, SCHEDULER_RUN)
 }
 
-/// Logs every record a scan skipped; both scans of a run see the same ones, so the count
-/// is of distinct keys.
-fn report_skipped(skipped: &[SkippedRecord], report: &mut SchedulerReport) {
-    for s in skipped {
-        tracing::warn!(record = %s.key, error = %s.error, "scheduler skipped a record it cannot decode");
-    }
-    report.skipped = report.skipped.max(skipped.len());
-}
-
-/// Instances and deliveries the webhook sweep re-enqueues per run at most (a minute's run
-/// stays well within the scheduler's timeout; the rest waits for the next minute).
-pub const WEBHOOK_SWEEP_LIMIT: usize = 1_000;
-
-/// scheduler: the scheduled calculations that are due (idempotent per instance and slot)
-/// first, then the repair sweep (instances whose log is ahead of their state),
-/// deactivations and the webhook sweep (undispatched events, overdue deliveries). A step
-/// that fails does not stop the others; the run then reports every failure.
-pub async fn scheduler_run<S, Q>(store: &S, queue: &Q) -> Result<SchedulerReport, String>
+/// scheduler: one run of `pricing_core::scheduler` (the repair sweep, the webhook sweep,
+/// then the due instances of every tenant in turn: deactivations and scheduled
+/// calculations), each step within its share of `time` and its budget. A step that fails
+/// does not stop the others; the run then reports every failure.
+pub async fn scheduler_run<S, Q>(store: &S, queue: &Q, time: RunTime) -> Result<RunReport, String>
 where
-    S: Backlog + ActiveInstances + PriceStore + InstanceStore + EventStore + DeliveryStore,
+    S: SchedulerStore,
     Q: Enqueue,
 {
-    let now = Timestamp::now();
-    let mut report = SchedulerReport::default();
-    let mut errors: Vec<String> = Vec::new();
-    match due_scheduled_runs(store, store, now).await {
-        Ok(runs) => {
-            report_skipped(&runs.skipped, &mut report);
-            for message in &runs.due {
-                match queue.send(message).await {
-                    Ok(()) => report.scheduled += 1,
-                    Err(e) => errors.push(format!("enqueueing {message:?}: {e}")),
-                }
-            }
-        }
-        Err(e) => errors.push(format!("scheduled calculations: {e}")),
-    }
-    match scheduled_sweep(store, queue).await {
-        Ok(swept) => report.swept = swept.enqueued,
-        Err(e) => errors.push(format!("repair sweep: {e}")),
-    }
-    match deactivate_due(store, queue, now).await {
-        Ok(d) => {
-            report_skipped(&d.skipped, &mut report);
-            report.deactivated = d.done.len();
-        }
-        Err(e) => errors.push(format!("deactivations: {e}")),
-    }
-    match webhooks::sweep(store, queue, now, WEBHOOK_SWEEP_LIMIT).await {
-        Ok(hooks) => {
-            report.undispatched = hooks.instances;
-            report.overdue = hooks.deliveries;
-        }
-        Err(e) => errors.push(format!("webhook sweep: {e}")),
+    // Boxed: the steps' nested futures are deep (as in `work_message`).
+    let budgets = Budgets::default();
+    let report = Box::pin(scheduler::run(
+        store,
+        queue,
+        Timestamp::now(),
+        time,
+        &budgets,
+    ))
+    .await;
+    for s in &report.skipped_records {
+        tracing::warn!(record = %s.key, error = %s.error, "scheduler skipped a record it cannot decode");
     }
     tracing::info!(
         swept = report.swept,
-        scheduled = report.scheduled,
-        deactivated = report.deactivated,
         undispatched = report.undispatched,
         overdue = report.overdue,
+        scheduled = report.scheduled,
+        deactivated = report.deactivated,
+        already_calculated = report.already_calculated,
+        tenants = report.tenants,
         skipped = report.skipped,
-        failures = errors.len(),
+        stopped = ?report.stopped,
+        failures = report.error_count,
         "scheduler run done"
     );
-    if errors.is_empty() {
+    if report.error_count == 0 {
         Ok(report)
     } else {
-        Err(errors.join("; "))
+        Err(format!(
+            "{} failures: {}",
+            report.error_count,
+            report.errors.join("; ")
+        ))
     }
 }
 

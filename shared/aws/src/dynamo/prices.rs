@@ -1,4 +1,4 @@
-//! PriceStore and PriceMatchStore on the single table, and ActiveInstances.
+//! PriceStore and PriceMatchStore on the single table.
 //!
 //! Keys in the instance partition `I#{pid}/{iid}` (all after `~`, outside the state range
 //! that `load_state` reads):
@@ -20,12 +20,8 @@
 use aws_sdk_dynamodb::types::{Put, PutRequest, TransactWriteItem, WriteRequest};
 use pricing_core::ids::{InstanceKey, ItemId};
 use pricing_core::model::{Event, Page, PageRequest, PriceCalculation, PriceHistoryEntry};
-use pricing_core::ports::{
-    ActiveInstances, ActivePage, MatchSet, PriceMatchStore, PriceStore, ScheduledInstance,
-    SkippedRecord, StoreError, StoreResult,
-};
+use pricing_core::ports::{MatchSet, PriceMatchStore, PriceStore, StoreError, StoreResult};
 use pricing_core::pricing::{ItemPrice, PriceMatch, PriceStatus};
-use pricing_core::state::Header;
 use serde::{Deserialize, Serialize};
 
 use super::keys::{self, PK, RECORD, SK};
@@ -402,74 +398,5 @@ impl PriceMatchStore for DynamoStore {
             ))),
             Err(e) => Err(store_error(OP, e)),
         }
-    }
-}
-
-impl ActiveInstances for DynamoStore {
-    /// Active instances are indexed sparsely on gsi1 (`ACTIVE`, `{pid}/{iid}`), maintained
-    /// by the instance writes; each comes with its header's schedule.
-    async fn active_instances(&self, page: &PageRequest) -> StoreResult<ActivePage> {
-        const OP: &str = "active_instances";
-        let mut q = Query::new("gsi1pk = :active")
-            .value(":active", s(keys::ACTIVE_PK))
-            .max(page.limit.saturating_add(1));
-        q.index = Some(keys::GSI1);
-        if let Some(cursor) = &page.cursor {
-            let (pk, sk) = keys::active_cursor_key(cursor).ok_or(StoreError::NotFound)?;
-            let mut start = Self::item(&pk, sk);
-            start.insert("gsi1pk".to_owned(), s(keys::ACTIVE_PK));
-            start.insert("gsi1sk".to_owned(), s(cursor.clone()));
-            q.start = Some(start);
-        }
-        let mut found = self.query(OP, q).await?;
-        let next = if found.len() > page.limit {
-            found.truncate(page.limit);
-            found
-                .last()
-                .and_then(|item| item.get("gsi1sk"))
-                .and_then(|v| v.as_s().ok())
-                .cloned()
-        } else {
-            None
-        };
-        let mut result = ActivePage {
-            next,
-            ..ActivePage::default()
-        };
-        for item in &found {
-            let key = item
-                .get("gsi1sk")
-                .and_then(|v| v.as_s().ok())
-                .cloned()
-                .unwrap_or_default();
-            // A record that does not decode is skipped and reported; a storage failure
-            // still fails the page (it is worth retrying).
-            let instance: pricing_core::model::Instance = match decode(OP, item) {
-                Ok(i) => i,
-                Err(e) => {
-                    result.skipped.push(SkippedRecord {
-                        key,
-                        error: e.to_string(),
-                    });
-                    continue;
-                }
-            };
-            let header = self
-                .get(OP, keys::instance_pk(&instance.key()), keys::HEAD_SK)
-                .await?;
-            let schedule = match header.as_ref().map(|h| decode::<Header>(OP, h)) {
-                Some(Ok(h)) => h.schedule,
-                Some(Err(e)) => {
-                    result.skipped.push(SkippedRecord {
-                        key,
-                        error: e.to_string(),
-                    });
-                    continue;
-                }
-                None => None,
-            };
-            result.items.push(ScheduledInstance { instance, schedule });
-        }
-        Ok(result)
     }
 }

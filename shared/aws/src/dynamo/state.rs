@@ -30,10 +30,19 @@ use super::{
 const LOAD_ATTEMPTS: u32 = 8;
 
 /// The header as stored: the applied sequence and the commit count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct HeadVersion {
     applied: u64,
     rev: Option<u64>,
+    /// The stored header's pricing schedule as JSON (`None`: it did not decode).
+    schedule: Option<serde_json::Value>,
+}
+
+/// The schedule of a stored header record, without decoding the rest of it.
+#[derive(serde::Deserialize)]
+struct HeadSchedule {
+    #[serde(default)]
+    schedule: serde_json::Value,
 }
 
 impl StateStore for DynamoStore {
@@ -96,9 +105,14 @@ impl StateStore for DynamoStore {
         }
         let pk = keys::instance_pk(key);
         let encoded = Encoded::new(&commit)?;
+        let schedule = serde_json::to_value(&commit.header.schedule).unwrap_or_default();
         for attempt in 1..=MAX_ATTEMPTS {
             let head = self.head(OP, &pk).await?;
-            let stored = head.map_or(0, |h| h.applied);
+            let stored = head.as_ref().map_or(0, |h| h.applied);
+            // A new schedule applies from the scheduler's next run (see `schedule.rs`).
+            let rescheduled = head
+                .as_ref()
+                .is_some_and(|h| h.schedule.as_ref() != Some(&schedule));
             if stored != commit.expected_applied {
                 return Err(StoreError::Conflict(format!(
                     "state of {key} is at sequence {stored}, not {}",
@@ -111,6 +125,10 @@ impl StateStore for DynamoStore {
                 Ok(()) => {
                     self.clear_backlog_marker(&pk, commit.header.applied_seq)
                         .await;
+                    if rescheduled {
+                        self.schedule_changed(key, pricing_core::time::Timestamp::now())
+                            .await;
+                    }
                     return Ok(());
                 }
                 // The header changed: read it again (most likely a Conflict now).
@@ -212,6 +230,11 @@ fn head_version(op: &str, item: &Item) -> StoreResult<HeadVersion> {
     Ok(HeadVersion {
         applied: get_n(op, item, APPLIED_SEQ)?,
         rev: get_n_opt(op, item, REV)?,
+        schedule: item
+            .get(RECORD)
+            .and_then(|v| v.as_s().ok())
+            .and_then(|r| serde_json::from_str::<HeadSchedule>(r).ok())
+            .map(|h| h.schedule),
     })
 }
 
@@ -231,7 +254,7 @@ impl DynamoStore {
         c: &Encoded,
     ) -> StoreResult<Vec<TransactWriteItem>> {
         const OP: &str = "commit";
-        let new_rev = head.and_then(|h| h.rev).unwrap_or(0) + 1;
+        let new_rev = head.as_ref().and_then(|h| h.rev).unwrap_or(0) + 1;
         let put = |sk: String| {
             Put::builder()
                 .table_name(self.table())

@@ -1,7 +1,7 @@
 //! The webhooks lane: what its consumers (the standalone delivery workers, the
 //! webhook-delivery function) do with a message, and the repair sweep that refills it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::jws::Signer;
 use crate::model::Message;
@@ -68,6 +68,8 @@ pub struct WebhookSweepReport {
     pub instances: usize,
     /// Overdue deliveries re-enqueued.
     pub deliveries: usize,
+    /// The deadline came before the sweep was through; the next run goes on.
+    pub stopped: bool,
 }
 
 /// The repair sweep of the webhook path: wakes the processor of every instance with
@@ -76,6 +78,9 @@ pub struct WebhookSweepReport {
 /// its due time being the one read), so that while the queue's backlog exceeds the grace
 /// it gets one more message per grace period, not one per run, and concurrent sweeps send
 /// one between them. Duplicates are harmless: dispatch and attempts are idempotent.
+///
+/// At most `limit` instances and `limit` deliveries; [`sweep_until`] also stops at a
+/// deadline.
 pub async fn sweep<S, Q>(
     store: &S,
     queue: &Q,
@@ -86,14 +91,51 @@ where
     S: EventStore + DeliveryStore,
     Q: Enqueue,
 {
+    sweep_until(
+        store,
+        queue,
+        now,
+        limit,
+        Instant::now() + Duration::from_secs(3_600),
+    )
+    .await
+}
+
+/// [`sweep`] that starts nothing new after `deadline` (the scheduler's budget for it):
+/// both lists are read again by the next run, and what this one left is still
+/// undispatched or overdue there.
+pub async fn sweep_until<S, Q>(
+    store: &S,
+    queue: &Q,
+    now: Timestamp,
+    limit: usize,
+    deadline: Instant,
+) -> StoreResult<WebhookSweepReport>
+where
+    S: EventStore + DeliveryStore,
+    Q: Enqueue,
+{
     let mut report = WebhookSweepReport::default();
+    let late = |report: &mut WebhookSweepReport| {
+        report.stopped = Instant::now() >= deadline;
+        report.stopped
+    };
     for key in store.instances_with_undispatched_events(limit).await? {
+        if late(&mut report) {
+            return Ok(report);
+        }
         queue.send(&Message::ProcessInstance { key }).await?;
         report.instances += 1;
     }
     let grace = i64::try_from(OVERDUE_GRACE.as_millis()).unwrap_or(i64::MAX);
     let before = Timestamp::from_millis(now.millis() - grace).unwrap_or(now);
+    if late(&mut report) {
+        return Ok(report);
+    }
     for webhook_id in store.overdue_deliveries(before, limit).await? {
+        if late(&mut report) {
+            return Ok(report);
+        }
         // Gone, final or attempted meanwhile (due again later): not lost.
         let Some(delivery) = store.get_delivery(&webhook_id).await? else {
             continue;
