@@ -10,7 +10,7 @@ use pricing_core::state::{Header, ItemState, ProductState};
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::{
     Attempt, AttemptUpdate, ClientReport, Delivery, DeliveryStatus, EventType, Subscription,
-    SubscriptionStatus,
+    SubscriptionSecrets, SubscriptionStatus, WebhookSecret,
 };
 use serde_json::{Map, Value, json};
 
@@ -259,7 +259,7 @@ pub fn price_match(id: &str, item: &str, source: &str, ratio: f64, offset: f64) 
 }
 
 /// An active subscription taking every event type, at project level (`instance` none) or
-/// instance level, created at `created_at`.
+/// instance level, created at `created_at`, with a signing secret of its own.
 pub fn subscription(
     id: SubscriptionId,
     project: &ProjectId,
@@ -277,6 +277,7 @@ pub fn subscription(
         created_at,
         disabled_at: None,
         disabled_reason: None,
+        secrets: Some(SubscriptionSecrets::new(WebhookSecret::generate())),
     }
 }
 

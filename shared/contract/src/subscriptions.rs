@@ -1,7 +1,9 @@
 use pricing_core::ids::{ProjectId, SubscriptionId};
 use pricing_core::ports::{StoreError, StoreResult, SubscriptionStore};
 use pricing_core::time::Timestamp;
-use pricing_core::webhooks::{Subscription, SubscriptionStatus};
+use pricing_core::webhooks::{
+    ROTATION_GRACE, Subscription, SubscriptionSecrets, SubscriptionStatus, WebhookSecret,
+};
 
 use crate::fixtures::{Run, at, instance_id, plus, subscription};
 use crate::join_all;
@@ -42,7 +44,8 @@ async fn create<S: SubscriptionStore>(store: &S, s: &Subscription, max: usize) -
 /// nothing, also when creators race for the last places (never more than `max` stored);
 /// `delete_subscription` says whether there was one; `set_subscription_status` records
 /// the status with when and why (`NotFound` when missing); another project never sees,
-/// deletes or changes a subscription.
+/// deletes or changes a subscription. The signing secrets are stored with the
+/// subscription and read back with it; see [`secrets`] for their rotation.
 pub async fn subscription_store_contract<S: SubscriptionStore>(store: &S) {
     let run = Run::new("subscriptions");
     let project = run.project_id("p");
@@ -298,6 +301,215 @@ pub async fn subscription_store_contract<S: SubscriptionStore>(store: &S) {
     );
 
     race(store, &run, t0).await;
+    secrets(store, &run, t0).await;
+}
+
+async fn rotate<S: SubscriptionStore>(
+    store: &S,
+    s: &Subscription,
+    secret: &WebhookSecret,
+    at: Timestamp,
+) -> SubscriptionSecrets {
+    store
+        .rotate_subscription_secret(&s.project_id, &s.subscription_id, secret, at)
+        .await
+        .expect("rotate_subscription_secret")
+}
+
+/// Signing secrets: stored at creation and read back by get and list (a subscription from
+/// before secrets has none); `rotate_subscription_secret` stores and returns the rotated
+/// secrets (the replaced one kept for [`ROTATION_GRACE`]), gives a subscription without
+/// secrets its first, and is `NotFound` for a missing, deleted or other project's
+/// subscription; status changes and rotations do not undo each other, also when they race,
+/// and racing rotations land one after the other.
+async fn secrets<S: SubscriptionStore>(store: &S, run: &Run, t0: Timestamp) {
+    let project = run.project_id("secrets");
+    let sub = |name: &str, secs: i64| {
+        subscription(run.subscription_id(name), &project, None, plus(t0, secs))
+    };
+    let a = sub("secret-a", 1);
+    let mut legacy = sub("secret-legacy", 2);
+    legacy.secrets = None;
+    assert!(create(store, &a, 20).await);
+    assert!(create(store, &legacy, 20).await);
+    let a_secrets = a.secrets.clone().expect("the fixture has secrets");
+    assert_eq!(
+        get(store, &project, &a.subscription_id)
+            .await
+            .and_then(|s| s.secrets),
+        Some(a_secrets.clone()),
+        "the secret is stored at creation"
+    );
+    assert_eq!(
+        get(store, &project, &legacy.subscription_id).await,
+        Some(legacy.clone()),
+        "a subscription without secrets reads back without"
+    );
+    assert_eq!(
+        list(store, &project, None).await,
+        vec![a.clone(), legacy.clone()]
+    );
+
+    // Rotation: the new secret signs, the replaced one until the grace period ends.
+    let at = plus(t0, 50);
+    let new = WebhookSecret::generate();
+    let rotated = rotate(store, &a, &new, at).await;
+    let grace = i64::try_from(ROTATION_GRACE.as_secs()).expect("grace in seconds");
+    assert_eq!(
+        rotated,
+        SubscriptionSecrets {
+            current: new.clone(),
+            previous: Some(a_secrets.current.clone()),
+            previous_until: Some(plus(at, grace)),
+        },
+        "a rotation keeps the replaced secret for the grace period"
+    );
+    let mut a_now = a.clone();
+    a_now.secrets = Some(rotated.clone());
+    assert_eq!(
+        get(store, &project, &a.subscription_id).await.as_ref(),
+        Some(&a_now),
+        "the rotated secrets are stored; nothing else changes"
+    );
+    let first = WebhookSecret::generate();
+    assert_eq!(
+        rotate(store, &legacy, &first, at).await,
+        SubscriptionSecrets::new(first.clone()),
+        "a subscription without secrets gets its first, with no previous"
+    );
+    let mut legacy_now = legacy.clone();
+    legacy_now.secrets = Some(SubscriptionSecrets::new(first));
+    assert_eq!(
+        list(store, &project, None).await,
+        vec![a_now.clone(), legacy_now.clone()],
+        "listed with their secrets, in their places"
+    );
+
+    // A status change keeps the secrets; a rotation keeps the status.
+    let when = plus(t0, 60);
+    store
+        .set_subscription_status(
+            &project,
+            &a.subscription_id,
+            SubscriptionStatus::Disabled,
+            when,
+            Some("gone"),
+        )
+        .await
+        .expect("set_subscription_status");
+    let read = get(store, &project, &a.subscription_id)
+        .await
+        .expect("stored");
+    assert_eq!(
+        read.secrets.as_ref(),
+        Some(&rotated),
+        "disabling keeps the secrets"
+    );
+    let newer = WebhookSecret::generate();
+    let again = rotate(store, &a, &newer, plus(t0, 70)).await;
+    assert_eq!(
+        (&again.current, &again.previous),
+        (&newer, &Some(new.clone())),
+        "a second rotation drops the oldest secret"
+    );
+    let read = get(store, &project, &a.subscription_id)
+        .await
+        .expect("stored");
+    assert_eq!(
+        read.status,
+        SubscriptionStatus::Disabled,
+        "rotating keeps the status"
+    );
+    assert_eq!(read.disabled_reason.as_deref(), Some("gone"));
+
+    // Racing: a status change and a rotation both land; racing rotations both land, in
+    // some order.
+    let (x, y, z) = (
+        WebhookSecret::generate(),
+        WebhookSecret::generate(),
+        WebhookSecret::generate(),
+    );
+    let (status, rotated_x) = tokio::join!(
+        store.set_subscription_status(
+            &project,
+            &a.subscription_id,
+            SubscriptionStatus::Active,
+            plus(t0, 80),
+            None,
+        ),
+        store.rotate_subscription_secret(&project, &a.subscription_id, &x, plus(t0, 80)),
+    );
+    status.expect("set_subscription_status racing a rotation");
+    rotated_x.expect("a rotation racing a status change");
+    let read = get(store, &project, &a.subscription_id)
+        .await
+        .expect("stored");
+    assert_eq!(
+        read.status,
+        SubscriptionStatus::Active,
+        "the status change stays"
+    );
+    assert_eq!(
+        read.secrets.map(|s| s.current),
+        Some(x.clone()),
+        "the rotation stays"
+    );
+    let (ry, rz) = tokio::join!(
+        store.rotate_subscription_secret(&project, &a.subscription_id, &y, plus(t0, 90)),
+        store.rotate_subscription_secret(&project, &a.subscription_id, &z, plus(t0, 90)),
+    );
+    let (ry, rz) = (ry.expect("racing rotation"), rz.expect("racing rotation"));
+    let stored = get(store, &project, &a.subscription_id)
+        .await
+        .and_then(|s| s.secrets)
+        .expect("stored secrets");
+    let one_after_the_other = (stored == rz
+        && rz.previous.as_ref() == Some(&y)
+        && ry.previous.as_ref() == Some(&x))
+        || (stored == ry && ry.previous.as_ref() == Some(&z) && rz.previous.as_ref() == Some(&x));
+    assert!(
+        one_after_the_other,
+        "racing rotations land one after the other, neither lost: stored {stored:?}, \
+         returned {ry:?} and {rz:?}"
+    );
+
+    // Missing, deleted, or another project's: NotFound, and nothing changes.
+    let other = run.project_id("secrets-other");
+    let probe = WebhookSecret::generate();
+    for (p, id) in [
+        (&project, run.subscription_id("secret-none")),
+        (&other, a.subscription_id.clone()),
+    ] {
+        assert_eq!(
+            store
+                .rotate_subscription_secret(p, &id, &probe, plus(t0, 95))
+                .await,
+            Err(StoreError::NotFound),
+            "rotating an unknown subscription, or another project's, is NotFound"
+        );
+    }
+    assert_eq!(get(store, &other, &a.subscription_id).await, None);
+    assert_eq!(
+        get(store, &project, &a.subscription_id)
+            .await
+            .and_then(|s| s.secrets),
+        Some(stored),
+        "untouched by the refused rotations"
+    );
+    assert_eq!(
+        store
+            .delete_subscription(&project, &legacy.subscription_id)
+            .await,
+        Ok(true)
+    );
+    assert_eq!(
+        store
+            .rotate_subscription_secret(&project, &legacy.subscription_id, &probe, plus(t0, 96))
+            .await,
+        Err(StoreError::NotFound),
+        "a deleted subscription has no secret to rotate (and is not recreated)"
+    );
+    assert_eq!(get(store, &project, &legacy.subscription_id).await, None);
 }
 
 /// Creators racing for the last places of a scope: never more than `max` stored, and every

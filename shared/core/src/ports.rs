@@ -16,7 +16,8 @@ use crate::pricing::PriceMatch;
 use crate::state::{Header, InstanceState, ItemState, ProductState};
 use crate::time::Timestamp;
 use crate::webhooks::{
-    AttemptUpdate, ClientReport, Delivery, DeliverySummary, Subscription, SubscriptionStatus,
+    AttemptUpdate, ClientReport, Delivery, DeliverySummary, Subscription, SubscriptionSecrets,
+    SubscriptionStatus, WebhookSecret,
 };
 
 /// The most records one state commit may write (header and events included), so that an
@@ -207,6 +208,18 @@ pub trait SubscriptionStore: Send + Sync + 'static {
         at: Timestamp,
         reason: Option<&str>,
     ) -> impl Future<Output = StoreResult<()>> + Send;
+    /// Rotates the subscription's signing secrets to `secret` at `at`
+    /// ([`SubscriptionSecrets::rotated`] of the stored ones) and returns what is stored now;
+    /// `NotFound` when there is no such subscription. Rotations and status changes of one
+    /// subscription do not undo each other: racing rotations are applied one after the
+    /// other (the later one keeps the earlier one's secret as `previous`).
+    fn rotate_subscription_secret(
+        &self,
+        project: &ProjectId,
+        id: &SubscriptionId,
+        secret: &WebhookSecret,
+        at: Timestamp,
+    ) -> impl Future<Output = StoreResult<SubscriptionSecrets>> + Send;
 }
 
 /// Deliveries: one record per webhook (an event for one subscription), addressed by its

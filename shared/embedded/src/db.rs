@@ -18,7 +18,7 @@ const WRITER_CHECKPOINT_PAGES: i64 = 16_384;
 /// How often the background connection copies the WAL into the database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// The schema this code writes (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: i64 = 3;
+pub(crate) const SCHEMA_VERSION: i64 = 4;
 
 /// What a write acknowledged by the store survives.
 ///
@@ -240,7 +240,12 @@ fn create_schema(conn: &mut Connection, found: i64) -> rusqlite::Result<()> {
 }
 
 /// The schema steps in order: version `n` is reached by running every batch up to `n`.
-const MIGRATIONS: &[(i64, &str)] = &[(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3)];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, SCHEMA_V1),
+    (2, SCHEMA_V2),
+    (3, SCHEMA_V3),
+    (4, SCHEMA_V4),
+];
 
 /// Version 1. Every record is a JSON text column (`record`) beside the key columns that
 /// queries need. Tables with large rows keep a rowid (SQLite advises against WITHOUT ROWID
@@ -446,6 +451,13 @@ ALTER TABLE queue ADD COLUMN delayed INTEGER NOT NULL DEFAULT 0;
 DROP INDEX queue_by_visibility;
 CREATE INDEX queue_ready ON queue (lane, visible_at, id);
 CREATE INDEX queue_by_group ON queue (message_group, id);
+"#;
+
+/// Version 4: a subscription's signing secrets (`SubscriptionSecrets` as JSON) beside its
+/// record, never inside it: the record is what the API shows. Null for subscriptions
+/// created before, until their first rotation.
+const SCHEMA_V4: &str = r#"
+ALTER TABLE subscriptions ADD COLUMN secrets TEXT;
 "#;
 
 /// Wall-clock milliseconds since the epoch (queue times survive restarts).

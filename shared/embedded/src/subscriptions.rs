@@ -1,11 +1,14 @@
 //! SubscriptionStore: one row per subscription, by (project, id), listed per scope
-//! ((project, instance_id), `''` at project level) in creation order.
+//! ((project, instance_id), `''` at project level) in creation order. The signing secrets
+//! are a column of their own (`secrets`, JSON), beside the record.
 
 use pricing_core::ids::{InstanceId, ProjectId, SubscriptionId};
 use pricing_core::ports::{StoreError, StoreResult, SubscriptionStore};
 use pricing_core::time::Timestamp;
-use pricing_core::webhooks::{Subscription, SubscriptionStatus};
-use rusqlite::{Connection, TransactionBehavior, params};
+use pricing_core::webhooks::{
+    Subscription, SubscriptionSecrets, SubscriptionStatus, WebhookSecret,
+};
+use rusqlite::{Connection, Row, TransactionBehavior, params};
 
 use crate::EmbeddedStore;
 use crate::db::{DbResult, is_constraint, text};
@@ -27,6 +30,12 @@ impl SubscriptionStore for EmbeddedStore {
         let created = subscription.created_at.millis();
         let record = serde_json::to_string(subscription)
             .map_err(|e| StoreError::Failed(format!("create_subscription: {e}")))?;
+        let secrets = subscription
+            .secrets
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Failed(format!("create_subscription: {e}")))?;
         let max = i64::try_from(max).unwrap_or(i64::MAX);
         self.on_writer("create_subscription", move |conn| {
             // Count and insert in one IMMEDIATE transaction: no other writer (of this or
@@ -43,10 +52,10 @@ impl SubscriptionStore for EmbeddedStore {
             let inserted = tx
                 .prepare_cached(
                     "INSERT INTO subscriptions
-                     (project_id, subscription_id, instance_id, created_at, record)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                     (project_id, subscription_id, instance_id, created_at, record, secrets)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )?
-                .execute(params![project, id, scope, created, record]);
+                .execute(params![project, id, scope, created, record, secrets]);
             match inserted {
                 Ok(_) => {}
                 Err(e) if is_constraint(&e) => {
@@ -80,13 +89,14 @@ impl SubscriptionStore for EmbeddedStore {
         let scope = scope(instance);
         self.on_reader("list_subscriptions", move |conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT record FROM subscriptions WHERE project_id = ?1 AND instance_id = ?2
+                "SELECT record, secrets FROM subscriptions
+                 WHERE project_id = ?1 AND instance_id = ?2
                  ORDER BY created_at, subscription_id",
             )?;
             let mut rows = stmt.query(params![project, scope])?;
             let mut out = Vec::new();
             while let Some(row) = rows.next()? {
-                out.push(serde_json::from_str(text(row, 0)?)?);
+                out.push(from_row(row)?);
             }
             Ok(out)
         })
@@ -146,15 +156,50 @@ impl SubscriptionStore for EmbeddedStore {
         })
         .await
     }
+
+    async fn rotate_subscription_secret(
+        &self,
+        project: &ProjectId,
+        id: &SubscriptionId,
+        secret: &WebhookSecret,
+        at: Timestamp,
+    ) -> StoreResult<SubscriptionSecrets> {
+        let project = project.to_string();
+        let id = id.to_string();
+        let secret = secret.clone();
+        self.on_writer("rotate_subscription_secret", move |conn| {
+            // Read and write in one IMMEDIATE transaction: racing rotations take turns.
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let subscription = stored(&tx, &project, &id)?.ok_or(StoreError::NotFound)?;
+            let secrets = SubscriptionSecrets::rotated(subscription.secrets.as_ref(), secret, at);
+            tx.prepare_cached(
+                "UPDATE subscriptions SET secrets = ?3 WHERE project_id = ?1 AND subscription_id = ?2",
+            )?
+            .execute(params![project, id, serde_json::to_string(&secrets)?])?;
+            tx.commit()?;
+            Ok(secrets)
+        })
+        .await
+    }
 }
 
 fn stored(conn: &Connection, project: &str, id: &str) -> DbResult<Option<Subscription>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT record FROM subscriptions WHERE project_id = ?1 AND subscription_id = ?2",
+        "SELECT record, secrets FROM subscriptions WHERE project_id = ?1 AND subscription_id = ?2",
     )?;
     let mut rows = stmt.query(params![project, id])?;
     match rows.next()? {
         None => Ok(None),
-        Some(row) => Ok(Some(serde_json::from_str(text(row, 0)?)?)),
+        Some(row) => Ok(Some(from_row(row)?)),
     }
+}
+
+/// A subscription from its `record` and `secrets` columns (in that order).
+fn from_row(row: &Row<'_>) -> DbResult<Subscription> {
+    let mut subscription: Subscription = serde_json::from_str(text(row, 0)?)?;
+    subscription.secrets = match row.get::<_, Option<String>>(1)? {
+        Some(json) => Some(serde_json::from_str(&json)?),
+        None => None,
+    };
+    Ok(subscription)
 }

@@ -2,7 +2,7 @@
 //!
 //! | sk | what |
 //! |---|---|
-//! | `SUB#{sid}` | the subscription (`record`), its scope (`sub_scope`) and ordinal (`ord`) |
+//! | `SUB#{sid}` | the subscription (`record`), its signing secrets (`secrets`, JSON; absent on subscriptions from before them), its scope (`sub_scope`) and ordinal (`ord`) |
 //! | `SUBN#{scope}` | the scope's counter: `n` subscriptions now, `next_ord` ordinals handed out |
 //! | `SUBL#{scope}/{ord:020}` | the scope's listing entry (`sid`), in creation order |
 //!
@@ -14,7 +14,8 @@
 //! transaction too: the subscription (if it still exists), its listing entry, and the
 //! counter decremented. Listing reads the scope's entries (one query, strongly consistent)
 //! and the subscriptions they name (one BatchGetItem): at most one scope's worth, however
-//! many instances the project has.
+//! many instances the project has. A status change writes `record` only and a secret
+//! rotation `secrets` only (conditional on the secrets it read), so neither undoes the other.
 
 use std::collections::HashMap;
 
@@ -22,19 +23,22 @@ use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
 use pricing_core::ids::{InstanceId, ProjectId, SubscriptionId};
 use pricing_core::ports::{StoreError, StoreResult, SubscriptionStore};
 use pricing_core::time::Timestamp;
-use pricing_core::webhooks::{Subscription, SubscriptionStatus};
+use pricing_core::webhooks::{
+    Subscription, SubscriptionSecrets, SubscriptionStatus, WebhookSecret,
+};
 
 use super::keys::{self, COUNT, PK, RECORD, SK};
 use super::{
     DynamoStore, MAX_ATTEMPTS, Query, backoff, built, decode, encode, failed_at, failed_count,
     get_n, get_n_opt, get_s, is_condition_failed, n, s,
 };
-use crate::error::store_error;
+use crate::error::{corrupt, store_error};
 
 const SCOPE: &str = "sub_scope";
 const ORD: &str = "ord";
 const NEXT_ORD: &str = "next_ord";
 const SID: &str = "sid";
+const SECRETS: &str = "secrets";
 
 impl SubscriptionStore for DynamoStore {
     async fn create_subscription(
@@ -47,6 +51,11 @@ impl SubscriptionStore for DynamoStore {
         let scope = keys::subscription_scope(subscription.instance_id.as_ref());
         let counter_sk = keys::subscription_counter_sk(&scope);
         let record = encode(OP, subscription)?;
+        let secrets = subscription
+            .secrets
+            .as_ref()
+            .map(|x| encode(OP, x))
+            .transpose()?;
         for attempt in 1..=MAX_ATTEMPTS {
             let counter = self.get(OP, pk.clone(), &counter_sk).await?;
             let (count, last_ord) = match &counter {
@@ -86,6 +95,10 @@ impl SubscriptionStore for DynamoStore {
                     .item(RECORD, s(&record))
                     .item(SCOPE, s(&scope))
                     .item(ORD, n(ord));
+            let subscription_put = match &secrets {
+                Some(secrets) => subscription_put.item(SECRETS, s(secrets)),
+                None => subscription_put,
+            };
             let listing_put = put(keys::subscription_listing_sk(&scope, ord))
                 .item(SID, s(subscription.subscription_id.to_string()));
             let actions = vec![
@@ -137,7 +150,7 @@ impl SubscriptionStore for DynamoStore {
             &keys::subscription_sk(id.as_str()),
         )
         .await?
-        .map(|item| decode(OP, &item))
+        .map(|item| decode_subscription(OP, &item))
         .transpose()
     }
 
@@ -165,7 +178,7 @@ impl SubscriptionStore for DynamoStore {
             .collect();
         let mut by_id: HashMap<String, Subscription> = HashMap::with_capacity(ids.len());
         for item in self.batch_get(OP, wanted).await? {
-            let sub: Subscription = decode(OP, &item)?;
+            let sub = decode_subscription(OP, &item)?;
             by_id.insert(sub.subscription_id.to_string(), sub);
         }
         // A subscription deleted between the two reads is simply not listed.
@@ -260,8 +273,9 @@ impl SubscriptionStore for DynamoStore {
                 sub.disabled_reason = None;
             }
         }
-        // Only the status fields change after creation, and they are written whole, so a
-        // plain overwrite of the record is right; the condition keeps a deleted one deleted.
+        // Only the status fields of the record change after creation (the secrets are an
+        // attribute of their own), and they are written whole, so a plain overwrite of the
+        // record is right; the condition keeps a deleted one deleted.
         let result = self
             .client
             .update_item()
@@ -279,5 +293,77 @@ impl SubscriptionStore for DynamoStore {
             Err(e) if is_condition_failed(&e) => Err(StoreError::NotFound),
             Err(e) => Err(store_error(OP, e)),
         }
+    }
+
+    async fn rotate_subscription_secret(
+        &self,
+        project: &ProjectId,
+        id: &SubscriptionId,
+        secret: &WebhookSecret,
+        at: Timestamp,
+    ) -> StoreResult<SubscriptionSecrets> {
+        const OP: &str = "rotate_subscription_secret";
+        let pk = keys::project_pk(project);
+        let sk = keys::subscription_sk(id.as_str());
+        for attempt in 1..=MAX_ATTEMPTS {
+            let Some(item) = self.get(OP, pk.clone(), &sk).await? else {
+                return Err(StoreError::NotFound);
+            };
+            let read = item.get(SECRETS).cloned();
+            let stored = stored_secrets(OP, &item)?;
+            let secrets = SubscriptionSecrets::rotated(stored.as_ref(), secret.clone(), at);
+            // Written only over the secrets read: a racing rotation makes this one read
+            // again and rotate on top of it.
+            let update = self
+                .client
+                .update_item()
+                .table_name(self.table())
+                .key(PK, s(&pk))
+                .key(SK, s(&sk))
+                .update_expression("SET #secrets = :secrets")
+                .expression_attribute_names("#secrets", SECRETS)
+                .expression_attribute_values(":secrets", s(encode(OP, &secrets)?));
+            let update = match read {
+                Some(read) => update
+                    .condition_expression("attribute_exists(pk) AND #secrets = :read")
+                    .expression_attribute_values(":read", read),
+                None => update.condition_expression(
+                    "attribute_exists(pk) AND attribute_not_exists(#secrets)",
+                ),
+            };
+            match update.send().await {
+                Ok(_) => return Ok(secrets),
+                // Rotated (or deleted) meanwhile: the next read says which.
+                Err(e) if is_condition_failed(&e) => {
+                    tracing::debug!(pk, attempt, "rotate_subscription_secret raced; again");
+                    backoff(attempt).await;
+                }
+                Err(e) => return Err(store_error(OP, e)),
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "{OP}: {project}/{id} still contended after {MAX_ATTEMPTS} attempts"
+        )))
+    }
+}
+
+/// A subscription from its item: the record, with the secrets beside it.
+fn decode_subscription(op: &str, item: &super::Item) -> StoreResult<Subscription> {
+    let mut subscription: Subscription = decode(op, item)?;
+    subscription.secrets = stored_secrets(op, item)?;
+    Ok(subscription)
+}
+
+fn stored_secrets(op: &str, item: &super::Item) -> StoreResult<Option<SubscriptionSecrets>> {
+    match item.get(SECRETS) {
+        None => Ok(None),
+        Some(_) => serde_json::from_str(get_s(op, item, SECRETS)?)
+            .map(Some)
+            .map_err(|e| {
+                corrupt(
+                    op,
+                    format!("the secrets of a subscription do not decode: {e}"),
+                )
+            }),
     }
 }

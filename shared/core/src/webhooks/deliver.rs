@@ -61,8 +61,8 @@ where
         .await?;
     let (response, duration_ms) = match usable(subscription.as_ref()) {
         Err(why) => (Response::Error(why.to_owned()), 0),
-        Ok((_, url)) => {
-            let request = signed_request(signer, &url, &delivery.event, webhook_id, now);
+        Ok((sub, url)) => {
+            let request = signed_request(signer, sub, &url, &delivery.event, webhook_id, now);
             let started = Instant::now();
             let response = transport.post(request).await;
             let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

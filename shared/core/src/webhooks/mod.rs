@@ -13,6 +13,7 @@ pub mod deliver;
 pub mod delivery;
 pub mod dispatch;
 pub mod lane;
+pub mod secret;
 pub mod sign;
 pub mod subscription;
 pub mod trigger;
@@ -25,6 +26,7 @@ pub use delivery::{
 };
 pub use dispatch::{DispatchReport, dispatch};
 pub use lane::{OVERDUE_GRACE, WebhookSweepReport, handle, sweep};
+pub use secret::{ROTATION_GRACE, SubscriptionSecrets, WebhookSecret};
 pub use sign::{envelope, http_date, signed_request, signing_input};
 pub use subscription::{EventType, NewSubscription, Subscription, SubscriptionStatus};
 pub use trigger::{TriggerReport, manual_trigger};

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::address::{CallbackPolicy, check_callback_url};
+use super::secret::{SubscriptionSecrets, WebhookSecret};
 use crate::ids::{InstanceId, ProjectId, SubscriptionId};
 use crate::model::Event;
 use crate::time::Timestamp;
@@ -68,6 +69,11 @@ pub struct Subscription {
     pub disabled_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disabled_reason: Option<String>,
+    /// The signing secrets (none for a subscription created before they existed, until
+    /// its first rotation). Never serialized with the subscription: stores keep them
+    /// apart, and a view of the subscription cannot show them by accident.
+    #[serde(skip)]
+    pub secrets: Option<SubscriptionSecrets>,
 }
 
 impl Subscription {
@@ -178,7 +184,7 @@ impl NewSubscription {
         }
     }
 
-    /// The subscription this request creates.
+    /// The subscription this request creates, with a new signing secret.
     pub fn into_subscription(
         self,
         project_id: ProjectId,
@@ -196,6 +202,7 @@ impl NewSubscription {
             created_at: now,
             disabled_at: None,
             disabled_reason: None,
+            secrets: Some(SubscriptionSecrets::new(WebhookSecret::generate())),
         }
     }
 }
