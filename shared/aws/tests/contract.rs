@@ -36,6 +36,32 @@ async fn project_store_contract() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn project_quota_contract() {
+    let store = Stack::new("pquota").await.store();
+    pricing_contract::project_quota_contract(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_quota_contract() {
+    let store = Stack::new("iquota").await.store();
+    pricing_contract::instance_quota_contract(&store).await;
+}
+
+/// The per-tenant limit on the table: windows of one second holding 5 requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_contract() {
+    let store = Stack::new("rate").await.store();
+    let limiter = pricing_aws::dynamo::DynamoRateLimit::new(
+        &store,
+        pricing_core::limits::RateWindow {
+            limit: 5,
+            window: Duration::from_secs(1),
+        },
+    );
+    pricing_contract::rate_limit_contract(&limiter, 5).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instance_store_contract() {
     let store = Stack::new("instances").await.store();
     pricing_contract::instance_store_contract(&store).await;

@@ -6,7 +6,8 @@
 //! ([`work_queue_contract`], [`webhook_queue_contract`], [`webhook_lane_contract`])
 //! acknowledge stray messages they receive, so give each queue suite queues nobody else
 //! consumes (the work and webhooks queue suites can share a store whose lanes are apart).
-//! Suites panic (assert) on the first broken rule, naming it. They never assert
+//! [`rate_limit_contract`] runs on a RateLimit adapter (not a store) and is called on its
+//! own. Suites panic (assert) on the first broken rule, naming it. They never assert
 //! performance; the queue suite's timing is configurable ([`QueueTiming`]).
 //!
 //! An adapter crate runs everything with one line in a test file:
@@ -37,6 +38,7 @@ mod deliveries;
 mod events;
 pub mod fixtures;
 mod instances;
+mod limits;
 mod log;
 mod matches;
 mod prices;
@@ -61,6 +63,7 @@ pub use backlog::backlog_contract;
 pub use deliveries::delivery_store_contract;
 pub use events::event_store_contract;
 pub use instances::{instance_state_contract, instance_store_contract};
+pub use limits::{instance_quota_contract, project_quota_contract, rate_limit_contract};
 pub use log::entry_log_contract;
 pub use matches::price_match_store_contract;
 pub use prices::price_store_contract;
@@ -111,7 +114,9 @@ where
 {
     tokio::join!(
         project_store_contract(store),
+        project_quota_contract(store),
         instance_store_contract(store),
+        instance_quota_contract(store),
         instance_state_contract(store),
         entry_log_contract(store),
         state_store_contract(store),
@@ -139,6 +144,18 @@ macro_rules! contract_tests {
         async fn project_store_contract() {
             let store = $factory.await;
             $crate::project_store_contract(&store).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn project_quota_contract() {
+            let store = $factory.await;
+            $crate::project_quota_contract(&store).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn instance_quota_contract() {
+            let store = $factory.await;
+            $crate::instance_quota_contract(&store).await;
         }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]

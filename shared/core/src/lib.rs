@@ -7,6 +7,7 @@ pub mod entry;
 pub mod ids;
 pub mod jws;
 pub mod lifecycle;
+pub mod limits;
 pub mod meta;
 pub mod model;
 pub mod money;

@@ -42,8 +42,23 @@ pub enum StoreError {
 pub type StoreResult<T> = Result<T, StoreError>;
 
 pub trait ProjectStore: Send + Sync + 'static {
-    /// Creates a project; `Conflict` when the id is taken.
-    fn create_project(&self, project: &Project) -> impl Future<Output = StoreResult<()>> + Send;
+    /// Creates a project unless its tenant already has `max` projects: then `Ok(false)` and
+    /// nothing is written (the tenant's quota). `Conflict` when the id is taken. Two
+    /// creators racing for a tenant's last place cannot both win.
+    fn create_project_within(
+        &self,
+        project: &Project,
+        max: u64,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+    /// Creates a project outside any quota (it still counts towards its tenant's);
+    /// `Conflict` when the id is taken.
+    fn create_project(&self, project: &Project) -> impl Future<Output = StoreResult<()>> + Send {
+        async move {
+            self.create_project_within(project, u64::MAX)
+                .await
+                .map(|_| ())
+        }
+    }
     fn get_project(
         &self,
         id: &ProjectId,
@@ -56,12 +71,29 @@ pub trait ProjectStore: Send + Sync + 'static {
 }
 
 pub trait InstanceStore: Send + Sync + 'static {
-    /// Creates the instance and its initial state header; `Conflict` when the id is taken.
+    /// Creates the instance and its initial state header unless its project already holds
+    /// `max` instances: then `Ok(false)` and nothing is written (the project's quota).
+    /// `Conflict` when the id is taken. Two creators racing for a project's last place
+    /// cannot both win.
+    fn create_instance_within(
+        &self,
+        instance: &Instance,
+        header: &Header,
+        max: u64,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+    /// Creates the instance and its initial state header outside any quota (it still
+    /// counts towards its project's); `Conflict` when the id is taken.
     fn create_instance(
         &self,
         instance: &Instance,
         header: &Header,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        async move {
+            self.create_instance_within(instance, header, u64::MAX)
+                .await
+                .map(|_| ())
+        }
+    }
     fn get_instance(
         &self,
         key: &InstanceKey,
@@ -450,4 +482,26 @@ pub trait ActiveInstances: Send + Sync + 'static {
         &self,
         page: &PageRequest,
     ) -> impl Future<Output = StoreResult<ActivePage>> + Send;
+}
+
+/// The answer of a [`RateLimit`] to one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    Admitted,
+    /// Over the tenant's limit: nothing is admitted before `retry_after` has passed.
+    Limited {
+        retry_after: Duration,
+    },
+}
+
+/// A per-tenant request rate limit, shared by every process that serves the tenant
+/// (standalone: in memory; AWS: a counter in DynamoDB, one conditional write per
+/// request). A tenant over its limit never affects another tenant's admissions.
+pub trait RateLimit: Send + Sync + 'static {
+    /// Counts one request of `tenant` arriving at `now`, if it is within the limit.
+    fn admit(
+        &self,
+        tenant: &TenantId,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<Admission>> + Send;
 }

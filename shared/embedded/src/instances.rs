@@ -14,7 +14,12 @@ use crate::db::{is_constraint, text, to_i64};
 use crate::projects::{fetch_limit, page_of};
 
 impl InstanceStore for EmbeddedStore {
-    async fn create_instance(&self, instance: &Instance, header: &Header) -> StoreResult<()> {
+    async fn create_instance_within(
+        &self,
+        instance: &Instance,
+        header: &Header,
+        max: u64,
+    ) -> StoreResult<bool> {
         let project = instance.project_id.to_string();
         let id = instance.instance_id.to_string();
         let encode = |e: serde_json::Error| StoreError::Failed(format!("create_instance: {e}"));
@@ -25,6 +30,20 @@ impl InstanceStore for EmbeddedStore {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let conflict =
                 || StoreError::Conflict(format!("instance {project}/{id} exists")).into();
+            // Counted in the write transaction: racing creators are counted in turn.
+            let (exists, count): (bool, i64) = tx
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM instances WHERE project_id = ?1
+                                    AND instance_id = ?2),
+                            (SELECT COUNT(*) FROM instances WHERE project_id = ?1)",
+                )?
+                .query_row(params![project, id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            if exists {
+                return Err(conflict());
+            }
+            if u64::try_from(count).unwrap_or(0) >= max {
+                return Ok(false);
+            }
             match tx
                 .prepare_cached(
                     "INSERT INTO instances (project_id, instance_id, record) VALUES (?1, ?2, ?3)",
@@ -51,7 +70,7 @@ impl InstanceStore for EmbeddedStore {
                 Err(e) => return Err(e.into()),
             }
             tx.commit()?;
-            Ok(())
+            Ok(true)
         })
         .await
     }

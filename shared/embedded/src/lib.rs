@@ -8,8 +8,9 @@
 //!
 //! Ports implemented: ProjectStore, InstanceStore, EntryLog, StateStore, EventStore (with
 //! the outbox), WorkQueue, Backlog, PriceStore, PriceMatchStore, ActiveInstances,
-//! SubscriptionStore, DeliveryStore. Beyond the ports: [`EmbeddedStore::wait_for_work`] (a
-//! worker's idle wait that wakes on `send`), [`EmbeddedStore::release_in_flight`],
+//! SubscriptionStore, DeliveryStore; RateLimit in memory ([`TokenBuckets`]). Beyond the
+//! ports: [`EmbeddedStore::wait_for_work`] (a worker's idle wait that wakes on `send`),
+//! [`EmbeddedStore::release_in_flight`],
 //! [`EmbeddedStore::webhook_queue`] (the webhooks lane's [`WebhookQueue`], with the same
 //! two), [`EmbeddedStore::path`].
 //!
@@ -42,6 +43,7 @@ mod deliveries;
 mod events;
 mod instances;
 pub mod keys;
+mod limiter;
 mod log;
 mod matches;
 mod prices;
@@ -62,6 +64,7 @@ pub use db::Durability;
 pub use keys::{
     load_or_create_private_file, load_or_create_signing_keys, read_private_file, write_private_file,
 };
+pub use limiter::TokenBuckets;
 pub use queue::WebhookQueue;
 
 use db::{DbError, DbResult};

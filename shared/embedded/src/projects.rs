@@ -3,30 +3,47 @@
 use pricing_core::ids::{ProjectId, TenantId};
 use pricing_core::model::{Page, PageRequest, Project};
 use pricing_core::ports::{ProjectStore, StoreError, StoreResult};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use crate::EmbeddedStore;
 use crate::db::{DbResult, is_constraint, text};
 
 impl ProjectStore for EmbeddedStore {
-    async fn create_project(&self, project: &Project) -> StoreResult<()> {
+    async fn create_project_within(&self, project: &Project, max: u64) -> StoreResult<bool> {
         let id = project.project_id.to_string();
         let tenant = project.tenant.to_string();
         let record = serde_json::to_string(project)
             .map_err(|e| StoreError::Failed(format!("create_project: {e}")))?;
+        // The count and the insert in one write transaction: the writer is the only one, so
+        // racing creators are counted one after the other.
         self.on_writer("create_project", move |conn| {
-            let inserted = conn
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let exists: bool = tx
+                .prepare_cached("SELECT EXISTS (SELECT 1 FROM projects WHERE project_id = ?1)")?
+                .query_row(params![id], |r| r.get(0))?;
+            if exists {
+                return Err(StoreError::Conflict(format!("project {id} exists")).into());
+            }
+            let count: i64 = tx
+                .prepare_cached("SELECT COUNT(*) FROM projects WHERE tenant = ?1")?
+                .query_row(params![tenant], |r| r.get(0))?;
+            if u64::try_from(count).unwrap_or(0) >= max {
+                return Ok(false);
+            }
+            let inserted = tx
                 .prepare_cached(
                     "INSERT INTO projects (project_id, tenant, record) VALUES (?1, ?2, ?3)",
                 )?
                 .execute(params![id, tenant, record]);
             match inserted {
-                Ok(_) => Ok(()),
+                Ok(_) => {}
                 Err(e) if is_constraint(&e) => {
-                    Err(StoreError::Conflict(format!("project {id} exists")).into())
+                    return Err(StoreError::Conflict(format!("project {id} exists")).into());
                 }
-                Err(e) => Err(e.into()),
+                Err(e) => return Err(e.into()),
             }
+            tx.commit()?;
+            Ok(true)
         })
         .await
     }

@@ -50,3 +50,10 @@ mod memory {
         webhooks: webhook_queue
     );
 }
+
+/// The standalone's per-tenant limit: token buckets of 5 refilled at 5 a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_contract() {
+    let limiter = pricing_embedded::TokenBuckets::new(5.0, 5.0);
+    pricing_contract::rate_limit_contract(&limiter, 5).await;
+}

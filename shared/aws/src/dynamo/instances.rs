@@ -1,5 +1,6 @@
 //! InstanceStore: instance items in their project's partition (`P#{pid}` / `I#{iid}`);
-//! creating one also writes its state header (`I#{pid}/{iid}` / `HEAD`) in the same
+//! creating one also writes its state header (`I#{pid}/{iid}` / `HEAD`) and moves the
+//! project's instance counter (`P#{pid}` / `INSTANCES`, see `quotas.rs`) in the same
 //! transaction.
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
@@ -10,11 +11,20 @@ use pricing_core::state::Header;
 
 use super::keys::{self, APPLIED_SEQ, PK, RECORD, REV, SK};
 use super::projects::page_of;
-use super::{DynamoStore, Query, built, decode, encode, is_condition_failed, n, s};
+use super::quotas::Counter;
+use super::{
+    DynamoStore, MAX_ATTEMPTS, Query, backoff, built, decode, encode, failed_at, failed_count,
+    is_condition_failed, n, s,
+};
 use crate::error::store_error;
 
 impl InstanceStore for DynamoStore {
-    async fn create_instance(&self, instance: &Instance, header: &Header) -> StoreResult<()> {
+    async fn create_instance_within(
+        &self,
+        instance: &Instance,
+        header: &Header,
+        max: u64,
+    ) -> StoreResult<bool> {
         const OP: &str = "create_instance";
         let key = instance.key();
         let instance_put = built(
@@ -37,24 +47,49 @@ impl InstanceStore for DynamoStore {
                 .condition_expression("attribute_not_exists(pk)")
                 .build(),
         )?;
-        let actions = vec![
-            TransactWriteItem::builder().put(instance_put).build(),
-            TransactWriteItem::builder().put(header_put).build(),
-        ];
-        match self.transact(OP, actions).await? {
-            Ok(()) => Ok(()),
-            Err(reasons)
-                if reasons
-                    .iter()
-                    .flatten()
-                    .any(|r| r == "ConditionalCheckFailed") =>
-            {
-                Err(StoreError::Conflict(format!("instance {key} exists")))
+        let project_pk = keys::project_pk(&key.project_id);
+        let counter = Counter {
+            pk: &project_pk,
+            sk: keys::INSTANCE_COUNTER_SK,
+            counts: keys::INSTANCE_PREFIX,
+        };
+        let conflict = || StoreError::Conflict(format!("instance {key} exists"));
+        for attempt in 1..=MAX_ATTEMPTS {
+            let (count, counter_step) = self.counter_step(OP, &counter).await?;
+            if count >= max {
+                // A taken id is a Conflict whatever the quota (as on every store).
+                return match self.get_instance(&key).await? {
+                    Some(_) => Err(conflict()),
+                    None => Ok(false),
+                };
             }
-            Err(reasons) => Err(StoreError::Unavailable(format!(
-                "{OP}: transaction cancelled: {reasons:?}"
-            ))),
+            let actions = vec![
+                TransactWriteItem::builder()
+                    .put(instance_put.clone())
+                    .build(),
+                TransactWriteItem::builder().put(header_put.clone()).build(),
+                counter_step,
+            ];
+            match self.transact(OP, actions).await? {
+                Ok(()) => return Ok(true),
+                Err(reasons) if failed_at(&reasons, 0) || failed_at(&reasons, 1) => {
+                    return Err(conflict());
+                }
+                // The counter moved (another create in the project): read it again.
+                Err(reasons) => {
+                    tracing::debug!(
+                        attempt,
+                        failed = failed_count(&reasons),
+                        "create_instance cancelled; again"
+                    );
+                    backoff(attempt).await;
+                }
+            }
         }
+        Err(StoreError::Unavailable(format!(
+            "{OP}: the instance counter of {} still contended after {MAX_ATTEMPTS} attempts",
+            key.project_id
+        )))
     }
 
     async fn get_instance(&self, key: &InstanceKey) -> StoreResult<Option<Instance>> {

@@ -29,6 +29,10 @@ pub(crate) const GSI1PK: &str = "gsi1pk";
 pub(crate) const GSI1SK: &str = "gsi1sk";
 
 pub(crate) const PROJECT_SK: &str = "PROJECT";
+/// Quota counters (`n`): a tenant's projects (in `T#{tenant}`), a project's instances (in
+/// `P#{pid}`). Neither starts with the prefix of the records it counts.
+pub(crate) const PROJECT_COUNTER_SK: &str = "PROJECTS";
+pub(crate) const INSTANCE_COUNTER_SK: &str = "INSTANCES";
 pub(crate) const HEAD_SK: &str = "HEAD";
 pub(crate) const LOG_SK: &str = "LOG";
 /// The number of event batches written (`n`).
@@ -235,6 +239,19 @@ pub(crate) fn active_cursor_key(cursor: &str) -> Option<(String, String)> {
         InstanceId::parse(instance).ok()?,
     );
     Some((project_pk(&key.project_id), instance_sk(&key.instance_id)))
+}
+
+// ---------------------------------------------------------------- rate limit
+
+/// The partition of a tenant's request counters.
+pub(crate) fn rate_pk(tenant: &TenantId) -> String {
+    format!("RL#{tenant}")
+}
+
+/// One window's counter: the window's width (so a changed width never reuses a count)
+/// and its index since the epoch.
+pub(crate) fn rate_sk(width_ms: u64, index: u64) -> String {
+    format!("W#{width_ms}/{index:020}")
 }
 
 #[cfg(test)]

@@ -20,6 +20,9 @@
 //! | `P#{pid}` | `SUB#{sid}`, `SUBN#{scope}`, `SUBL#{scope}/{ord}` | subscriptions (see `subscriptions.rs`) |
 //! | `D#{webhookId}` | `DELIVERY`, `EVENT` | a delivery's state and event (see `deliveries.rs`) |
 //! | `DL#{pid}/{sid}` | `{created}#{position}#{webhookId}` | a subscription's delivery listing |
+//! | `T#{tenant}` | `PROJECTS` | the tenant's project counter (quota, see `quotas.rs`) |
+//! | `P#{pid}` | `INSTANCES` | the project's instance counter (quota) |
+//! | `RL#{tenant}` | `W#{width ms}/{index}` | one rate-limit window's request count (`n`, `expires_at` TTL; see `limiter.rs`) |
 //!
 //! The one index `gsi1` holds sparse entries under distinct partition values:
 //! `BACKLOG#{0..7}` (on `LOG`), `OUTBOX#{0..7}` (on `EVENTS`), `DUE#{0..7}` (on
@@ -33,9 +36,11 @@ mod deliveries;
 mod events;
 mod instances;
 mod keys;
+mod limiter;
 mod log;
 mod prices;
 mod projects;
+mod quotas;
 mod state;
 mod subscriptions;
 
@@ -51,6 +56,7 @@ use pricing_core::ports::{StoreError, StoreResult};
 use crate::error::{corrupt, store_error};
 
 pub use keys::{BACKLOG_SHARDS, DUE_SHARDS, OUTBOX_SHARDS};
+pub use limiter::DynamoRateLimit;
 
 /// One DynamoDB item.
 pub(crate) type Item = HashMap<String, AttributeValue>;

@@ -2,6 +2,8 @@
 //! (`T#{tenant}` / `P#{pid}`), written together in one transaction. Projects never change
 //! after creation, so the copy cannot drift; listing is a strongly consistent query of
 //! the tenant's partition (no index, so a project is listed as soon as it is created).
+//! The same transaction moves the tenant's project counter (`T#{tenant}` / `PROJECTS`,
+//! see `quotas.rs`), which the quota is checked against.
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use pricing_core::ids::{ProjectId, TenantId};
@@ -9,11 +11,15 @@ use pricing_core::model::{Page, PageRequest, Project};
 use pricing_core::ports::{ProjectStore, StoreError, StoreResult};
 
 use super::keys::{self, PK, RECORD, SK, TENANT};
-use super::{DynamoStore, Item, Query, built, decode, encode, get_s, s};
+use super::quotas::Counter;
+use super::{
+    DynamoStore, Item, MAX_ATTEMPTS, Query, backoff, built, decode, encode, failed_at,
+    failed_count, get_s, s,
+};
 use crate::error::corrupt;
 
 impl ProjectStore for DynamoStore {
-    async fn create_project(&self, project: &Project) -> StoreResult<()> {
+    async fn create_project_within(&self, project: &Project, max: u64) -> StoreResult<bool> {
         const OP: &str = "create_project";
         let record = encode(OP, project)?;
         let put = |pk: String, sk: String| {
@@ -30,33 +36,52 @@ impl ProjectStore for DynamoStore {
             )
             .map(|p| TransactWriteItem::builder().put(p).build())
         };
-        let actions = vec![
-            put(
-                keys::project_pk(&project.project_id),
-                keys::PROJECT_SK.to_owned(),
-            )?,
-            put(
-                keys::tenant_pk(&project.tenant),
-                keys::tenant_project_sk(&project.project_id),
-            )?,
-        ];
-        match self.transact(OP, actions).await? {
-            Ok(()) => Ok(()),
-            Err(reasons)
-                if reasons
-                    .iter()
-                    .flatten()
-                    .any(|r| r == "ConditionalCheckFailed") =>
-            {
-                Err(StoreError::Conflict(format!(
-                    "project {} exists",
-                    project.project_id
-                )))
+        let tenant_pk = keys::tenant_pk(&project.tenant);
+        let counter = Counter {
+            pk: &tenant_pk,
+            sk: keys::PROJECT_COUNTER_SK,
+            counts: keys::TENANT_PROJECT_PREFIX,
+        };
+        let conflict = || StoreError::Conflict(format!("project {} exists", project.project_id));
+        for attempt in 1..=MAX_ATTEMPTS {
+            let (count, counter_step) = self.counter_step(OP, &counter).await?;
+            if count >= max {
+                // A taken id is a Conflict whatever the quota (as on every store).
+                return match self.get_project(&project.project_id).await? {
+                    Some(_) => Err(conflict()),
+                    None => Ok(false),
+                };
             }
-            Err(reasons) => Err(StoreError::Unavailable(format!(
-                "{OP}: transaction cancelled: {reasons:?}"
-            ))),
+            let actions = vec![
+                put(
+                    keys::project_pk(&project.project_id),
+                    keys::PROJECT_SK.to_owned(),
+                )?,
+                put(
+                    tenant_pk.clone(),
+                    keys::tenant_project_sk(&project.project_id),
+                )?,
+                counter_step,
+            ];
+            match self.transact(OP, actions).await? {
+                Ok(()) => return Ok(true),
+                Err(reasons) if failed_at(&reasons, 0) || failed_at(&reasons, 1) => {
+                    return Err(conflict());
+                }
+                // The counter moved (another create of the tenant): read it again.
+                Err(reasons) => {
+                    tracing::debug!(
+                        attempt,
+                        failed = failed_count(&reasons),
+                        "create_project cancelled; again"
+                    );
+                    backoff(attempt).await;
+                }
+            }
         }
+        Err(StoreError::Unavailable(format!(
+            "{OP}: the tenant's project counter still contended after {MAX_ATTEMPTS} attempts"
+        )))
     }
 
     async fn get_project(&self, id: &ProjectId) -> StoreResult<Option<Project>> {
