@@ -101,6 +101,10 @@ pub const ROUTES: &[(&str, &str)] = &[
         "/projects/{projectId}/subscriptions/{subscriptionId}/trigger",
     ),
     (
+        "POST",
+        "/projects/{projectId}/subscriptions/{subscriptionId}/secret",
+    ),
+    (
         "GET",
         "/projects/{projectId}/subscriptions/{subscriptionId}/deliveries",
     ),
@@ -191,6 +195,10 @@ pub fn router<P: Ports>(app: Arc<App<P>>) -> Router {
         .route(
             "/projects/{projectId}/subscriptions/{subscriptionId}/trigger",
             post(subscriptions::trigger::<P>),
+        )
+        .route(
+            "/projects/{projectId}/subscriptions/{subscriptionId}/secret",
+            post(subscriptions::rotate_secret::<P>),
         )
         .route(
             "/projects/{projectId}/subscriptions/{subscriptionId}/deliveries",

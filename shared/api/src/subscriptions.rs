@@ -1,6 +1,7 @@
 //! Webhook subscriptions (DESIGN.md section 7): at project level (every instance) or
 //! instance level, at most [`MAX_SUBSCRIPTIONS_PER_SCOPE`] per scope; a subscription's
-//! manual trigger and its delivery log.
+//! manual trigger, its delivery log and its signing secret. The secret is shown twice
+//! only: in the creation response and in the response of a rotation.
 
 use std::sync::Arc;
 
@@ -12,7 +13,8 @@ use pricing_core::model::Message;
 use pricing_core::ports::{DeliveryStore, Enqueue, StoreError, SubscriptionStore};
 use pricing_core::validate::codes;
 use pricing_core::webhooks::{
-    DeliverySummary, MAX_SUBSCRIPTIONS_PER_SCOPE, NewSubscription, Subscription, SubscriptionStatus,
+    DeliverySummary, MAX_SUBSCRIPTIONS_PER_SCOPE, NewSubscription, Subscription,
+    SubscriptionStatus, WebhookSecret,
 };
 use serde_json::{Value, json};
 
@@ -24,6 +26,8 @@ use crate::paging::store_page;
 use crate::projects::owned_project;
 use crate::util::now;
 
+/// A subscription as listings and reads show it: never with its secrets (they are not
+/// part of its serialized form).
 pub fn subscription_view(s: &Subscription) -> Value {
     serde_json::to_value(s).unwrap_or_default()
 }
@@ -81,7 +85,11 @@ async fn create_in_scope<P: Ports>(
         subscription = %subscription.subscription_id,
         "subscription created"
     );
-    Ok((StatusCode::CREATED, Json(subscription_view(&subscription))))
+    let mut view = subscription_view(&subscription);
+    if let (Some(obj), Some(secrets)) = (view.as_object_mut(), &subscription.secrets) {
+        obj.insert("secret".into(), Value::String(secrets.current.reveal()));
+    }
+    Ok((StatusCode::CREATED, Json(view)))
 }
 
 async fn list_scope<P: Ports>(
@@ -210,6 +218,45 @@ pub async fn trigger<P: Ports>(
             "triggerId": trigger_id,
         })),
     ))
+}
+
+/// POST /projects/{projectId}/subscriptions/{subscriptionId}/secret: a new signing secret,
+/// shown in this response only. The replaced one keeps signing beside it (a second `v1`
+/// signature) until `previousSecretExpiresAt`; an older one stops at once.
+pub async fn rotate_secret<P: Ports>(
+    State(app): State<Arc<App<P>>>,
+    caller: Caller,
+    Path((project_id, subscription_id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let subscription = owned_subscription(&app, &caller, &project_id, &subscription_id).await?;
+    let not_found =
+        || ApiError::not_found(format!("subscription {subscription_id} does not exist"));
+    let secrets = app
+        .ports
+        .subscriptions()
+        .rotate_subscription_secret(
+            &subscription.project_id,
+            &subscription.subscription_id,
+            &WebhookSecret::generate(),
+            now(),
+        )
+        .await
+        .map_err(|e| match e {
+            // Deleted since it was read.
+            StoreError::NotFound => not_found(),
+            e => ApiError::store("rotating a subscription secret")(e),
+        })?;
+    tracing::info!(
+        project = %subscription.project_id,
+        subscription = %subscription.subscription_id,
+        previous_until = ?secrets.previous_until.map(|t| t.to_rfc3339()),
+        "subscription secret rotated"
+    );
+    Ok(Json(json!({
+        "subscriptionId": subscription.subscription_id,
+        "secret": secrets.current.reveal(),
+        "previousSecretExpiresAt": secrets.previous_until,
+    })))
 }
 
 /// GET /projects/{projectId}/subscriptions/{subscriptionId}/deliveries: newest first, one

@@ -1530,12 +1530,145 @@ async fn subscriptions_are_created_listed_and_deleted_at_both_levels() {
         ("POST", "/projects/p/instances/i/subscriptions"),
         ("DELETE", "/projects/p/subscriptions/x"),
         ("POST", "/projects/p/subscriptions/x/trigger"),
+        ("POST", "/projects/p/subscriptions/x/secret"),
         ("GET", "/projects/p/subscriptions/x/deliveries"),
     ] {
         let r = h.call(method, path, None, Some(hook("acme"))).await;
         assert_problem(&r, StatusCode::UNAUTHORIZED);
         assert_eq!(r.headers["www-authenticate"], "Bearer");
     }
+}
+
+/// The signing secret is in the creation response and in a rotation's, never in a read or
+/// a listing; the store keeps it, and a rotation keeps the replaced one signing for a day.
+#[tokio::test]
+async fn a_subscription_secret_is_shown_at_creation_and_rotation_only() {
+    use pricing_core::ids::SubscriptionId;
+    use pricing_core::ports::SubscriptionStore;
+    use pricing_core::webhooks::WebhookSecret;
+
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    let mut created = Vec::new();
+    for path in [
+        "/projects/p/subscriptions",
+        "/projects/p/instances/i/subscriptions",
+    ] {
+        let r = h.call("POST", path, Some("acme"), Some(hook("acme"))).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+        let secret = r.body["secret"].as_str().expect("a secret at creation");
+        let parsed = WebhookSecret::parse(secret).expect("whsec_<base64>");
+        assert!(secret.starts_with("whsec_"));
+        let id = r.body["subscriptionId"].as_str().unwrap().to_owned();
+        let stored = h
+            .store
+            .get_subscription(
+                &ProjectId::parse("p").unwrap(),
+                &SubscriptionId::parse(&id).unwrap(),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            stored.secrets.map(|s| s.current),
+            Some(parsed),
+            "the secret shown is the one stored"
+        );
+        created.push((id, secret.to_owned()));
+    }
+    assert_ne!(created[0].1, created[1].1, "each subscription has its own");
+
+    let shown = |body: &Value, secret: &str| {
+        let text = body.to_string();
+        text.contains("\"secret\"") || text.contains(secret.trim_start_matches("whsec_"))
+    };
+    for path in [
+        "/projects/p/subscriptions",
+        "/projects/p/instances/i/subscriptions",
+    ] {
+        let r = h.call("GET", path, Some("acme"), None).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.body["items"].as_array().unwrap().len(), 1);
+        for (_, secret) in &created {
+            assert!(
+                !shown(&r.body, secret),
+                "a listing shows no secret: {}",
+                r.body
+            );
+        }
+    }
+
+    // Rotation: a new secret, once; the old one signs on for 24 hours.
+    let (id, old) = &created[0];
+    let before = Timestamp::now();
+    let path = format!("/projects/p/subscriptions/{id}/secret");
+    let r = h.call("POST", &path, Some("acme"), None).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["subscriptionId"], id.as_str());
+    let new = r.body["secret"].as_str().unwrap().to_owned();
+    assert_ne!(&new, old);
+    let until = Timestamp::parse(r.body["previousSecretExpiresAt"].as_str().unwrap()).unwrap();
+    let day = 24 * 3600 * 1000;
+    assert!(
+        until.millis() >= before.millis() + day
+            && until.millis() <= Timestamp::now().millis() + day
+    );
+    let stored = h
+        .store
+        .get_subscription(
+            &ProjectId::parse("p").unwrap(),
+            &SubscriptionId::parse(id).unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .secrets
+        .unwrap();
+    assert_eq!(Some(stored.current), WebhookSecret::parse(&new));
+    assert_eq!(stored.previous, WebhookSecret::parse(old));
+    let r = h
+        .call("GET", "/projects/p/subscriptions", Some("acme"), None)
+        .await;
+    assert!(!shown(&r.body, &new), "{}", r.body);
+    let r = h
+        .call(
+            "GET",
+            &format!("/projects/p/subscriptions/{id}/deliveries"),
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(!shown(&r.body, &new));
+
+    // Another tenant cannot rotate it; an unknown subscription is 404.
+    h.project("intruder", "q").await;
+    for (tenant, path) in [
+        ("intruder", path.clone()),
+        ("intruder", format!("/projects/q/subscriptions/{id}/secret")),
+        (
+            "acme",
+            "/projects/p/subscriptions/unknown/secret".to_owned(),
+        ),
+    ] {
+        assert_problem(
+            &h.call("POST", &path, Some(tenant), None).await,
+            StatusCode::NOT_FOUND,
+        );
+    }
+    let still = h
+        .store
+        .get_subscription(
+            &ProjectId::parse("p").unwrap(),
+            &SubscriptionId::parse(id).unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .secrets
+        .unwrap();
+    assert_eq!(Some(still.current), WebhookSecret::parse(&new), "unchanged");
 }
 
 #[tokio::test]
