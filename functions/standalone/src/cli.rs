@@ -61,6 +61,15 @@ pub struct ServeArgs {
     /// Burst size of the per-tenant token bucket.
     #[arg(long, default_value_t = 2000.0)]
     pub rate_burst: f64,
+    /// Projects one tenant may create (docs/limits.md).
+    #[arg(long, env = "PRICING_MAX_PROJECTS_PER_TENANT", default_value_t = pricing_core::limits::DEFAULT_PROJECTS_PER_TENANT)]
+    pub max_projects_per_tenant: u64,
+    /// Instances one project may hold.
+    #[arg(long, env = "PRICING_MAX_INSTANCES_PER_PROJECT", default_value_t = pricing_core::limits::DEFAULT_INSTANCES_PER_PROJECT)]
+    pub max_instances_per_project: u64,
+    /// Webhook subscriptions per project (project level) and per instance.
+    #[arg(long, env = "PRICING_MAX_SUBSCRIPTIONS_PER_SCOPE", default_value_t = pricing_core::webhooks::MAX_SUBSCRIPTIONS_PER_SCOPE as u64)]
+    pub max_subscriptions_per_scope: u64,
     /// Entry-processing workers.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,

@@ -5,12 +5,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pricing_api::auth::{Authenticator, LocalTokens, RateLimiter};
+use pricing_api::auth::{Authenticator, LocalTokens};
 use pricing_api::{App, Stores};
 use pricing_core::jws::Signer;
+use pricing_core::limits::Quotas;
 use pricing_core::process::Processor;
 use pricing_core::webhooks::CallbackPolicy;
-use pricing_embedded::EmbeddedStore;
+use pricing_embedded::{EmbeddedStore, TokenBuckets};
 use pricing_http::HttpTransport;
 use tokio::sync::watch;
 
@@ -61,7 +62,12 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     );
     let auth: Arc<dyn Authenticator> = tokens.clone();
     let app = App::new(ports, signer.clone(), auth)
-        .with_rate_limit(RateLimiter::new(args.rate_limit, args.rate_burst))
+        .with_rate_limit(TokenBuckets::new(args.rate_limit, args.rate_burst))
+        .with_quotas(Quotas {
+            projects_per_tenant: args.max_projects_per_tenant,
+            instances_per_project: args.max_instances_per_project,
+            subscriptions_per_scope: args.max_subscriptions_per_scope,
+        })
         .with_callback_policy(policy);
     let router = pricing_api::router(Arc::new(app))
         .merge(oauth::router(Arc::new(TokenEndpoint { tokens, clients })));

@@ -1,16 +1,21 @@
 //! The application state shared by handlers: ports, keys, authentication, limits and the
 //! callback URL policy.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
+use pricing_core::ids::TenantId;
 use pricing_core::jws::{PublishedKeys, Signer};
+use pricing_core::limits::Quotas;
 use pricing_core::ports::{
-    DeliveryStore, Enqueue, EntryLog, InstanceStore, PriceMatchStore, PriceStore, ProjectStore,
-    StateStore, SubscriptionStore,
+    Admission, DeliveryStore, Enqueue, EntryLog, InstanceStore, PriceMatchStore, PriceStore,
+    ProjectStore, RateLimit, StateStore, StoreResult, SubscriptionStore,
 };
+use pricing_core::time::Timestamp;
 use pricing_core::webhooks::CallbackPolicy;
 
-use crate::auth::{Authenticator, RateLimiter};
+use crate::auth::Authenticator;
 
 /// The adapters the API works on.
 pub trait Ports: Send + Sync + 'static {
@@ -92,17 +97,48 @@ where
     }
 }
 
-/// Limits of the API (DESIGN.md section 3).
+/// The most instances one `calculatePrices` request without `instanceIds` calculates (one
+/// message each, sent while the request waits): a larger project is refused (422
+/// `tooManyInstances`) and names its instances, 100 per request.
+pub const MAX_CALCULATION_FANOUT: usize = 1_000;
+
+/// Limits of the API (DESIGN.md section 3, docs/limits.md).
 #[derive(Debug, Clone)]
 pub struct Limits {
     pub max_body_bytes: usize,
+    /// Per-tenant quotas on projects, instances and subscriptions.
+    pub quotas: Quotas,
+    /// See [`MAX_CALCULATION_FANOUT`].
+    pub max_calculation_fanout: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_body_bytes: 5 * 1024 * 1024,
+            quotas: Quotas::default(),
+            max_calculation_fanout: MAX_CALCULATION_FANOUT,
         }
+    }
+}
+
+/// A [`RateLimit`] behind a pointer (the port's futures are not object safe): the API
+/// takes any adapter.
+pub trait TenantRateLimit: Send + Sync + 'static {
+    fn admit<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        now: Timestamp,
+    ) -> Pin<Box<dyn Future<Output = StoreResult<Admission>> + Send + 'a>>;
+}
+
+impl<L: RateLimit> TenantRateLimit for L {
+    fn admit<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        now: Timestamp,
+    ) -> Pin<Box<dyn Future<Output = StoreResult<Admission>> + Send + 'a>> {
+        Box::pin(RateLimit::admit(self, tenant, now))
     }
 }
 
@@ -151,7 +187,8 @@ pub struct App<P> {
     pub ports: P,
     pub keys: ServiceKeys,
     pub auth: Arc<dyn Authenticator>,
-    pub rate_limit: Option<RateLimiter>,
+    /// The per-tenant request limit, checked when a request is authenticated.
+    pub rate_limit: Option<Arc<dyn TenantRateLimit>>,
     pub limits: Limits,
     /// Which callback URLs a subscription may name: `STRICT` (https, public hosts) unless
     /// the deployment allows more (the standalone's local development default).
@@ -177,8 +214,13 @@ impl<P: Ports> App<P> {
         self
     }
 
-    pub fn with_rate_limit(mut self, limiter: RateLimiter) -> Self {
-        self.rate_limit = Some(limiter);
+    pub fn with_rate_limit(mut self, limiter: impl RateLimit) -> Self {
+        self.rate_limit = Some(Arc::new(limiter));
+        self
+    }
+
+    pub fn with_quotas(mut self, quotas: Quotas) -> Self {
+        self.limits.quotas = quotas;
         self
     }
 }

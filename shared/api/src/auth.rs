@@ -3,10 +3,6 @@
 //! On AWS the API Gateway JWT authorizer has verified the token and the Lambda reads the
 //! claims; standalone verifies its own HS256 tokens. Both implement [`Authenticator`].
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::Instant;
-
 use axum::http::request::Parts;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use pricing_core::ids::TenantId;
@@ -120,39 +116,6 @@ impl Authenticator for LocalTokens {
     }
 }
 
-/// A token bucket per tenant (standalone; on AWS the stage throttling limits).
-pub struct RateLimiter {
-    rate_per_sec: f64,
-    burst: f64,
-    buckets: Mutex<HashMap<TenantId, (f64, Instant)>>,
-}
-
-impl RateLimiter {
-    pub fn new(rate_per_sec: f64, burst: f64) -> Self {
-        RateLimiter {
-            rate_per_sec,
-            burst,
-            buckets: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Takes one token; `Err(seconds)` until one is available.
-    pub fn check(&self, tenant: &TenantId) -> Result<(), u64> {
-        let now = Instant::now();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        let (tokens, last) = buckets.entry(tenant.clone()).or_insert((self.burst, now));
-        *tokens =
-            (*tokens + now.duration_since(*last).as_secs_f64() * self.rate_per_sec).min(self.burst);
-        *last = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            Ok(())
-        } else {
-            Err(((1.0 - *tokens) / self.rate_per_sec).ceil() as u64)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,16 +135,5 @@ mod tests {
         assert!(tokens.verify(&other.issue("acme", 60).unwrap()).is_err());
         // Expired.
         assert!(tokens.verify(&tokens.issue("acme", -120).unwrap()).is_err());
-    }
-
-    #[test]
-    fn buckets_refill() {
-        let limiter = RateLimiter::new(1000.0, 2.0);
-        let t = TenantId::from_claim("t").unwrap();
-        assert!(limiter.check(&t).is_ok());
-        assert!(limiter.check(&t).is_ok());
-        assert!(limiter.check(&t).is_err());
-        std::thread::sleep(std::time::Duration::from_millis(5));
-        assert!(limiter.check(&t).is_ok());
     }
 }

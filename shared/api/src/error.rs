@@ -7,6 +7,11 @@ use pricing_core::submit::MAX_REPORTED_ERRORS;
 use pricing_core::validate::FieldError;
 use serde_json::json;
 
+/// `code` of a 422 for a create past a tenant's quota (projects, instances, subscriptions).
+pub const QUOTA_EXCEEDED: &str = "quotaExceeded";
+/// `code` of a 422 for a project-wide request over more instances than one request takes.
+pub const TOO_MANY_INSTANCES: &str = "tooManyInstances";
+
 /// An error answered to the client as `application/problem+json`.
 #[derive(Debug)]
 pub struct ApiError {
@@ -89,6 +94,21 @@ impl ApiError {
             "Unprocessable Content",
             detail,
         )
+    }
+
+    /// 422 with one located error: a valid request that breaks a rule with a `code`.
+    pub fn rule(pointer: &str, code: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self::unprocessable(message.clone()).with_errors(vec![FieldError {
+            pointer: pointer.to_owned(),
+            code: code.to_owned(),
+            message,
+        }])
+    }
+
+    /// 422 `quotaExceeded`: a create past a quota; nothing was created.
+    pub fn quota_exceeded(message: impl Into<String>) -> Self {
+        Self::rule("", QUOTA_EXCEEDED, message)
     }
 
     pub fn gone(detail: impl Into<String>) -> Self {

@@ -7,7 +7,10 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
 use pricing_core::ids::TenantId;
+use pricing_core::limits::retry_after_secs;
 use pricing_core::model::PageRequest;
+use pricing_core::ports::Admission;
+use pricing_core::time::Timestamp;
 use serde_json::Value;
 
 use crate::app::{App, Ports};
@@ -25,7 +28,14 @@ impl<P: Ports> FromRequestParts<Arc<App<P>>> for Caller {
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App<P>>) -> Result<Self, ApiError> {
         let tenant = app.auth.authenticate(parts)?;
         if let Some(limiter) = &app.rate_limit {
-            limiter.check(&tenant).map_err(ApiError::rate_limited)?;
+            let admission = limiter
+                .admit(&tenant, Timestamp::now())
+                .await
+                .map_err(ApiError::store("checking the rate limit"))?;
+            if let Admission::Limited { retry_after } = admission {
+                tracing::debug!(%tenant, "request over the tenant's rate limit");
+                return Err(ApiError::rate_limited(retry_after_secs(retry_after)));
+            }
         }
         Ok(Caller { tenant })
     }

@@ -127,13 +127,21 @@ pub async fn create<P: Ports>(
         meta,
         ..Header::default()
     };
+    let max = app.limits.quotas.instances_per_project;
     match app
         .ports
         .instances()
-        .create_instance(&instance, &header)
+        .create_instance_within(&instance, &header, max)
         .await
     {
-        Ok(()) => {}
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::info!(project = %instance.project_id, max, "instance quota reached");
+            return Err(ApiError::quota_exceeded(format!(
+                "project {} already holds {max} instances, the most a project may hold",
+                instance.project_id
+            )));
+        }
         Err(StoreError::Conflict(_)) => {
             return Err(ApiError::conflict(format!(
                 "instance {} already exists in project {}",

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, TOO_MANY_INSTANCES};
 use crate::extract::{Caller, JsonBody, page_request};
 use crate::instances::owned_instance;
 use crate::paging::{Budget, MAX_PAGE_BYTES, json_len, store_page};
@@ -28,29 +28,39 @@ pub const MAX_METADATA_BYTES: usize = 8 * 1024;
 /// Most instances per calculatePrices or instancePrices call.
 pub const MAX_INSTANCES_PER_CALL: usize = 100;
 
-/// All instances of a project (for "all instances" requests), in id order.
+/// All instances of a project (for "all instances" requests), in id order: at most
+/// `max`; a project with more is refused (422 `tooManyInstances`), since every instance
+/// costs a message sent while the request waits.
 async fn all_instances<P: Ports>(
     app: &App<P>,
     project: &pricing_core::ids::ProjectId,
+    max: usize,
 ) -> ApiResult<Vec<Instance>> {
-    let mut out = Vec::new();
-    let mut page = PageRequest {
-        cursor: None,
-        limit: 1_000,
-    };
-    loop {
-        let p = app
-            .ports
-            .instances()
-            .list_instances(project, &page)
-            .await
-            .map_err(ApiError::store("listing instances"))?;
-        out.extend(p.items);
-        match p.next {
-            Some(next) => page.cursor = Some(next),
-            None => return Ok(out),
-        }
+    let page = app
+        .ports
+        .instances()
+        .list_instances(
+            project,
+            &PageRequest {
+                cursor: None,
+                limit: max,
+            },
+        )
+        .await
+        .map_err(ApiError::store("listing instances"))?;
+    if page.next.is_some() {
+        tracing::info!(%project, max, "calculatePrices over too many instances refused");
+        return Err(ApiError::rule(
+            "/instanceIds",
+            TOO_MANY_INSTANCES,
+            format!(
+                "project {project} has more than {max} instances, the most one request \
+                 calculates without instanceIds; name them in instanceIds, at most \
+                 {MAX_INSTANCES_PER_CALL} per request"
+            ),
+        ));
     }
+    Ok(page.items)
 }
 
 /// POST /projects/{projectId}/calculatePrices: `{instanceIds?, metadata?}` -> 202 with one
@@ -105,7 +115,7 @@ pub async fn calculate<P: Ports>(
         return Err(ApiError::validation(errors.list));
     }
     let instances = match wanted {
-        None => all_instances(&app, &project.project_id).await?,
+        None => all_instances(&app, &project.project_id, app.limits.max_calculation_fanout).await?,
         Some(ids) => {
             let mut found = Vec::with_capacity(ids.len());
             for (i, id) in ids.into_iter().enumerate() {

@@ -74,8 +74,20 @@ pub async fn create<P: Ports>(
         name: name.unwrap_or_default(),
         created_at: now(),
     };
-    match app.ports.projects().create_project(&project).await {
-        Ok(()) => {}
+    let max = app.limits.quotas.projects_per_tenant;
+    match app
+        .ports
+        .projects()
+        .create_project_within(&project, max)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::info!(tenant = %project.tenant, max, "project quota reached");
+            return Err(ApiError::quota_exceeded(format!(
+                "this tenant already has {max} projects, the most a tenant may have"
+            )));
+        }
         Err(StoreError::Conflict(_)) => {
             return Err(ApiError::conflict(format!(
                 "project {} already exists",

@@ -1,5 +1,5 @@
 //! Webhook subscriptions (DESIGN.md section 7): at project level (every instance) or
-//! instance level, at most [`MAX_SUBSCRIPTIONS_PER_SCOPE`] per scope; a subscription's
+//! instance level, at most `Quotas::subscriptions_per_scope` per scope; a subscription's
 //! manual trigger, its delivery log and its signing secret. The secret is shown twice
 //! only: in the creation response and in the response of a rotation.
 
@@ -13,8 +13,7 @@ use pricing_core::model::Message;
 use pricing_core::ports::{DeliveryStore, Enqueue, StoreError, SubscriptionStore};
 use pricing_core::validate::codes;
 use pricing_core::webhooks::{
-    DeliverySummary, MAX_SUBSCRIPTIONS_PER_SCOPE, NewSubscription, Subscription,
-    SubscriptionStatus, WebhookSecret,
+    DeliverySummary, NewSubscription, Subscription, SubscriptionStatus, WebhookSecret,
 };
 use serde_json::{Value, json};
 
@@ -63,10 +62,11 @@ async fn create_in_scope<P: Ports>(
     let request =
         NewSubscription::parse(&body, &app.callback_policy).map_err(ApiError::validation)?;
     let subscription = request.into_subscription(project_id, instance_id, now());
+    let max = usize::try_from(app.limits.quotas.subscriptions_per_scope).unwrap_or(usize::MAX);
     let stored = app
         .ports
         .subscriptions()
-        .create_subscription(&subscription, MAX_SUBSCRIPTIONS_PER_SCOPE)
+        .create_subscription(&subscription, max)
         .await
         .map_err(ApiError::store("creating a subscription"))?;
     if !stored {
@@ -74,9 +74,9 @@ async fn create_in_scope<P: Ports>(
             Some(i) => format!("instance {i}"),
             None => format!("project {} (project level)", subscription.project_id),
         };
-        return Err(ApiError::unprocessable(format!(
-            "{scope} already has {MAX_SUBSCRIPTIONS_PER_SCOPE} subscriptions, the most a \
-             project or an instance may have; delete one first"
+        return Err(ApiError::quota_exceeded(format!(
+            "{scope} already has {max} subscriptions, the most a project or an instance may \
+             have; delete one first"
         )));
     }
     tracing::info!(

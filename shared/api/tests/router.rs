@@ -8,7 +8,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use pricing_api::auth::{Authenticator, LocalTokens, RateLimiter};
+use pricing_api::auth::{Authenticator, LocalTokens};
 use pricing_api::{App, ROUTES, Stores, router};
 use pricing_core::ids::{InstanceId, InstanceKey, ProjectId};
 use pricing_core::jws::{Signer, StoredKey};
@@ -930,7 +930,7 @@ async fn unknown_paths_methods_removed_endpoints_and_versions() {
 
 #[tokio::test]
 async fn rate_limit_answers_429_with_retry_after() {
-    let h = harness_with(|app| app.with_rate_limit(RateLimiter::new(0.5, 2.0)));
+    let h = harness_with(|app| app.with_rate_limit(pricing_embedded::TokenBuckets::new(0.5, 2.0)));
     assert_eq!(
         h.call("GET", "/projects", Some("acme"), None).await.status,
         StatusCode::OK

@@ -2,6 +2,9 @@
 //! variable; nothing is hard-coded.
 
 use std::collections::HashMap;
+use std::time::Duration;
+
+use pricing_core::limits::{DEFAULT_RATE_WINDOW, Quotas, RateWindow};
 
 /// Names of the variables (set by template.yaml Globals for every function).
 pub mod vars {
@@ -16,6 +19,14 @@ pub mod vars {
     pub const SIGNING_PUBLIC_KEYS_SECRET_ID: &str = "SIGNING_PUBLIC_KEYS_SECRET_ID";
     /// Optional: an endpoint override for every AWS client (local emulator).
     pub const ENDPOINT_URL: &str = "AWS_ENDPOINT_URL";
+    /// Optional quotas (docs/limits.md; defaults in `pricing_core::limits`).
+    pub const MAX_PROJECTS_PER_TENANT: &str = "MAX_PROJECTS_PER_TENANT";
+    pub const MAX_INSTANCES_PER_PROJECT: &str = "MAX_INSTANCES_PER_PROJECT";
+    pub const MAX_SUBSCRIPTIONS_PER_SCOPE: &str = "MAX_SUBSCRIPTIONS_PER_SCOPE";
+    /// Optional: requests per tenant per window (0 turns the per-tenant limit off).
+    pub const TENANT_RATE_LIMIT: &str = "TENANT_RATE_LIMIT";
+    /// Optional: the window of `TENANT_RATE_LIMIT`, in seconds.
+    pub const TENANT_RATE_WINDOW_SECONDS: &str = "TENANT_RATE_WINDOW_SECONDS";
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -24,6 +35,8 @@ pub enum ConfigError {
     Missing(&'static str),
     #[error("environment variable {0} is empty")]
     Empty(&'static str),
+    #[error("environment variable {0} must be {1}")]
+    Invalid(&'static str, &'static str),
 }
 
 /// Where the stack's resources are.
@@ -36,6 +49,10 @@ pub struct Config {
     pub signing_keys_secret_id: String,
     pub public_keys_secret_id: String,
     pub endpoint_url: Option<String>,
+    /// Quotas of the API (projects, instances, subscriptions).
+    pub quotas: Quotas,
+    /// The per-tenant request limit; `None` when turned off (`TENANT_RATE_LIMIT=0`).
+    pub rate_limit: Option<RateWindow>,
 }
 
 impl Config {
@@ -55,6 +72,16 @@ impl Config {
             Some(v) if v.trim().is_empty() => Err(ConfigError::Empty(name)),
             Some(v) => Ok(v),
         };
+        // Optional numbers: absent or empty is the default.
+        let number = |name: &'static str, default: u64| match get(name) {
+            None => Ok(default),
+            Some(v) if v.trim().is_empty() => Ok(default),
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| ConfigError::Invalid(name, "a whole number")),
+        };
+        let defaults = Quotas::default();
         Ok(Config {
             table_name: req(vars::TABLE_NAME)?,
             process_queue_url: req(vars::PROCESS_QUEUE_URL)?,
@@ -63,6 +90,38 @@ impl Config {
             signing_keys_secret_id: req(vars::SIGNING_KEYS_SECRET_ID)?,
             public_keys_secret_id: req(vars::SIGNING_PUBLIC_KEYS_SECRET_ID)?,
             endpoint_url: get(vars::ENDPOINT_URL).filter(|v| !v.is_empty()),
+            quotas: Quotas {
+                projects_per_tenant: number(
+                    vars::MAX_PROJECTS_PER_TENANT,
+                    defaults.projects_per_tenant,
+                )?,
+                instances_per_project: number(
+                    vars::MAX_INSTANCES_PER_PROJECT,
+                    defaults.instances_per_project,
+                )?,
+                subscriptions_per_scope: number(
+                    vars::MAX_SUBSCRIPTIONS_PER_SCOPE,
+                    defaults.subscriptions_per_scope,
+                )?,
+            },
+            rate_limit: match number(vars::TENANT_RATE_LIMIT, DEFAULT_RATE_WINDOW.limit)? {
+                0 => None,
+                limit => Some(RateWindow {
+                    limit,
+                    window: match number(
+                        vars::TENANT_RATE_WINDOW_SECONDS,
+                        DEFAULT_RATE_WINDOW.window.as_secs(),
+                    )? {
+                        0 => {
+                            return Err(ConfigError::Invalid(
+                                vars::TENANT_RATE_WINDOW_SECONDS,
+                                "at least 1",
+                            ));
+                        }
+                        secs => Duration::from_secs(secs),
+                    },
+                }),
+            },
         })
     }
 }
@@ -98,5 +157,44 @@ mod tests {
         m.insert(vars::TABLE_NAME.into(), " ".into());
         let e = Config::from_map(&m).unwrap_err();
         assert_eq!(e.to_string(), "environment variable TABLE_NAME is empty");
+    }
+
+    #[test]
+    fn limits_have_defaults_and_can_be_set() {
+        let c = Config::from_map(&full()).expect("config");
+        assert_eq!(c.quotas, Quotas::default());
+        assert_eq!(c.rate_limit, Some(DEFAULT_RATE_WINDOW));
+        let mut m = full();
+        m.insert(vars::MAX_PROJECTS_PER_TENANT.into(), "3".into());
+        m.insert(vars::MAX_INSTANCES_PER_PROJECT.into(), "4".into());
+        m.insert(vars::MAX_SUBSCRIPTIONS_PER_SCOPE.into(), "5".into());
+        m.insert(vars::TENANT_RATE_LIMIT.into(), "6".into());
+        m.insert(vars::TENANT_RATE_WINDOW_SECONDS.into(), "60".into());
+        let c = Config::from_map(&m).expect("config");
+        assert_eq!(
+            c.quotas,
+            Quotas {
+                projects_per_tenant: 3,
+                instances_per_project: 4,
+                subscriptions_per_scope: 5
+            }
+        );
+        assert_eq!(
+            c.rate_limit,
+            Some(RateWindow {
+                limit: 6,
+                window: Duration::from_secs(60)
+            })
+        );
+        m.insert(vars::TENANT_RATE_LIMIT.into(), "0".into());
+        assert_eq!(Config::from_map(&m).expect("config").rate_limit, None);
+        m.insert(vars::MAX_PROJECTS_PER_TENANT.into(), "many".into());
+        assert_eq!(
+            Config::from_map(&m),
+            Err(ConfigError::Invalid(
+                "MAX_PROJECTS_PER_TENANT",
+                "a whole number"
+            ))
+        );
     }
 }

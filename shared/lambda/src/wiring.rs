@@ -8,6 +8,7 @@ use axum::Router;
 use pricing_api::app::ServiceKeys;
 use pricing_api::auth::Authenticator;
 use pricing_api::{App, Stores};
+use pricing_aws::dynamo::DynamoRateLimit;
 use pricing_aws::secrets::{self, FIRST_KEY_WAIT, KeyMaintenance, SecretsError};
 use pricing_aws::{Config, DynamoStore, Queues, sdk_config};
 use pricing_core::jws::{PublicKey, PublishedKeys, Signer, StoredKey};
@@ -143,7 +144,11 @@ impl Aws {
                 }
             },
         );
-        pricing_api::router(Arc::new(App::new(ports, service_keys, auth))).layer(refresh)
+        let mut app = App::new(ports, service_keys, auth).with_quotas(self.config.quotas);
+        if let Some(window) = self.config.rate_limit {
+            app = app.with_rate_limit(DynamoRateLimit::new(&self.store, window));
+        }
+        pricing_api::router(Arc::new(app)).layer(refresh)
     }
 }
 
