@@ -495,9 +495,11 @@ async fn deliver_once(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
+    use pricing_core::ids::SubscriptionId;
     use pricing_core::ports::{DeliveryStore, Enqueue, SubscriptionStore};
     use pricing_core::webhooks::{
-        AttemptUpdate, CallbackPolicy, Delivery, DeliveryStatus, NewSubscription, delivery::Attempt,
+        AttemptUpdate, CallbackPolicy, Delivery, DeliveryStatus, NewSubscription, WebhookSecret,
+        delivery::Attempt,
     };
 
     let env = pricing_emulator::provision("lambda-hooks");
@@ -537,6 +539,87 @@ async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
     };
     let flaky = subscribe("/flaky");
     assert!(aws.store.create_subscription(&flaky, 20).await.unwrap());
+
+    // Through the API on DynamoDB: the signing secret is in the creation response and a
+    // rotation's only, and stored (no events of this type come in this test).
+    let (s, created) = invoke(
+        &api,
+        http_event(
+            "POST",
+            "/projects/hooks/subscriptions",
+            "/{proxy+}",
+            Some(json!({"callbackUrl": "https://hooks.example.com/in",
+                        "events": ["instance.deactivated"]})),
+            "acme",
+        ),
+    )
+    .await;
+    assert_eq!(s, 201, "{created}");
+    let created_secret = created["secret"].as_str().unwrap().to_owned();
+    let api_sub = SubscriptionId::parse(created["subscriptionId"].as_str().unwrap()).unwrap();
+    let stored_secrets = |id: SubscriptionId| {
+        let (store, project) = (&aws.store, project.clone());
+        async move {
+            store
+                .get_subscription(&project, &id)
+                .await
+                .unwrap()
+                .unwrap()
+                .secrets
+                .unwrap()
+        }
+    };
+    assert_eq!(
+        Some(stored_secrets(api_sub.clone()).await.current),
+        WebhookSecret::parse(&created_secret),
+        "the secret shown is stored in DynamoDB"
+    );
+    let (s, listing) = invoke(
+        &api,
+        http_event(
+            "GET",
+            "/projects/hooks/subscriptions",
+            "/{proxy+}",
+            None,
+            "acme",
+        ),
+    )
+    .await;
+    assert_eq!(s, 200, "{listing}");
+    assert_eq!(listing["items"].as_array().unwrap().len(), 2);
+    assert!(
+        !listing.to_string().contains("secret"),
+        "a listing shows no secret: {listing}"
+    );
+    let (s, rotated) = invoke(
+        &api,
+        http_event(
+            "POST",
+            &format!("/projects/hooks/subscriptions/{api_sub}/secret"),
+            "/{proxy+}",
+            None,
+            "acme",
+        ),
+    )
+    .await;
+    assert_eq!(s, 200, "{rotated}");
+    let new_secret = rotated["secret"].as_str().unwrap();
+    assert_ne!(new_secret, created_secret);
+    let after = stored_secrets(api_sub.clone()).await;
+    assert_eq!(Some(after.current), WebhookSecret::parse(new_secret));
+    assert_eq!(after.previous, WebhookSecret::parse(&created_secret));
+    let (s, _) = invoke(
+        &api,
+        http_event(
+            "POST",
+            &format!("/projects/hooks/subscriptions/{api_sub}/secret"),
+            "/{proxy+}",
+            None,
+            "intruder",
+        ),
+    )
+    .await;
+    assert_eq!(s, 404, "another tenant cannot rotate it");
 
     // A rejected entry, processed by the entry-processor handler.
     let (s, b) = invoke(
@@ -597,6 +680,21 @@ async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
         .collect();
     let kid = headers["x-signature-key-id"].to_str().unwrap();
     assert!(keys.signer.verify_der(kid, &message, &signature));
+    // The envelope names its project and subscription, and the subscription's own
+    // signature verifies under its secret, not under another subscription's.
+    assert_eq!(body["projectId"], "hooks");
+    assert_eq!(body["subscriptionId"], flaky.subscription_id.as_str());
+    let v1 = headers["webhook-signature"].to_str().unwrap();
+    let timestamp: i64 = headers["webhook-timestamp"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let verifies = |secret: &WebhookSecret| secret.verifies(v1, &id(headers), timestamp, &got[1].2);
+    assert!(verifies(&flaky.secrets.as_ref().unwrap().current));
+    let stranger = subscribe("/stranger");
+    assert!(!verifies(&stranger.secrets.as_ref().unwrap().current));
+    assert!(!verifies(&stored_secrets(api_sub).await.current));
     let delivery = aws.store.get_delivery(&id(headers)).await.unwrap().unwrap();
     assert_eq!(
         (delivery.status, delivery.attempt),

@@ -4,7 +4,10 @@
 //! `prices.updated` with its metadata; signatures verify with the published keys and fail
 //! on a tampered body; a receiver that fails twice gets the third attempt with the same
 //! webhook-id; a 410 disables the subscription; a manual trigger resends the latest
-//! prices; a client's error report shows in the delivery log.
+//! prices; a client's error report shows in the delivery log. Every delivery also carries
+//! the Standard Webhooks signature under its subscription's own secret and names its
+//! project and subscription, so a genuine webhook replayed to another subscription's
+//! receiver is refused (the secret is shown at creation and rotation only).
 
 #![allow(clippy::unwrap_used)]
 
@@ -24,7 +27,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::{Service, send, token, wait_for};
@@ -170,6 +173,30 @@ fn verifies(jwks: &Value, hit: &Hit, body: &[u8]) -> bool {
         .is_ok()
 }
 
+/// Verifies a hit's Standard Webhooks signature (`webhook-signature`, one or more
+/// space-separated `v1,<base64>`) under a subscription's `whsec_` secret, as a receiver
+/// would: HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}", keyed with the
+/// base64-decoded secret.
+fn v1_verifies(secret: &str, hit: &Hit, body: &[u8]) -> bool {
+    use aws_lc_rs::hmac;
+    let key = STANDARD
+        .decode(secret.strip_prefix("whsec_").expect("a whsec_ secret"))
+        .expect("base64");
+    let key = hmac::Key::new(hmac::HMAC_SHA256, &key);
+    let mut signed = format!(
+        "{}.{}.",
+        hit.header("webhook-id"),
+        hit.header("webhook-timestamp")
+    )
+    .into_bytes();
+    signed.extend_from_slice(body);
+    hit.header("webhook-signature")
+        .split(' ')
+        .filter_map(|s| s.strip_prefix("v1,"))
+        .filter_map(|b64| STANDARD.decode(b64).ok())
+        .any(|tag| hmac::verify(&key, &signed, &tag).is_ok())
+}
+
 /// The example receiver of infra/webhook-receiver, on the project's venv Python.
 struct PythonReceiver {
     child: Child,
@@ -178,7 +205,14 @@ struct PythonReceiver {
 }
 
 impl PythonReceiver {
-    fn start(keys_url: &str, token: &str) -> PythonReceiver {
+    /// A receiver of project `project` whose subscription secrets are in `secrets_file`
+    /// (read again for every webhook).
+    fn start(
+        keys_url: &str,
+        token: &str,
+        project: &str,
+        secrets_file: &std::path::Path,
+    ) -> PythonReceiver {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
         let python = root.join(".venv/bin/python");
         assert!(
@@ -190,6 +224,8 @@ impl PythonReceiver {
         let mut child = Command::new(python)
             .arg(root.join("infra/webhook-receiver/receiver.py"))
             .args(["--port", "0", "--keys-url", keys_url, "--token", token])
+            .args(["--project-id", project, "--secrets-file"])
+            .arg(secrets_file)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -256,8 +292,25 @@ async fn create(client: &reqwest::Client, url: String, token: &str, body: Value)
 }
 
 async fn subscribe(client: &reqwest::Client, url: String, token: &str, body: Value) -> String {
+    subscribe_with_secret(client, url, token, body).await.0
+}
+
+/// Subscribes; returns the subscription id and its signing secret (shown this once).
+async fn subscribe_with_secret(
+    client: &reqwest::Client,
+    url: String,
+    token: &str,
+    body: Value,
+) -> (String, String) {
     let sub = create(client, url, token, body).await;
-    sub["subscriptionId"].as_str().unwrap().to_owned()
+    let secret = sub["secret"]
+        .as_str()
+        .expect("the creation response carries the secret");
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    (
+        sub["subscriptionId"].as_str().unwrap().to_owned(),
+        secret.to_owned(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -288,7 +341,7 @@ async fn signed_webhooks_reach_real_receivers() {
 
     // Project level: everything to /ok (with a query, which is signed too); the Python
     // example receiver; instance level: prices to /flaky; everything to /gone.
-    let ok = subscribe(
+    let (ok, ok_secret) = subscribe_with_secret(
         &client,
         format!("{base}/projects/shop/subscriptions"),
         &token,
@@ -296,14 +349,20 @@ async fn signed_webhooks_reach_real_receivers() {
     )
     .await;
     let keys_url = format!("{base}/webhooks/signatureVerificationKeys");
-    let python = PythonReceiver::start(&keys_url, &token);
-    subscribe(
+    let py_secrets = dir.path().join("py-secrets");
+    let python = PythonReceiver::start(&keys_url, &token, "shop", &py_secrets);
+    let (py, py_secret) = subscribe_with_secret(
         &client,
         format!("{base}/projects/shop/subscriptions"),
         &token,
         json!({"callbackUrl": format!("{}/py", python.base), "events": ["prices.updated"]}),
     )
     .await;
+    std::fs::write(&py_secrets, format!("{py_secret}\n")).unwrap();
+    assert_ne!(
+        ok_secret, py_secret,
+        "each subscription has a secret of its own"
+    );
     let flaky = subscribe(
         &client,
         format!("{base}/projects/shop/instances/gig/subscriptions"),
@@ -342,6 +401,7 @@ async fn signed_webhooks_reach_real_receivers() {
     let event = rejected.json();
     assert_eq!(event["data"]["errors"][0]["transactionId"], "bad-1");
     assert_eq!(event["projectId"], "shop");
+    assert_eq!(event["subscriptionId"], ok.as_str());
     assert_eq!(event["instanceId"], "gig");
     assert_eq!(event["id"], rejected.header("webhook-id"));
 
@@ -365,8 +425,15 @@ async fn signed_webhooks_reach_real_receivers() {
     assert_eq!(event["data"]["trigger"], "request");
     assert_eq!(event["data"]["prices"][0]["itemId"], "a");
     assert_eq!(event["apiVersion"], "3.1.0");
+    assert_eq!(event["projectId"], "shop");
+    assert_eq!(event["subscriptionId"], ok.as_str());
     assert_eq!(priced.path, "/ok/in?source=pricing&v=1");
-    for header in ["date", "webhook-timestamp", "x-signature-key-id"] {
+    for header in [
+        "date",
+        "webhook-timestamp",
+        "x-signature-key-id",
+        "webhook-signature",
+    ] {
         assert!(!priced.header(header).is_empty(), "{header} is sent");
     }
 
@@ -382,14 +449,25 @@ async fn signed_webhooks_reach_real_receivers() {
     tampered[at] ^= 0x01;
     assert!(!verifies(&jwks, &priced, &tampered));
 
-    // The Python example verified a real delivery, and refuses a tampered copy.
+    // The subscription's own signature verifies under its secret only: a genuine webhook
+    // of subscription ok is no webhook of subscription py (the replay case).
+    assert!(v1_verifies(&ok_secret, &priced, &priced.body));
+    assert!(v1_verifies(&ok_secret, &rejected, &rejected.body));
+    assert!(!v1_verifies(&ok_secret, &priced, &tampered));
+    assert!(!v1_verifies(&py_secret, &priced, &priced.body));
+    assert!(!v1_verifies(&py_secret, &rejected, &rejected.body));
+
+    // The Python example verified a real delivery (both signatures, its project), and
+    // refuses a tampered copy and a genuine webhook of another subscription.
     python
         .wait_line("verified prices.updated", |v| {
-            v["verified"] == true && v["type"] == "prices.updated"
+            v["verified"] == true
+                && v["type"] == "prices.updated"
+                && v["subscriptionId"] == py.as_str()
         })
         .await;
-    let replay = |body: Vec<u8>| {
-        let mut req = client.post(format!("{}{}", python.base, priced.path));
+    let replay = |base: &str, body: Vec<u8>| {
+        let mut req = client.post(format!("{base}{}", priced.path));
         for (k, v) in &priced.headers {
             if !matches!(k.as_str(), "host" | "content-length") {
                 req = req.header(k, v);
@@ -397,8 +475,60 @@ async fn signed_webhooks_reach_real_receivers() {
         }
         req.body(body).send()
     };
-    assert_eq!(replay(priced.body.to_vec()).await.unwrap().status(), 204);
-    assert_eq!(replay(tampered).await.unwrap().status(), 401);
+    assert_eq!(
+        replay(&python.base, priced.body.to_vec())
+            .await
+            .unwrap()
+            .status(),
+        401,
+        "a webhook signed for subscription ok, replayed to subscription py's receiver"
+    );
+    python
+        .wait_line("the replay refused", |v| {
+            v["verified"] == false && v["refused"] == "subscription signature"
+        })
+        .await;
+    assert_eq!(replay(&python.base, tampered).await.unwrap().status(), 401);
+    // A receiver pins its project: with ok's secret, the webhook passes the receiver of
+    // project shop and is refused by one of another project.
+    let ok_secrets = dir.path().join("ok-secrets");
+    std::fs::write(&ok_secrets, format!("{ok_secret}\n")).unwrap();
+    let shop = PythonReceiver::start(&keys_url, &token, "shop", &ok_secrets);
+    let rival = PythonReceiver::start(&keys_url, &token, "rival", &ok_secrets);
+    assert_eq!(
+        replay(&shop.base, priced.body.to_vec())
+            .await
+            .unwrap()
+            .status(),
+        204
+    );
+    assert_eq!(
+        replay(&rival.base, priced.body.to_vec())
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    rival
+        .wait_line("the other project refused", |v| v["refused"] == "project")
+        .await;
+
+    // The secret is never shown again: not in a listing.
+    let (s, listing) = send(
+        &client,
+        Method::GET,
+        format!("{base}/projects/shop/subscriptions"),
+        &token,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(s, 200);
+    let text = listing.to_string();
+    assert!(
+        !text.contains("secret") && !text.contains(&ok_secret[6..]),
+        "{listing}"
+    );
 
     // The flaky receiver got the third attempt with the same webhook-id.
     let third = wait_hit(&receiver, "/flaky", "a third attempt", |h| {
@@ -478,6 +608,19 @@ async fn signed_webhooks_reach_real_receivers() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(receiver.hits("/gone").len(), gone_hits, "nothing after 410");
 
+    // Rotation: a new secret, shown once; the old one signs beside it for the grace period.
+    let (s, rotated) = post(
+        &client,
+        format!("{base}/projects/shop/subscriptions/{ok}/secret"),
+        &token,
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, 200, "{rotated}");
+    let new_secret = rotated["secret"].as_str().unwrap().to_owned();
+    assert_ne!(new_secret, ok_secret);
+    assert!(rotated["previousSecretExpiresAt"].is_string(), "{rotated}");
+
     // Manual trigger: the latest prices again, trigger "manual", original calculation id.
     let (s, body) = post(
         &client,
@@ -500,6 +643,15 @@ async fn signed_webhooks_reach_real_receivers() {
         latest.json()["data"]["calculationId"]
     );
     assert_ne!(manual.header("webhook-id"), latest.header("webhook-id"));
+    assert_eq!(manual.json()["subscriptionId"], ok.as_str());
+    assert_eq!(
+        manual.header("webhook-signature").split(' ').count(),
+        2,
+        "signed with the new and the replaced secret"
+    );
+    assert!(v1_verifies(&new_secret, &manual, &manual.body));
+    assert!(v1_verifies(&ok_secret, &manual, &manual.body));
+    assert!(!v1_verifies(&py_secret, &manual, &manual.body));
 
     // A client's asynchronous error report shows in the delivery log.
     let (s, body) = post(
