@@ -1,8 +1,9 @@
 //! The contract suites of the ports the AWS adapters implement, on the emulator:
 //! DynamoStore for ProjectStore, InstanceStore, EntryLog, StateStore, EventStore (with the
-//! outbox), Backlog, PriceStore, PriceMatchStore, ActiveInstances, SubscriptionStore and
-//! DeliveryStore; SqsQueue (the stack's FIFO process queue) for WorkQueue; `Queues` for the
-//! lanes (each message kind reaches its own queue). Each test provisions a stack of its
+//! outbox), Backlog, PriceStore, PriceMatchStore, ActiveInstances, SchedulerCursors,
+//! SubscriptionStore and DeliveryStore (and the scheduler's runs on them); SqsQueue (the
+//! stack's FIFO process queue) for WorkQueue; `Queues` for the lanes (each message kind
+//! reaches its own queue). Each test provisions a stack of its
 //! own, so suites never share a table or a queue, except the last one, which runs every
 //! store suite and the queue suite at once on one stack.
 //!
@@ -119,6 +120,15 @@ async fn price_match_store_contract() {
 async fn active_instances_contract() {
     let store = Stack::new("active").await.store();
     pricing_contract::active_instances_contract(&store).await;
+    pricing_contract::scheduler_cursors_contract(&store).await;
+}
+
+/// The scheduler's runs on the table (bounded steps, tenants in turn, every instance
+/// covered): on a stack of its own, as it serves every tenant of its table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_contract() {
+    let store = Stack::new("scheduler").await.store();
+    pricing_contract::scheduler_contract(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,7 +180,9 @@ async fn all_contracts_on_one_stack() {
         pricing_contract::backlog_contract(&store),
         pricing_contract::price_store_contract(&store),
         pricing_contract::price_match_store_contract(&store),
-        pricing_contract::active_instances_contract(&store),
+        // Boxed: the joined futures together outgrow a test thread's stack (debug builds).
+        Box::pin(pricing_contract::active_instances_contract(&store)),
+        Box::pin(pricing_contract::scheduler_cursors_contract(&store)),
         pricing_contract::subscription_store_contract(&store),
         pricing_contract::delivery_store_contract(&store),
     );

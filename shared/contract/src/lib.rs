@@ -45,6 +45,7 @@ mod prices;
 mod projects;
 mod queue;
 mod sales;
+mod scheduler;
 mod state;
 mod subscriptions;
 
@@ -55,10 +56,10 @@ use std::task::Poll;
 use pricing_core::model::{Page, PageRequest};
 use pricing_core::ports::{
     ActiveInstances, Backlog, DeliveryStore, EntryLog, EventStore, InstanceStore, PriceMatchStore,
-    PriceStore, ProjectStore, StateStore, SubscriptionStore, WorkQueue,
+    PriceStore, ProjectStore, SchedulerCursors, StateStore, SubscriptionStore, WorkQueue,
 };
 
-pub use active::active_instances_contract;
+pub use active::{active_instances_contract, scheduler_cursors_contract};
 pub use backlog::backlog_contract;
 pub use deliveries::delivery_store_contract;
 pub use events::event_store_contract;
@@ -73,6 +74,7 @@ pub use queue::{
     work_queue_contract, work_queue_contract_with,
 };
 pub use sales::project_sales_contract;
+pub use scheduler::{Recorder, scheduler_contract};
 pub use state::state_store_contract;
 pub use subscriptions::subscription_store_contract;
 
@@ -90,6 +92,7 @@ where
         + PriceStore
         + PriceMatchStore
         + ActiveInstances
+        + SchedulerCursors
         + SubscriptionStore
         + DeliveryStore,
 {
@@ -109,6 +112,7 @@ where
         + PriceStore
         + PriceMatchStore
         + ActiveInstances
+        + SchedulerCursors
         + SubscriptionStore
         + DeliveryStore,
 {
@@ -125,7 +129,9 @@ where
         backlog_contract(store),
         price_store_contract(store),
         price_match_store_contract(store),
-        active_instances_contract(store),
+        // Boxed: the joined futures together outgrow a test thread's stack (debug builds).
+        Box::pin(active_instances_contract(store)),
+        Box::pin(scheduler_cursors_contract(store)),
         subscription_store_contract(store),
         delivery_store_contract(store),
     );
@@ -216,6 +222,19 @@ macro_rules! contract_tests {
         async fn active_instances_contract() {
             let store = $factory.await;
             $crate::active_instances_contract(&store).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn scheduler_cursors_contract() {
+            let store = $factory.await;
+            $crate::scheduler_cursors_contract(&store).await;
+        }
+
+        /// On a store of its own: the scheduler serves every tenant of the store.
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn scheduler_contract() {
+            let store = $factory.await;
+            $crate::scheduler_contract(&store).await;
         }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]

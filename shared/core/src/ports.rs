@@ -436,14 +436,6 @@ pub trait PriceMatchStore: Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<()>> + Send;
 }
 
-/// An instance whose flag asks for scheduled pricing, with its pricing schedule.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScheduledInstance {
-    pub instance: Instance,
-    /// From the state header; `None` = the default schedule (every 60 minutes).
-    pub schedule: Option<crate::entry::Schedule>,
-}
-
 /// Other instances of a project the revenue model learns booking curves from, at most.
 pub const PAST_INSTANCES: usize = 10;
 
@@ -468,20 +460,82 @@ pub struct SkippedRecord {
     pub error: String,
 }
 
-/// A page of [`ActiveInstances`]: what decoded, what was skipped, and the cursor past both.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ActivePage {
-    pub items: Vec<ScheduledInstance>,
-    pub skipped: Vec<SkippedRecord>,
-    pub next: Option<String>,
+/// An active instance as the scheduler's index holds it: what deciding needs, without
+/// reading the instance record. Adapters write the entry with the instance (creation and
+/// every `put_instance`: the entry exists exactly while the active flag is set) and keep
+/// it ordered by `due` within its tenant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleEntry {
+    pub key: InstanceKey,
+    /// The tenant owning the instance's project (the index is partitioned by it).
+    pub tenant: TenantId,
+    /// When the scheduler next looks at the instance: the start of its next schedule slot
+    /// or its deactivation date, whichever comes first. Writing the instance sets it to
+    /// the instance's `updated_at` (earlier when the deactivation date is); a commit that
+    /// changes the pricing schedule moves it to the commit time, so a new schedule takes
+    /// effect at the next run.
+    pub due: Timestamp,
+    pub time_zone: Option<String>,
+    pub deactivation_date: Option<Timestamp>,
+    /// The pricing schedule of the state header (`None` = the default, every 60 minutes),
+    /// read with the entry.
+    pub schedule: Option<crate::entry::Schedule>,
 }
 
-/// Finds the instances the scheduler considers (active flag set), paged by instance key.
+/// The due entries of one tenant: what decoded, and what was skipped.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DuePage {
+    pub items: Vec<ScheduleEntry>,
+    pub skipped: Vec<SkippedDue>,
+}
+
+/// A due entry whose record (or state header) does not decode: its key and due time
+/// come from the index itself, so the scheduler can report it and set it aside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedDue {
+    pub record: SkippedRecord,
+    pub key: InstanceKey,
+    pub due: Timestamp,
+}
+
+/// The scheduler's index of active instances, partitioned by tenant and ordered by due
+/// time, so that a run reads only what is due and serves tenants in turn.
 pub trait ActiveInstances: Send + Sync + 'static {
-    fn active_instances(
+    /// Tenants whose partition may hold entries, ascending, after `after`, at most
+    /// `limit`: every tenant with an active instance is listed (a store may also list a
+    /// tenant whose instances are all inactive now).
+    fn scheduled_tenants(
         &self,
-        page: &PageRequest,
-    ) -> impl Future<Output = StoreResult<ActivePage>> + Send;
+        after: Option<&TenantId>,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<TenantId>>> + Send;
+    /// The tenant's entries due at or before `now`, earliest due first (then by key), at
+    /// most `limit`, each with its header's schedule. An entry or header that does not
+    /// decode is skipped and reported (it still counts towards `limit`).
+    fn due_instances(
+        &self,
+        tenant: &TenantId,
+        now: Timestamp,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<DuePage>> + Send;
+    /// Moves an entry's due time from `due` to `until` if it is still exactly `due`;
+    /// `Ok(false)` (nothing written) otherwise, also when there is no entry. Of concurrent
+    /// schedulers, the one that moves it handles the instance.
+    fn reschedule(
+        &self,
+        key: &InstanceKey,
+        due: Timestamp,
+        until: Timestamp,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+}
+
+/// Where each step of the scheduler stopped, kept between runs (a Lambda keeps nothing).
+pub trait SchedulerCursors: Send + Sync + 'static {
+    /// The cursor last saved for `step`, `None` before the first save.
+    fn load_cursor(&self, step: &str) -> impl Future<Output = StoreResult<Option<String>>> + Send;
+    /// Replaces the cursor of `step` (the last writer wins).
+    fn save_cursor(&self, step: &str, cursor: &str)
+    -> impl Future<Output = StoreResult<()>> + Send;
 }
 
 /// The answer of a [`RateLimit`] to one request.

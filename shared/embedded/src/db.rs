@@ -18,7 +18,7 @@ const WRITER_CHECKPOINT_PAGES: i64 = 16_384;
 /// How often the background connection copies the WAL into the database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// The schema this code writes (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: i64 = 4;
+pub(crate) const SCHEMA_VERSION: i64 = 5;
 
 /// What a write acknowledged by the store survives.
 ///
@@ -245,6 +245,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, SCHEMA_V2),
     (3, SCHEMA_V3),
     (4, SCHEMA_V4),
+    (5, crate::schedule::SCHEMA_V5),
 ];
 
 /// Version 1. Every record is a JSON text column (`record`) beside the key columns that

@@ -2,10 +2,7 @@
 
 use pricing_core::ids::{InstanceKey, ProjectId};
 use pricing_core::model::{Instance, Page, PageRequest};
-use pricing_core::ports::{
-    ActiveInstances, ActivePage, InstanceStore, ScheduledInstance, SkippedRecord, StoreError,
-    StoreResult,
-};
+use pricing_core::ports::{InstanceStore, StoreError, StoreResult};
 use pricing_core::state::Header;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
@@ -133,70 +130,4 @@ impl InstanceStore for EmbeddedStore {
         })
         .await
     }
-}
-
-impl ActiveInstances for EmbeddedStore {
-    async fn active_instances(&self, page: &PageRequest) -> StoreResult<ActivePage> {
-        // The cursor is `{projectId}/{instanceId}`: ids never contain '/'.
-        let (after_project, after_instance) = match &page.cursor {
-            None => (String::new(), String::new()),
-            Some(c) => match c.split_once('/') {
-                Some((p, i)) => (p.to_owned(), i.to_owned()),
-                None => return Err(StoreError::NotFound),
-            },
-        };
-        let limit = page.limit;
-        self.on_reader("active_instances", move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT i.project_id, i.instance_id, i.record, h.record FROM instances i
-                 JOIN state_headers h ON h.project_id = i.project_id AND h.instance_id = i.instance_id
-                 WHERE json_extract(i.record, '$.active') = 1
-                   AND (i.project_id, i.instance_id) > (?1, ?2)
-                 ORDER BY i.project_id, i.instance_id LIMIT ?3",
-            )?;
-            let mut rows = stmt.query(params![after_project, after_instance, fetch_limit(limit)])?;
-            let mut found = Vec::new();
-            while let Some(row) = rows.next()? {
-                let key = format!("{}/{}", text(row, 0)?, text(row, 1)?);
-                found.push((key, scheduled(text(row, 2)?, text(row, 3)?)));
-            }
-            Ok(active_page(found, limit))
-        })
-        .await
-    }
-}
-
-fn scheduled(instance: &str, header: &str) -> Result<ScheduledInstance, String> {
-    let instance: Instance =
-        serde_json::from_str(instance).map_err(|e| format!("instance record: {e}"))?;
-    let header: Header = serde_json::from_str(header).map_err(|e| format!("state header: {e}"))?;
-    Ok(ScheduledInstance {
-        instance,
-        schedule: header.schedule,
-    })
-}
-
-/// Cuts the extra row off, sets the cursor past the last row (decoded or not), and
-/// sorts the rows into items and skipped records.
-pub(crate) fn active_page(
-    mut found: Vec<(String, Result<ScheduledInstance, String>)>,
-    limit: usize,
-) -> ActivePage {
-    let next = if found.len() > limit {
-        found.truncate(limit);
-        found.last().map(|(key, _)| key.clone())
-    } else {
-        None
-    };
-    let mut page = ActivePage {
-        next,
-        ..ActivePage::default()
-    };
-    for (key, decoded) in found {
-        match decoded {
-            Ok(item) => page.items.push(item),
-            Err(error) => page.skipped.push(SkippedRecord { key, error }),
-        }
-    }
-    page
 }

@@ -49,6 +49,7 @@ mod matches;
 mod prices;
 mod projects;
 mod queue;
+mod schedule;
 mod state;
 mod subscriptions;
 

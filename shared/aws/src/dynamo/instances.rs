@@ -13,10 +13,8 @@ use super::keys::{self, APPLIED_SEQ, PK, RECORD, REV, SK};
 use super::projects::page_of;
 use super::quotas::Counter;
 use super::{
-    DynamoStore, MAX_ATTEMPTS, Query, backoff, built, decode, encode, failed_at, failed_count,
-    is_condition_failed, n, s,
+    DynamoStore, MAX_ATTEMPTS, Query, backoff, built, decode, encode, failed_at, failed_count, n, s,
 };
-use crate::error::store_error;
 
 impl InstanceStore for DynamoStore {
     async fn create_instance_within(
@@ -54,6 +52,7 @@ impl InstanceStore for DynamoStore {
             counts: keys::INSTANCE_PREFIX,
         };
         let conflict = || StoreError::Conflict(format!("instance {key} exists"));
+        let index = self.index_writes(OP, instance, false).await?;
         for attempt in 1..=MAX_ATTEMPTS {
             let (count, counter_step) = self.counter_step(OP, &counter).await?;
             if count >= max {
@@ -63,13 +62,16 @@ impl InstanceStore for DynamoStore {
                     None => Ok(false),
                 };
             }
-            let actions = vec![
+            let actions: Vec<_> = [
                 TransactWriteItem::builder()
                     .put(instance_put.clone())
                     .build(),
                 TransactWriteItem::builder().put(header_put.clone()).build(),
                 counter_step,
-            ];
+            ]
+            .into_iter()
+            .chain(index.iter().cloned())
+            .collect();
             match self.transact(OP, actions).await? {
                 Ok(()) => return Ok(true),
                 Err(reasons) if failed_at(&reasons, 0) || failed_at(&reasons, 1) => {
@@ -129,35 +131,35 @@ impl InstanceStore for DynamoStore {
         }))
     }
 
+    /// The instance item and its scheduler index entry (`schedule.rs`) in one transaction.
     async fn put_instance(&self, instance: &Instance) -> StoreResult<()> {
         const OP: &str = "put_instance";
-        let result = self
-            .client
-            .put_item()
-            .table_name(self.table())
-            .set_item(Some(instance_item(OP, instance)?))
-            .condition_expression("attribute_exists(pk)")
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) if is_condition_failed(&e) => Err(StoreError::NotFound),
-            Err(e) => Err(store_error(OP, e)),
+        let put = built(
+            OP,
+            Put::builder()
+                .table_name(self.table())
+                .set_item(Some(instance_item(OP, instance)?))
+                .condition_expression("attribute_exists(pk)")
+                .build(),
+        )?;
+        let mut actions = vec![TransactWriteItem::builder().put(put).build()];
+        actions.extend(self.index_writes(OP, instance, true).await?);
+        match self.transact(OP, actions).await? {
+            Ok(()) => Ok(()),
+            Err(reasons) if failed_at(&reasons, 0) => Err(StoreError::NotFound),
+            Err(reasons) => Err(StoreError::Unavailable(format!(
+                "{OP}: transaction cancelled: {reasons:?}"
+            ))),
         }
     }
 }
 
-/// The instance item; an active instance is also in the scheduler's sparse index.
+/// The instance item (the scheduler's index entry is an item of its own, `SCHED`).
 fn instance_item(op: &str, instance: &Instance) -> StoreResult<super::Item> {
     let key = instance.key();
-    let mut item = super::Item::from([
+    Ok(super::Item::from([
         (PK.to_owned(), s(keys::project_pk(&key.project_id))),
         (SK.to_owned(), s(keys::instance_sk(&key.instance_id))),
         (RECORD.to_owned(), s(encode(op, instance)?)),
-    ]);
-    if instance.active {
-        item.insert("gsi1pk".to_owned(), s(keys::ACTIVE_PK));
-        item.insert("gsi1sk".to_owned(), s(keys::active_sk(&key)));
-    }
-    Ok(item)
+    ]))
 }

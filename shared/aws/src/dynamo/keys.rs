@@ -223,24 +223,6 @@ pub(crate) fn millis_key(ms: i64) -> String {
     format!("{:015}", ms.max(0))
 }
 
-/// The scheduler's sparse index partition of active instances (on instance items).
-pub(crate) const ACTIVE_PK: &str = "ACTIVE";
-
-/// The index sort key of an active instance, also the cursor of `active_instances`.
-pub(crate) fn active_sk(key: &InstanceKey) -> String {
-    format!("{}/{}", key.project_id, key.instance_id)
-}
-
-/// The table key of the instance item a cursor names.
-pub(crate) fn active_cursor_key(cursor: &str) -> Option<(String, String)> {
-    let (project, instance) = cursor.split_once('/')?;
-    let key = InstanceKey::new(
-        ProjectId::parse(project).ok()?,
-        InstanceId::parse(instance).ok()?,
-    );
-    Some((project_pk(&key.project_id), instance_sk(&key.instance_id)))
-}
-
 // ---------------------------------------------------------------- rate limit
 
 /// The partition of a tenant's request counters.

@@ -17,6 +17,8 @@
 //! | `I#{pid}/{iid}` | `EVLOG#{batch:020}` | the ids of the events one write stored, in order |
 //! | `I#{pid}/{iid}` | `EVENTS` | batches `n`, `last_len`, dispatch mark; outbox index entry |
 //! | `I#{pid}/{iid}` | `~P#...`, `~M#SET` | prices, price history, match rules (see `prices.rs`) |
+//! | `I#{pid}/{iid}` | `SCHED` | the scheduler's index entry of an active instance (see `schedule.rs`) |
+//! | `SCHEDULER` | `T#{tenant}`, `CURSOR#{step}` | the scheduler's tenant directory and cursors |
 //! | `P#{pid}` | `SUB#{sid}`, `SUBN#{scope}`, `SUBL#{scope}/{ord}` | subscriptions (see `subscriptions.rs`) |
 //! | `D#{webhookId}` | `DELIVERY`, `EVENT` | a delivery's state and event (see `deliveries.rs`) |
 //! | `DL#{pid}/{sid}` | `{created}#{position}#{webhookId}` | a subscription's delivery listing |
@@ -26,7 +28,8 @@
 //!
 //! The one index `gsi1` holds sparse entries under distinct partition values:
 //! `BACKLOG#{0..7}` (on `LOG`), `OUTBOX#{0..7}` (on `EVENTS`), `DUE#{0..7}` (on
-//! `DELIVERY`) and `ACTIVE` (on active instances' items, the scheduler's index).
+//! `DELIVERY`) and `ACTIVE#{tenant}` (on `SCHED` items, the scheduler's index, see
+//! `schedule.rs`).
 //!
 //! Records are JSON text in a `record` attribute beside the key and number attributes that
 //! conditions and queries need.
@@ -40,6 +43,7 @@ mod limiter;
 mod log;
 mod prices;
 mod projects;
+mod schedule;
 mod quotas;
 mod state;
 mod subscriptions;
