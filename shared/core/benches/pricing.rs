@@ -26,8 +26,9 @@
 //! The project has 3 past instances (the booking curves are learned).
 //!
 //! - `revenue/calculate_warm_10k`: `calculate_with` on the warm path (state in memory,
-//!   previous calculation given, history learned): the estimate update (a MAP fit per
-//!   item) and the re-solve of every product. Budget: < 50 ms per 10,000 items, >=
+//!   previous calculation given, with the estimates it carries, history learned): the
+//!   estimate update (a MAP fit per item, from the previous estimate) and the re-solve of
+//!   every product. Budget: < 50 ms per 10,000 items, >=
 //!   1,000,000 item prices per second per core.
 //! - `revenue/calculate_warm_prior_10k`: the same in a new project (prior curve).
 //! - `revenue/calculate_and_serialize_10k`: the warm calculation plus its JSON
@@ -423,12 +424,37 @@ fn check_revenue_instance(c: &Calculation) {
 
 fn revenue(c: &mut Criterion) {
     let warm = revenue_instance();
-    let previous = Previous {
-        at: Some(at_ms(warm.now.millis() - HOUR_MS)),
-        prices: &warm.prices,
-        exposures: &warm.exposures,
-    };
     let history = ProjectHistory::from_products(&warm.past, warm.now);
+    // The previous calculation, an hour earlier (itself an hour after the exposures
+    // built above): its prices, and its exposures with the estimates it carries.
+    let before = calculate_with(
+        &warm.state,
+        true,
+        Trigger::Schedule,
+        at_ms(warm.now.millis() - HOUR_MS),
+        &Previous {
+            at: Some(at_ms(warm.now.millis() - 2 * HOUR_MS)),
+            prices: &warm.prices,
+            exposures: &warm.exposures,
+        },
+        &[],
+        &history,
+    );
+    let prices: BTreeMap<ItemId, Money> = before
+        .prices
+        .iter()
+        .map(|p| (p.item_id.clone(), p.price))
+        .collect();
+    let exposures: BTreeMap<ItemId, Exposure> = before
+        .prices
+        .iter()
+        .filter_map(|p| Some((p.item_id.clone(), p.exposure.clone()?)))
+        .collect();
+    let previous = Previous {
+        at: Some(before.calculated_at),
+        prices: &prices,
+        exposures: &exposures,
+    };
     let new_project = ProjectHistory::default();
     let calculate_warm = |history: &ProjectHistory| {
         calculate_with(

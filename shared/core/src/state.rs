@@ -459,14 +459,34 @@ impl InstanceState {
                 )
             })
             .collect();
+        // Items come in id order and a product's items are usually consecutive: sum each
+        // run of them before looking its product up.
+        let mut run: Option<(&ProductId, ProductTotals)> = None;
+        let add = |totals: &mut BTreeMap<&ProductId, ProductTotals>,
+                   (id, sum): (&ProductId, ProductTotals)| {
+            if let Some(t) = totals.get_mut(id) {
+                t.sold = t.sold.saturating_add(sum.sold);
+                t.reserved = t.reserved.saturating_add(sum.reserved);
+                if let Some(q) = sum.legacy_capacity {
+                    t.legacy_capacity = Some(t.legacy_capacity.unwrap_or(0).saturating_add(q));
+                }
+            }
+        };
         for item in self.items.values().filter(|i| !i.removed) {
-            if let Some(t) = totals.get_mut(&item.product_id) {
+            let same = matches!(&run, Some((id, _)) if **id == item.product_id);
+            if !same && let Some(done) = run.replace((&item.product_id, ProductTotals::default())) {
+                add(&mut totals, done);
+            }
+            if let Some((_, t)) = &mut run {
                 t.sold = t.sold.saturating_add(item.sold);
                 t.reserved = t.reserved.saturating_add(item.reserved);
                 if let Some(q) = item.legacy_quantity {
                     t.legacy_capacity = Some(t.legacy_capacity.unwrap_or(0).saturating_add(q));
                 }
             }
+        }
+        if let Some(done) = run {
+            add(&mut totals, done);
         }
         totals
     }

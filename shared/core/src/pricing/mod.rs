@@ -49,10 +49,10 @@ pub use revenue::{CurveSource, Previous, ProjectHistory, RevenueExplanation};
 pub use rounding::{Bound, round_to_step, round_within};
 pub use triggers::{ScheduleSlots, schedule_slots, sold_percent_crossed};
 
-use crate::entry::Rounding;
+use crate::entry::{PricingModel, Rounding};
 use crate::ids::{ItemId, ProductId};
 use crate::money::Money;
-use crate::state::{InstanceState, ItemState};
+use crate::state::{InstanceState, ItemState, ProductState};
 use crate::time::Timestamp;
 use models::Prepared;
 
@@ -218,25 +218,11 @@ pub fn calculate_with(
     matches: &[PriceMatch],
     history: &ProjectHistory,
 ) -> Calculation {
-    let previous = last.prices;
     let totals = state.product_totals();
     let main = models::main_date(&state.header.meta);
-    // The live items of each revenue-model product, grouped once (linear in items).
-    let mut live_items: BTreeMap<&ProductId, Vec<&ItemState>> = BTreeMap::new();
-    let revenue_products = state.products.values().any(|p| {
-        matches!(
-            p.properties.pricing_model,
-            crate::entry::PricingModel::Revenue { .. }
-        )
-    });
-    if revenue_products {
-        for item in state.items.values().filter(|i| !i.removed) {
-            live_items.entry(&item.product_id).or_default().push(item);
-        }
-    }
-    let products: BTreeMap<&ProductId, ProductCtx> = state
-        .products
-        .values()
+    let product_list: Vec<&ProductState> = state.products.values().collect();
+    let contexts: Vec<ProductCtx> = product_list
+        .iter()
         .map(|p| {
             let t = totals.get(&p.product_id).copied().unwrap_or_default();
             let inputs = ProductInputs {
@@ -246,58 +232,35 @@ pub fn calculate_with(
                 main_date: main,
             };
             let prepared = match &p.properties.pricing_model {
-                crate::entry::PricingModel::Revenue { .. } => {
-                    Prepared::Revenue(revenue::ProductPlan::new(
-                        live_items.get(&p.product_id).map_or(&[][..], Vec::as_slice),
-                        p,
-                        inputs.capacity,
-                        t.sold.saturating_add(t.reserved),
-                        last,
-                        history,
-                        now,
-                    ))
-                }
+                PricingModel::Revenue { .. } => Prepared::Revenue,
                 model => Prepared::new(model, &inputs, now),
             };
-            let ctx = ProductCtx {
+            ProductCtx {
                 prepared,
                 step: p.properties.rounding.step,
                 max_step_change: models::max_step_change(&p.properties.pricing_model),
-            };
-            (&p.product_id, ctx)
+            }
         })
         .collect();
+    // Nothing here is sized by the items but the result: the items are walked in id
+    // order, with the previous calculation's maps alongside them (no lookup per item).
+    let mut plans = revenue_plans(state, &product_list, &totals, last, history, now);
     let unknown = ProductCtx::unknown();
-    let ctx_of = |product_id: &ProductId| products.get(product_id).unwrap_or(&unknown);
-
     let mut prices = Vec::with_capacity(state.items.len());
-    // Both maps are ordered by item id: walk them together.
-    let mut prev_iter = previous.iter().peekable();
-    let mut cached: Option<(&ProductId, &ProductCtx)> = None;
+    let mut product_of = ProductOf::new(&product_list);
+    let mut previous = Aligned::new(last.prices);
     for item in state.items.values().filter(|i| !i.removed) {
-        let prev = loop {
-            match prev_iter.peek() {
-                Some((id, _)) if **id < item.item_id => {
-                    prev_iter.next();
-                }
-                Some((id, p)) if **id == item.item_id => break Some(**p),
-                _ => break None,
-            }
-        };
-        let ctx = match cached {
-            Some((id, ctx)) if *id == item.product_id => ctx,
-            _ => {
-                let ctx = ctx_of(&item.product_id);
-                cached = Some((&item.product_id, ctx));
-                ctx
-            }
-        };
+        let prev = previous.get(&item.item_id).copied();
+        let product = product_of.get(item);
+        let ctx = product.map_or(&unknown, |p| &contexts[p]);
+        // A revenue product's plans come in the order of its items, which is this one.
+        let plan = product.and_then(|p| plans[p].as_mut()?.next());
         let (priced, exposure) =
             match eligibility(item, &state.header, instance_active, trigger, now) {
-                Ok(()) => model_price(item, ctx, prev, now),
+                Ok(()) => model_price(item, ctx, plan, prev, now),
                 Err((reason, period)) => (
                     kept_price(item, prev, reason, period),
-                    ctx.prepared.exposure(&item.item_id),
+                    plan.map(revenue::ItemPlan::into_exposure),
                 ),
             };
         prices.push(ItemPrice {
@@ -311,6 +274,12 @@ pub fn calculate_with(
         });
     }
 
+    let products: BTreeMap<&ProductId, &ProductCtx> = product_list
+        .iter()
+        .zip(&contexts)
+        .map(|(p, ctx)| (&p.product_id, ctx))
+        .collect();
+    let ctx_of = |product_id: &ProductId| products.get(product_id).copied().unwrap_or(&unknown);
     let mut calculation = Calculation {
         trigger,
         calculated_at: now,
@@ -319,6 +288,113 @@ pub fn calculate_with(
     };
     apply_matches(&mut calculation, state, matches, &ctx_of);
     calculation
+}
+
+/// The revenue model's plans: for each product (by index in `products`) priced by it, the
+/// plans of its live items in item id order (each product's items are solved together).
+fn revenue_plans(
+    state: &InstanceState,
+    products: &[&ProductState],
+    totals: &BTreeMap<&ProductId, crate::state::ProductTotals>,
+    last: &Previous<'_>,
+    history: &ProjectHistory,
+    now: Timestamp,
+) -> Vec<Option<std::vec::IntoIter<revenue::ItemPlan>>> {
+    let is_revenue =
+        |p: &ProductState| matches!(p.properties.pricing_model, PricingModel::Revenue { .. });
+    let mut inputs: Vec<Vec<revenue::ItemInput<'_>>> = vec![Vec::new(); products.len()];
+    if products.iter().any(|p| is_revenue(p)) {
+        let mut product_of = ProductOf::new(products);
+        let (mut prices, mut exposures) = (Aligned::new(last.prices), Aligned::new(last.exposures));
+        for item in state.items.values().filter(|i| !i.removed) {
+            if let Some(p) = product_of.get(item)
+                && is_revenue(products[p])
+            {
+                inputs[p].push(revenue::ItemInput {
+                    item,
+                    previous_price: prices.get(&item.item_id).copied(),
+                    carried: exposures.get(&item.item_id),
+                });
+            }
+        }
+    }
+    products
+        .iter()
+        .zip(&inputs)
+        .map(|(product, inputs)| {
+            if !is_revenue(product) {
+                return None;
+            }
+            let t = totals.get(&product.product_id).copied().unwrap_or_default();
+            let plans = revenue::plan_product(
+                inputs,
+                product,
+                InstanceState::effective_capacity(product, &t),
+                t.sold.saturating_add(t.reserved),
+                last.at,
+                history,
+                now,
+            );
+            Some(plans.into_iter())
+        })
+        .collect()
+}
+
+/// The product of each item, by its index in the products (in id order), for items asked
+/// in id order: a product's items are usually consecutive, so mostly one comparison.
+struct ProductOf<'a> {
+    products: &'a [&'a ProductState],
+    last: Option<(&'a ProductId, Option<usize>)>,
+}
+
+impl<'a> ProductOf<'a> {
+    fn new(products: &'a [&'a ProductState]) -> Self {
+        ProductOf {
+            products,
+            last: None,
+        }
+    }
+
+    fn get(&mut self, item: &'a ItemState) -> Option<usize> {
+        match self.last {
+            Some((id, index)) if *id == item.product_id => index,
+            _ => {
+                let index = self
+                    .products
+                    .binary_search_by(|p| p.product_id.cmp(&item.product_id))
+                    .ok();
+                self.last = Some((&item.product_id, index));
+                index
+            }
+        }
+    }
+}
+
+/// The entries of a map keyed by item id, for item ids asked in increasing order (one
+/// walk of the map).
+struct Aligned<'m, V> {
+    entries: std::iter::Peekable<std::collections::btree_map::Iter<'m, ItemId, V>>,
+}
+
+impl<'m, V> Aligned<'m, V> {
+    fn new(map: &'m BTreeMap<ItemId, V>) -> Self {
+        Aligned {
+            entries: map.iter().peekable(),
+        }
+    }
+
+    fn get(&mut self, item_id: &ItemId) -> Option<&'m V> {
+        while let Some((id, _)) = self.entries.peek() {
+            if *id >= item_id {
+                break;
+            }
+            self.entries.next();
+        }
+        match self.entries.peek() {
+            Some((id, v)) if *id == item_id => Some(*v),
+            _ => None,
+        }
+    }
 }
 
 fn kept_price(
@@ -349,11 +425,21 @@ fn kept_price(
 fn model_price(
     item: &ItemState,
     ctx: &ProductCtx,
+    plan: Option<revenue::ItemPlan>,
     prev: Option<Money>,
     now: Timestamp,
 ) -> ((Money, PriceStatus, Explanation), Option<demand::Exposure>) {
     let ps = &item.properties.price_settings;
-    let (m, model, exposure) = ctx.prepared.item_multiplier(item, now);
+    let (m, model, exposure) = match plan {
+        Some(plan) => {
+            let (m, model, exposure) = plan.into_model(item);
+            (m, model, Some(exposure))
+        }
+        None => {
+            let (m, model) = ctx.prepared.multiplier(&item.properties.sales_period, now);
+            (m, model, None)
+        }
+    };
     let raw = rounding::scale(ps.default, ps.multiplier * m);
     let mut value = raw;
     let mut max_step_change = None;

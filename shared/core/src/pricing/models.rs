@@ -149,8 +149,9 @@ pub(crate) enum Prepared {
         m: f64,
         explanation: ModelExplanation,
     },
-    /// The revenue model's solved prices for the product's items.
-    Revenue(super::revenue::ProductPlan),
+    /// The revenue model: the engine solves the product's items together and prices each
+    /// by its own plan (`revenue::ItemPlan`).
+    Revenue,
 }
 
 impl Prepared {
@@ -228,32 +229,8 @@ impl Prepared {
                 )
             }
             Prepared::Constant { m, explanation } => (*m, explanation.clone()),
-            // Looked up per item by the engine (`Prepared::item_multiplier`).
-            Prepared::Revenue(_) => (1.0, ModelExplanation::Revenue(Box::default())),
-        }
-    }
-
-    /// M, its explanation and the exposure to carry forward (revenue model only) for an
-    /// item.
-    pub(crate) fn item_multiplier(
-        &self,
-        item: &crate::state::ItemState,
-        now: Timestamp,
-    ) -> (f64, ModelExplanation, Option<super::demand::Exposure>) {
-        if let Prepared::Revenue(plan) = self
-            && let Some((m, explanation, exposure)) = plan.multiplier(item)
-        {
-            return (m, explanation, Some(exposure));
-        }
-        let (m, explanation) = self.multiplier(&item.properties.sales_period, now);
-        (m, explanation, None)
-    }
-
-    /// The exposure to carry forward for an item the calculation kept.
-    pub(crate) fn exposure(&self, item: &crate::ids::ItemId) -> Option<super::demand::Exposure> {
-        match self {
-            Prepared::Revenue(plan) => plan.exposure(item).cloned(),
-            _ => None,
+            // Each item has its own plan (`revenue::ItemPlan`); without one, the default.
+            Prepared::Revenue => (1.0, ModelExplanation::Revenue(Box::default())),
         }
     }
 }

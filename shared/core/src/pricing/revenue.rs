@@ -121,18 +121,38 @@ pub struct Previous<'a> {
     pub exposures: &'a BTreeMap<ItemId, Exposure>,
 }
 
-/// The revenue model's prices for one product, solved once per calculation.
-#[derive(Debug, Clone)]
-pub(crate) struct ProductPlan {
-    items: BTreeMap<ItemId, ItemPlan>,
+/// One live item of a revenue-model product, with what the previous calculation left for
+/// it (the engine walks the previous calculation alongside the items, in item id order).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ItemInput<'a> {
+    pub item: &'a ItemState,
+    pub previous_price: Option<Money>,
+    pub carried: Option<&'a Exposure>,
 }
 
+/// The revenue model's plan for one item, solved once per calculation with its product.
 #[derive(Debug, Clone)]
-struct ItemPlan {
+pub(crate) struct ItemPlan {
     /// The model price (before maxStepChange, bounds and rounding).
     price: f64,
     explanation: ModelExplanation,
     exposure: Exposure,
+}
+
+impl ItemPlan {
+    /// The model price of `item` as a multiplier of `default * multiplier`, its
+    /// explanation, and its exposure to carry forward.
+    pub(crate) fn into_model(self, item: &ItemState) -> (f64, ModelExplanation, Exposure) {
+        let ps = &item.properties.price_settings;
+        let base = ps.default.to_f64() * ps.multiplier;
+        let m = if base > 0.0 { self.price / base } else { 1.0 };
+        (m, self.explanation, self.exposure)
+    }
+
+    /// The exposure to carry forward, for an item the calculation kept.
+    pub(crate) fn into_exposure(self) -> Exposure {
+        self.exposure
+    }
 }
 
 /// One item's inputs to the solve.
@@ -152,167 +172,153 @@ struct Solving<'a> {
     exposure: Exposure,
 }
 
-impl ProductPlan {
-    /// Learns and solves for the live items of `product`.
-    pub(crate) fn new(
-        items: &[&ItemState],
-        product: &ProductState,
-        capacity: Option<u64>,
-        committed: u64,
-        previous: &Previous<'_>,
-        history: &ProjectHistory,
-        now: Timestamp,
-    ) -> ProductPlan {
-        let (curve, source) = history.curve(&product.product_id);
-        let Some(capacity) = capacity.filter(|c| *c > 0) else {
-            let note = if capacity.is_none() {
-                ModelNote::NoCapacity
-            } else {
-                ModelNote::ZeroCapacity
+/// Learns and solves for the live items of `product`: one plan per item, in the order
+/// of `items`. `previous_at` is when the previous calculation ran.
+pub(crate) fn plan_product(
+    items: &[ItemInput<'_>],
+    product: &ProductState,
+    capacity: Option<u64>,
+    committed: u64,
+    previous_at: Option<Timestamp>,
+    history: &ProjectHistory,
+    now: Timestamp,
+) -> Vec<ItemPlan> {
+    let (curve, source) = history.curve(&product.product_id);
+    let Some(capacity) = capacity.filter(|c| *c > 0) else {
+        let note = if capacity.is_none() {
+            ModelNote::NoCapacity
+        } else {
+            ModelNote::ZeroCapacity
+        };
+        return fallback(items, note, previous_at, &curve, now);
+    };
+    let units_left = capacity.saturating_sub(committed);
+    let evidence = match source {
+        CurveSource::Prior => EVIDENCE_ON_PRIOR_CURVE,
+        CurveSource::Learned | CurveSource::Project => 1.0,
+    };
+    let share = 1.0 / items.len().max(1) as f64;
+    // The level the product's past instances showed, else what the user expects.
+    let learned = history.learned(&product.product_id);
+    let (believed, level_sd) = match learned {
+        Some(l) => (l.level, HISTORY_LEVEL_SD),
+        None => (
+            product.properties.expected_sales * capacity as f64,
+            LEVEL_SD,
+        ),
+    };
+    let solving: Vec<Solving<'_>> = items
+        .iter()
+        .map(|input| {
+            let item = input.item;
+            let ps = &item.properties.price_settings;
+            let default = ps.default.to_f64().max(1e-6);
+            let tau = elapsed_share(&item.properties.sales_period, now);
+            let mut exposure = exposure_now(input, previous_at, &curve, now);
+            let prior = Prior {
+                level: (believed * share).max(0.5),
+                default,
+                level_sd,
+                relative_response: demand::PRIOR_RELATIVE_RESPONSE,
+                response_sd: RESPONSE_SD,
             };
-            return ProductPlan::fallback(items, note, previous, &curve, now);
-        };
-        let units_left = capacity.saturating_sub(committed);
-        let evidence = match source {
-            CurveSource::Prior => EVIDENCE_ON_PRIOR_CURVE,
-            CurveSource::Learned | CurveSource::Project => 1.0,
-        };
-        let share = 1.0 / items.len().max(1) as f64;
-        // The level the product's past instances showed, else what the user expects.
-        let learned = history.learned(&product.product_id);
-        let (believed, level_sd) = match learned {
-            Some(l) => (l.level, HISTORY_LEVEL_SD),
-            None => (
-                product.properties.expected_sales * capacity as f64,
-                LEVEL_SD,
-            ),
-        };
-        let solving: Vec<Solving<'_>> = items
-            .iter()
-            .map(|item| {
-                let ps = &item.properties.price_settings;
-                let default = ps.default.to_f64().max(1e-6);
-                let tau = elapsed_share(&item.properties.sales_period, now);
-                let exposure = exposure_now(item, previous, &curve, now);
-                let prior = Prior {
-                    level: (believed * share).max(0.5),
-                    default,
-                    level_sd,
-                    relative_response: demand::PRIOR_RELATIVE_RESPONSE,
-                    response_sd: RESPONSE_SD,
-                };
-                let estimate = demand::fit(&prior, &item.demand, &exposure, evidence);
-                Solving {
-                    item,
-                    estimate,
-                    default,
-                    min: if source == CurveSource::Prior {
-                        ps.min.to_f64().max(default * ps.multiplier)
-                    } else {
-                        ps.min.to_f64()
-                    },
-                    max: ps.max.to_f64(),
-                    tau,
-                    remaining: 1.0 - curve.cumulative(tau),
-                    exposure,
-                }
-            })
-            .collect();
-        let (bid_price, expected) = solve(&solving, units_left as f64);
-        let items = solving
-            .into_iter()
-            .map(|s| {
-                let price = item_price(&s, bid_price);
-                let explanation = ModelExplanation::Revenue(Box::new(RevenueExplanation {
-                    demand_level: s.estimate.level,
-                    price_response: s.estimate.response,
-                    units_left,
-                    time_left: 1.0 - s.tau,
-                    demand_left: s.remaining,
-                    remaining_demand: s.estimate.demand(s.default, s.remaining, price),
-                    bid_price,
-                    expected_sales: expected,
-                    sells_out: expected >= units_left as f64 - 0.5,
-                    units_observed: s.item.demand.units,
-                    demand_observed: s.exposure.mass(),
-                    curve: source,
-                    note: None,
-                }));
-                (
-                    s.item.item_id.clone(),
-                    ItemPlan {
-                        price,
-                        explanation,
-                        exposure: s.exposure,
-                    },
-                )
-            })
-            .collect();
-        ProductPlan { items }
-    }
+            let start = input.carried.and_then(|c| c.estimate);
+            let estimate = demand::fit(&prior, &item.demand, &exposure, evidence, start);
+            exposure.estimate = Some(estimate);
+            Solving {
+                item,
+                estimate,
+                default,
+                min: if source == CurveSource::Prior {
+                    ps.min.to_f64().max(default * ps.multiplier)
+                } else {
+                    ps.min.to_f64()
+                },
+                max: ps.max.to_f64(),
+                tau,
+                remaining: 1.0 - curve.cumulative(tau),
+                exposure,
+            }
+        })
+        .collect();
+    let (bid_price, expected) = solve(&solving, units_left as f64);
+    solving
+        .into_iter()
+        .map(|s| {
+            let price = item_price(&s, bid_price);
+            let explanation = ModelExplanation::Revenue(Box::new(RevenueExplanation {
+                demand_level: s.estimate.level,
+                price_response: s.estimate.response,
+                units_left,
+                time_left: 1.0 - s.tau,
+                demand_left: s.remaining,
+                remaining_demand: s.estimate.demand(s.default, s.remaining, price),
+                bid_price,
+                expected_sales: expected,
+                sells_out: expected >= units_left as f64 - 0.5,
+                units_observed: s.item.demand.units,
+                demand_observed: s.exposure.mass(),
+                curve: source,
+                note: None,
+            }));
+            ItemPlan {
+                price,
+                explanation,
+                exposure: s.exposure,
+            }
+        })
+        .collect()
+}
 
-    /// Without a capacity there is nothing to re-solve: default prices, exposure kept.
-    fn fallback(
-        items: &[&ItemState],
-        note: ModelNote,
-        previous: &Previous<'_>,
-        curve: &Curve,
-        now: Timestamp,
-    ) -> ProductPlan {
-        let items = items
-            .iter()
-            .map(|item| {
-                let ps = &item.properties.price_settings;
-                let plan = ItemPlan {
-                    price: ps.default.to_f64() * ps.multiplier,
-                    explanation: ModelExplanation::Revenue(Box::new(RevenueExplanation {
-                        note: Some(note),
-                        ..RevenueExplanation::default()
-                    })),
-                    exposure: exposure_now(item, previous, curve, now),
-                };
-                (item.item_id.clone(), plan)
-            })
-            .collect();
-        ProductPlan { items }
-    }
-
-    /// The model price of an item as a multiplier of `default * multiplier`, its
-    /// explanation, and its exposure to carry forward.
-    pub(crate) fn multiplier(&self, item: &ItemState) -> Option<(f64, ModelExplanation, Exposure)> {
-        let plan = self.items.get(&item.item_id)?;
-        let ps = &item.properties.price_settings;
-        let base = ps.default.to_f64() * ps.multiplier;
-        let m = if base > 0.0 { plan.price / base } else { 1.0 };
-        Some((m, plan.explanation.clone(), plan.exposure.clone()))
-    }
-
-    /// The exposure of an item to carry forward, for items the calculation kept.
-    pub(crate) fn exposure(&self, item_id: &ItemId) -> Option<&Exposure> {
-        self.items.get(item_id).map(|p| &p.exposure)
-    }
+/// Without a capacity there is nothing to re-solve: default prices, exposure kept.
+fn fallback(
+    items: &[ItemInput<'_>],
+    note: ModelNote,
+    previous_at: Option<Timestamp>,
+    curve: &Curve,
+    now: Timestamp,
+) -> Vec<ItemPlan> {
+    items
+        .iter()
+        .map(|input| {
+            let ps = &input.item.properties.price_settings;
+            ItemPlan {
+                price: ps.default.to_f64() * ps.multiplier,
+                explanation: ModelExplanation::Revenue(Box::new(RevenueExplanation {
+                    note: Some(note),
+                    ..RevenueExplanation::default()
+                })),
+                exposure: exposure_now(input, previous_at, curve, now),
+            }
+        })
+        .collect()
 }
 
 /// The item's exposure up to `now`: the carried one plus the curve mass since the previous
 /// calculation at the previous price (from the start of the period at the previous or
 /// default price when nothing was carried).
 fn exposure_now(
-    item: &ItemState,
-    previous: &Previous<'_>,
+    input: &ItemInput<'_>,
+    previous_at: Option<Timestamp>,
     curve: &Curve,
     now: Timestamp,
 ) -> Exposure {
+    let item = input.item;
     let period = &item.properties.sales_period;
-    let price = previous
-        .prices
-        .get(&item.item_id)
-        .copied()
+    let price = input
+        .previous_price
         .unwrap_or(item.properties.price_settings.default)
         .to_f64();
     let tau = elapsed_share(period, now);
-    match (previous.exposures.get(&item.item_id), previous.at) {
+    match (input.carried, previous_at) {
         (Some(carried), Some(at)) => {
-            let mut exposure = carried.clone();
+            // Room for the level this calculation may add (a clone has none).
+            let mut levels = Vec::with_capacity(carried.levels.len() + 1);
+            levels.extend_from_slice(&carried.levels);
+            let mut exposure = Exposure {
+                levels,
+                estimate: carried.estimate,
+            };
             exposure.add(price, curve.mass(elapsed_share(period, at), tau));
             exposure
         }
@@ -325,34 +331,62 @@ fn exposure_now(
 }
 
 /// The bid price and the product's expected sales at the solved prices.
+///
+/// The believed sales `S(lambda)` fall as the bid price rises; the bid price is where they
+/// meet the units left. Newton's method on `ln S` (a log-sum of exponentials, convex in
+/// `lambda` where no price is at a bound) finds it in a few evaluations; a step that would
+/// leave the bracket of the root is a halving instead.
 fn solve(items: &[Solving<'_>], units_left: f64) -> (f64, f64) {
-    let sales = |lambda: f64| -> f64 {
-        items
-            .iter()
-            .map(|s| {
-                s.estimate
-                    .demand(s.default, s.remaining, item_price(s, lambda))
-            })
-            .sum()
+    // The believed sales at `lambda` and their slope.
+    let sales = |lambda: f64| -> (f64, f64) {
+        let (mut total, mut slope) = (0.0, 0.0);
+        for s in items {
+            let b = s.estimate.response.max(1e-12);
+            let raw = lambda + 1.0 / b;
+            let max = s.max.max(s.min);
+            let d = s
+                .estimate
+                .demand(s.default, s.remaining, raw.clamp(s.min, max));
+            total += d;
+            if raw > s.min && raw < max {
+                slope -= b * d;
+            }
+        }
+        (total, slope)
     };
-    let free = sales(0.0);
+    let (free, mut slope) = sales(0.0);
     if free <= units_left {
         return (0.0, free);
     }
-    // Demand falls as lambda rises; beyond the highest max every item is at its max.
-    let (mut lo, mut hi) = (0.0, items.iter().map(|s| s.max).fold(0.0, f64::max));
-    if sales(hi) > units_left {
-        return (hi, sales(hi));
+    // Beyond the highest max every item is at its max.
+    let mut hi = items.iter().map(|s| s.max).fold(0.0, f64::max);
+    let at_max = sales(hi).0;
+    if at_max > units_left {
+        return (hi, at_max);
     }
-    for _ in 0..60 {
-        let mid = 0.5 * (lo + hi);
-        if sales(mid) > units_left {
-            lo = mid;
+    let target = units_left.ln();
+    let (mut lo, mut lambda, mut total) = (0.0, 0.0, free);
+    for _ in 0..100 {
+        // Newton on ln S(lambda) = ln(units left), kept inside (lo, hi).
+        let newton = lambda - (total.ln() - target) * total / slope;
+        let next = if slope < 0.0 && newton > lo && newton < hi {
+            newton
         } else {
-            hi = mid;
+            0.5 * (lo + hi)
+        };
+        let step = (next - lambda).abs();
+        lambda = next;
+        (total, slope) = sales(lambda);
+        if total > units_left {
+            lo = lambda;
+        } else {
+            hi = lambda;
+        }
+        if step <= 1e-9 * (1.0 + lambda) || hi - lo <= 1e-12 * (1.0 + hi) {
+            break;
         }
     }
-    (hi, sales(hi))
+    (lambda, total)
 }
 
 fn item_price(s: &Solving<'_>, lambda: f64) -> f64 {

@@ -63,7 +63,7 @@ fn the_fit_recovers_known_parameters_from_simulated_sales() {
     for (seed, a, b) in [(1, 400.0, 0.02), (2, 600.0, 0.05), (3, 1200.0, 0.01)] {
         let d = 50.0;
         let (sales, exposure) = simulate(a, b, d, &[40.0, 50.0, 60.0, 70.0], 720, seed);
-        let est = fit(&weak_prior(d), &sales, &exposure, 1.0);
+        let est = fit(&weak_prior(d), &sales, &exposure, 1.0, None);
         assert!(
             (est.level / a - 1.0).abs() < 0.15,
             "level {} vs {a}",
@@ -86,7 +86,13 @@ fn without_data_the_fit_is_the_prior() {
         relative_response: 1.0,
         response_sd: 0.5,
     };
-    let est = fit(&prior, &SalesStats::default(), &Exposure::default(), 1.0);
+    let est = fit(
+        &prior,
+        &SalesStats::default(),
+        &Exposure::default(),
+        1.0,
+        None,
+    );
     assert!((est.level - 180.0).abs() < 1e-6);
     assert!((est.response - 1.0 / 60.0).abs() < 1e-9);
 }
@@ -102,8 +108,8 @@ fn less_evidence_stays_closer_to_the_prior() {
         relative_response: 1.0,
         response_sd: 0.5,
     };
-    let full = fit(&prior, &sales, &exposure, 1.0);
-    let tempered = fit(&prior, &sales, &exposure, 0.3);
+    let full = fit(&prior, &sales, &exposure, 1.0, None);
+    let tempered = fit(&prior, &sales, &exposure, 0.3, None);
     assert!(full.level < tempered.level && tempered.level < 300.0);
 }
 
