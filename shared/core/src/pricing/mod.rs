@@ -238,7 +238,12 @@ pub fn calculate_with(
             ProductCtx {
                 prepared,
                 step: p.properties.rounding.step,
-                max_step_change: models::max_step_change(&p.properties.pricing_model),
+                max_step_change: match &p.properties.pricing_model {
+                    PricingModel::Revenue {
+                        max_step_change: None,
+                    } => Some(revenue::DEFAULT_MAX_STEP_CHANGE),
+                    model => models::max_step_change(model),
+                },
             }
         })
         .collect();

@@ -37,6 +37,14 @@ const RESPONSE_SD: f64 = 0.5;
 /// less (see docs/pricing.md).
 const EVIDENCE_ON_PRIOR_CURVE: f64 = 0.35;
 
+/// The change per calculation the revenue model allows itself when the product sets no
+/// `maxStepChange`: 25 % of the previous price. The model re-solves from scratch each
+/// time, so a new estimate (a burst of sales, a sibling instance's history) could move a
+/// price by half or double in one step; capped, it gets there over a few calculations
+/// (hourly by default), which buyers and the user can follow. The suite's markets price
+/// the same with it (docs/pricing.md). A product's own `maxStepChange` replaces it.
+pub const DEFAULT_MAX_STEP_CHANGE: f64 = 0.25;
+
 /// Where a product's booking curve comes from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

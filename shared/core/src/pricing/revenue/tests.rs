@@ -291,3 +291,52 @@ fn a_sibling_instance_still_selling_does_not_pull_the_price_down() {
         "{with_sibling} vs {with_finished} from a finished edition"
     );
 }
+
+#[test]
+fn without_max_step_change_a_price_moves_at_most_a_quarter_per_calculation() {
+    let mut b = one_item(0.9);
+    // 150 of 200 units gone in 10 days of 30: the solved price is far above 60.
+    for day in 1..=10 {
+        sell(&mut b, "ga", 15, 60.0, day);
+    }
+    let free = run(&b.state, at(11), &ProjectHistory::default());
+    assert!(free.get(&id("ga")).expect("priced").price.to_f64() > 75.0);
+    let (prices, exposures) = (
+        BTreeMap::from([(id("ga"), Money::from_f64(60.0).expect("money"))]),
+        BTreeMap::new(),
+    );
+    let previous = Previous {
+        at: None,
+        prices: &prices,
+        exposures: &exposures,
+    };
+    let c = calculate_with(
+        &b.state,
+        true,
+        Trigger::Request,
+        at(11),
+        &previous,
+        &[],
+        &ProjectHistory::default(),
+    );
+    let p = c.get(&id("ga")).expect("priced");
+    assert_eq!(p.price.to_f64(), 75.0, "60 * 1.25");
+    let cap = p.explanation.max_step_change.as_ref().expect("capped");
+    assert_eq!(cap.limit, DEFAULT_MAX_STEP_CHANGE);
+    // A product's own maxStepChange replaces the default.
+    b.state.products.values_mut().for_each(|p| {
+        p.properties.pricing_model = PricingModel::Revenue {
+            max_step_change: Some(0.5),
+        }
+    });
+    let c = calculate_with(
+        &b.state,
+        true,
+        Trigger::Request,
+        at(11),
+        &previous,
+        &[],
+        &ProjectHistory::default(),
+    );
+    assert!(c.get(&id("ga")).expect("priced").price.to_f64() > 75.0);
+}
