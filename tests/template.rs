@@ -280,3 +280,269 @@ fn only_the_key_rotator_writes_the_key_secrets() {
         assert!(template.contains(var), "Globals set {var}");
     }
 }
+
+// ------------------------------------------------------------------ alarms and dashboard
+// Issue 13, items 2 and 3: the alarms cover every queue, dead-letter queue and function,
+// each notifies the optional topic and has its runbook section; the dashboard names only
+// resources that exist.
+
+fn template() -> String {
+    std::fs::read_to_string(root().join("template.yaml")).expect("template.yaml")
+}
+
+/// Resources of one type, by logical id.
+fn of_type<'a>(
+    resources: &'a [(String, Vec<String>)],
+    kind: &str,
+) -> Vec<&'a (String, Vec<String>)> {
+    let line = format!("Type: {kind}");
+    resources
+        .iter()
+        .filter(|(_, lines)| lines.iter().any(|l| l.trim() == line))
+        .collect()
+}
+
+/// What an alarm watches, read from its properties.
+#[derive(Debug)]
+struct Alarm {
+    id: String,
+    /// Every `MetricName` (one, or several for metric math).
+    metrics: Vec<String>,
+    /// Every dimension value, as written (`!Ref X`, `!GetAtt X.QueueName`).
+    dimensions: Vec<String>,
+    threshold: String,
+    comparison: String,
+    missing: String,
+    lines: Vec<String>,
+}
+
+fn property(lines: &[String], key: &str) -> Vec<String> {
+    let prefix = format!("{key}:");
+    lines
+        .iter()
+        .filter_map(|l| l.trim().strip_prefix(&prefix).map(|v| v.trim().to_owned()))
+        .collect()
+}
+
+fn alarms(resources: &[(String, Vec<String>)]) -> Vec<Alarm> {
+    of_type(resources, "AWS::CloudWatch::Alarm")
+        .into_iter()
+        .map(|(id, lines)| {
+            let one = |key: &str| {
+                let v = property(lines, key);
+                assert_eq!(v.len(), 1, "{id}: one {key}, got {v:?}");
+                v[0].clone()
+            };
+            let mut dimensions = Vec::new();
+            for line in lines {
+                if let Some(rest) = line.trim().strip_prefix("Dimensions:") {
+                    let value = rest
+                        .split_once("Value:")
+                        .map(|(_, v)| v.trim().trim_end_matches(']').trim_end_matches('}'))
+                        .unwrap_or_else(|| panic!("{id}: write Dimensions in flow style: {line}"));
+                    dimensions.push(value.trim().to_owned());
+                }
+            }
+            Alarm {
+                id: id.clone(),
+                metrics: property(lines, "MetricName"),
+                dimensions,
+                threshold: one("Threshold"),
+                comparison: one("ComparisonOperator"),
+                missing: one("TreatMissingData"),
+                lines: lines.clone(),
+            }
+        })
+        .collect()
+}
+
+/// The alarms on `metric` whose dimensions include `dimension`.
+fn watching<'a>(alarms: &'a [Alarm], metric: &str, dimension: &str) -> Vec<&'a Alarm> {
+    alarms
+        .iter()
+        .filter(|a| {
+            a.metrics.iter().any(|m| m == metric) && a.dimensions.iter().any(|d| d == dimension)
+        })
+        .collect()
+}
+
+/// Logical ids of the queues some redrive policy sends to.
+fn dead_letter_queues(template: &str) -> BTreeSet<String> {
+    template
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("deadLetterTargetArn: !GetAtt "))
+        .map(|v| v.trim().trim_end_matches(".Arn").to_owned())
+        .collect()
+}
+
+#[test]
+fn every_queue_and_dead_letter_queue_has_its_alarms() {
+    let template = template();
+    let resources = resources(&template);
+    let alarms = alarms(&resources);
+    let queues: BTreeSet<String> = of_type(&resources, "AWS::SQS::Queue")
+        .iter()
+        .map(|(id, _)| id.clone())
+        .collect();
+    let dlqs = dead_letter_queues(&template);
+    assert_eq!(
+        dlqs.len(),
+        3,
+        "process, recalc and webhook dead-letter queues: {dlqs:?}"
+    );
+    assert!(dlqs.is_subset(&queues));
+    for dlq in &dlqs {
+        let any_message = watching(
+            &alarms,
+            "ApproximateNumberOfMessagesVisible",
+            &format!("!GetAtt {dlq}.QueueName"),
+        );
+        assert!(
+            any_message
+                .iter()
+                .any(|a| a.threshold == "0" && a.comparison == "GreaterThanThreshold"),
+            "{dlq}: no alarm on any message in it"
+        );
+    }
+    for queue in &queues {
+        assert!(
+            !watching(
+                &alarms,
+                "ApproximateAgeOfOldestMessage",
+                &format!("!GetAtt {queue}.QueueName")
+            )
+            .is_empty(),
+            "{queue}: no alarm on the age of its oldest message"
+        );
+    }
+    // The processing lag: no lag metric is emitted yet, so the process queue's age it is.
+    let lag = alarms
+        .iter()
+        .find(|a| a.id == "ProcessingLagAlarm")
+        .expect("a ProcessingLagAlarm");
+    assert_eq!(lag.dimensions, ["!GetAtt ProcessQueue.QueueName"]);
+}
+
+#[test]
+fn every_function_has_error_and_throttle_alarms() {
+    let template = template();
+    let resources = resources(&template);
+    let alarms = alarms(&resources);
+    let functions = of_type(&resources, "AWS::Serverless::Function");
+    assert_eq!(functions.len(), function_crates().len());
+    for (function, _) in functions {
+        for metric in ["Errors", "Throttles"] {
+            let found = watching(&alarms, metric, &format!("!Ref {function}"));
+            assert!(
+                found.iter().any(|a| a.comparison == "GreaterThanThreshold"),
+                "{function}: no {metric} alarm"
+            );
+        }
+    }
+    // The API's 5xx rate, over the requests of the stack's HTTP API.
+    let api = watching(&alarms, "5xx", "!Ref HttpApi");
+    assert_eq!(api.len(), 1, "one 5xx rate alarm");
+    assert!(
+        api[0].metrics.iter().any(|m| m == "Count"),
+        "a rate: 5xx / Count"
+    );
+    // Scheduler runs missing: too few invocations, and no data is missing runs.
+    let runs = watching(&alarms, "Invocations", "!Ref SchedulerFunction");
+    assert!(
+        runs.iter()
+            .any(|a| a.comparison == "LessThanThreshold" && a.missing == "breaching"),
+        "no alarm on missing scheduler runs: {runs:?}"
+    );
+    // Webhook failures: the dead-letter queue (above) and the delivery function's errors.
+    assert!(!watching(&alarms, "Errors", "!Ref WebhookDeliveryFunction").is_empty());
+}
+
+#[test]
+fn every_alarm_notifies_the_optional_topic_and_has_a_runbook_section() {
+    let template = template();
+    let resources = resources(&template);
+    let alarms = alarms(&resources);
+    assert!(alarms.len() >= 20, "{} alarms", alarms.len());
+    assert!(template.contains("  AlarmTopicArn:\n    Type: String\n    Default: \"\"\n"));
+    assert!(template.contains("  HasAlarmTopic: !Not [!Equals [!Ref AlarmTopicArn, \"\"]]\n"));
+    let runbook =
+        std::fs::read_to_string(root().join("docs/operations.md")).expect("docs/operations.md");
+    for alarm in &alarms {
+        let id = &alarm.id;
+        for key in ["AlarmActions", "OKActions"] {
+            assert_eq!(
+                property(&alarm.lines, key),
+                [r#"!If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref "AWS::NoValue"]"#],
+                "{id}: {key} go to the topic when one is given"
+            );
+        }
+        let description = property(&alarm.lines, "AlarmDescription");
+        assert!(
+            description.len() == 1
+                && description[0].contains("Threshold")
+                && description[0].contains(&format!("docs/operations.md, {id}.")),
+            "{id}: its description states the threshold and names its runbook section"
+        );
+        assert!(
+            runbook.contains(&format!("`{id}`")),
+            "docs/operations.md has no section on {id}"
+        );
+    }
+}
+
+#[test]
+fn the_dashboard_references_existing_resources() {
+    let template = template();
+    let resources = resources(&template);
+    let ids: BTreeSet<&str> = resources.iter().map(|(id, _)| id.as_str()).collect();
+    let dashboards = of_type(&resources, "AWS::CloudWatch::Dashboard");
+    assert_eq!(dashboards.len(), 1, "one dashboard");
+    let lines = &dashboards[0].1;
+    let start = lines
+        .iter()
+        .position(|l| l.trim() == "DashboardBody: !Sub |")
+        .expect("DashboardBody: !Sub |");
+    let body: String = lines[start + 1..]
+        .iter()
+        .map(|l| format!("{}\n", l.trim()))
+        .collect();
+
+    // Every ${Name} or ${Name.Attribute} is a pseudo parameter or a resource of the stack.
+    let mut referenced = BTreeSet::new();
+    let mut json = String::new();
+    let mut rest = body.as_str();
+    while let Some(at) = rest.find("${") {
+        json.push_str(&rest[..at]);
+        let end = rest[at..].find('}').expect("a closed ${...}") + at;
+        let name = &rest[at + 2..end];
+        if !name.starts_with("AWS::") {
+            let (resource, attribute) = name.split_once('.').unwrap_or((name, ""));
+            assert!(
+                ids.contains(resource),
+                "the dashboard names {resource}, which does not exist"
+            );
+            assert!(
+                ["", "Arn", "QueueName"].contains(&attribute),
+                "unexpected attribute {name}"
+            );
+            referenced.insert(resource.to_owned());
+        }
+        json.push('x');
+        rest = &rest[end + 1..];
+    }
+    json.push_str(rest);
+    let parsed: serde_json::Value = serde_json::from_str(&json).expect("the body is JSON");
+    assert!(parsed["widgets"].as_array().is_some_and(|w| !w.is_empty()));
+
+    // It shows every function, queue (dead-letter queues included), the API and every alarm.
+    for kind in [
+        "AWS::Serverless::Function",
+        "AWS::SQS::Queue",
+        "AWS::Serverless::HttpApi",
+        "AWS::CloudWatch::Alarm",
+    ] {
+        for (id, _) in of_type(&resources, kind) {
+            assert!(referenced.contains(id), "the dashboard does not show {id}");
+        }
+    }
+}
