@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README). Idempotent; needs the Rust toolchain and Python 3.
-#  1. installs the test tools into ./.venv if missing (moto server, cfn-lint)
-#  2. checks template.yaml with cfn-lint
+#  1. installs the test tools into ./.venv if missing (moto server, cfn-lint, SAM CLI)
+#  2. checks template.yaml with cfn-lint and `sam validate --lint`
 #  3. starts one AWS API emulator (moto server) on a free loopback port for the whole run
 #  4. builds the workspace once and runs every test suite (embedded and AWS adapters,
 #     router, Lambda handlers on the emulator, end-to-end tests of the standalone binary,
@@ -13,6 +13,9 @@ infra/venv.sh
 
 echo "== cfn-lint template.yaml"
 .venv/bin/cfn-lint template.yaml
+echo "== sam validate --lint"
+# Offline: the region is required and no credentials are needed; no telemetry.
+SAM_CLI_TELEMETRY=0 .venv/bin/sam validate --lint --region us-east-1 --template-file template.yaml
 
 mkdir -p target
 port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

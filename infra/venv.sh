@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Creates ./.venv with the test tools (moto server, cfn-lint) if missing or outdated.
+# Creates ./.venv with the test tools (moto server, cfn-lint, SAM CLI) if missing or outdated.
 # Idempotent: a second run with unchanged requirements does nothing.
 # Usage: infra/venv.sh [requirements file ...]   (default: infra/requirements.txt)
 set -euo pipefail
