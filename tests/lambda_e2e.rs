@@ -319,6 +319,7 @@ async fn entries_flow_through_the_lambda_handlers_on_the_emulator() {
 
     // A lost wake-up: an append with no message. The scheduler's sweep finds it.
     let key = InstanceKey::new(
+        pricing_core::ids::TenantId::from_claim("acme").expect("tenant"),
         ProjectId::parse("fest").expect("id"),
         InstanceId::parse("day-1").expect("id"),
     );
@@ -526,7 +527,10 @@ async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
         .await;
         assert_eq!(s, 201, "{b}");
     }
-    let project = ProjectId::parse("hooks").unwrap();
+    let project = pricing_core::ids::ProjectKey::new(
+        pricing_core::ids::TenantId::from_claim("acme").unwrap(),
+        ProjectId::parse("hooks").unwrap(),
+    );
     let now = Timestamp::now();
     // Stored directly: the API's strict policy refuses loopback callback URLs.
     let subscribe = |path: &str| {
@@ -707,7 +711,7 @@ async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
     let event = pricing_core::model::Event {
         id: "evt_last".into(),
         event_type: "entries.rejected".into(),
-        project_id: project.clone(),
+        project_id: project.project_id.clone(),
         instance_id: InstanceId::parse("day-1").unwrap(),
         created_at: now,
         data: json!({"errors": []}),
@@ -1208,6 +1212,7 @@ async fn the_default_revenue_model_learns_from_sales_and_from_other_instances() 
     assert!(first["exposure"]["levels"].is_array(), "{first}");
     // The calculation's prices.updated event carries the same price.
     let key = InstanceKey::new(
+        pricing_core::ids::TenantId::from_claim("acme").expect("tenant"),
         ProjectId::parse("tour").unwrap(),
         InstanceId::parse("night-1").unwrap(),
     );

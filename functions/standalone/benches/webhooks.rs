@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use pricing_core::ids::{InstanceId, ProjectId};
+use pricing_core::ids::{InstanceId, ProjectId, ProjectKey, TenantId};
 use pricing_core::jws::{Signer, StoredKey};
 use pricing_core::model::{Event, Message};
 use pricing_core::ports::{DeliveryStore, Enqueue, SubscriptionStore};
@@ -50,12 +50,13 @@ async fn main() {
     let store = EmbeddedStore::open(&dir.path().join("bench.db")).expect("store");
     let now = Timestamp::now();
     let project = ProjectId::parse("bench").expect("id");
+    let owner = TenantId::from_claim("bench").expect("tenant");
     let subscription = NewSubscription::parse(
         &json!({"callbackUrl": format!("http://{addr}/hooks?src=bench")}),
         &CallbackPolicy::LOCAL,
     )
     .expect("subscription")
-    .into_subscription(project.clone(), None, now);
+    .into_subscription(ProjectKey::new(owner, project.clone()), None, now);
     assert!(
         store
             .create_subscription(&subscription, 20)

@@ -189,6 +189,9 @@ pub struct LogArgs {
     /// Data directory of the service (its database is read, not changed).
     #[arg(long, default_value = "./data")]
     pub data: PathBuf,
+    /// Tenant that owns the project (project ids are scoped by tenant).
+    #[arg(long)]
+    pub tenant: String,
     /// Project of the instance.
     #[arg(long)]
     pub project: String,

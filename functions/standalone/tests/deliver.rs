@@ -74,7 +74,7 @@ async fn fixture() -> Fixture {
         &CallbackPolicy::STRICT,
     )
     .unwrap()
-    .into_subscription(ProjectId::parse("p").unwrap(), None, t0);
+    .into_subscription(project_p(), None, t0);
     assert!(store.create_subscription(&subscription, 20).await.unwrap());
     let signer = Signer::from_keys(&[StoredKey::generate("k".into(), t0).unwrap()]).unwrap();
     Fixture {
@@ -105,6 +105,7 @@ impl Fixture {
     /// Creates instance `id` of project `p` (inactive, no state).
     async fn instance(&self, id: &str) {
         let instance = pricing_core::model::Instance {
+            tenant: project_p().tenant,
             project_id: ProjectId::parse("p").unwrap(),
             instance_id: InstanceId::parse(id).unwrap(),
             name: String::new(),
@@ -126,6 +127,13 @@ impl Fixture {
     }
 }
 
+/// Project `p` of the tests' tenant.
+fn project_p() -> pricing_core::ids::ProjectKey {
+    pricing_core::ids::ProjectKey::new(
+        pricing_core::ids::TenantId::from_claim("acme").unwrap(),
+        ProjectId::parse("p").unwrap(),
+    )
+}
 #[tokio::test]
 async fn every_attempt_fails_then_the_last_is_dead_lettered() {
     let f = fixture().await;
@@ -233,7 +241,7 @@ async fn gone_disables_the_subscription_and_fails_its_other_deliveries() {
     assert_eq!(settle, Settle::DeadLetter);
     let sub = f
         .store
-        .get_subscription(&f.subscription.project_id, &f.subscription.subscription_id)
+        .get_subscription(&f.subscription.project(), &f.subscription.subscription_id)
         .await
         .unwrap()
         .unwrap();
@@ -255,7 +263,7 @@ async fn a_deleted_subscription_gets_nothing() {
     let id = f.delivery(5).await;
     assert!(
         f.store
-            .delete_subscription(&f.subscription.project_id, &f.subscription.subscription_id)
+            .delete_subscription(&f.subscription.project(), &f.subscription.subscription_id)
             .await
             .unwrap()
     );
@@ -282,7 +290,7 @@ async fn a_project_trigger_fans_out_per_instance_and_scope_is_kept() {
     use pricing_core::webhooks::manual_trigger;
 
     let f = fixture().await;
-    let project = ProjectId::parse("p").unwrap();
+    let project = project_p();
     for id in ["i1", "i2", "i3"] {
         f.instance(id).await;
     }
@@ -432,6 +440,7 @@ async fn the_sweep_wakes_undispatched_events_and_lost_deliveries() {
 
     // An event stored but never dispatched wakes its instance's processor.
     let key = InstanceKey::new(
+        project_p().tenant,
         ProjectId::parse("p").unwrap(),
         InstanceId::parse("i").unwrap(),
     );
@@ -459,7 +468,7 @@ async fn a_large_project_trigger_goes_on_page_by_page() {
     use pricing_core::webhooks::trigger::TRIGGER_PAGE;
 
     let f = fixture().await;
-    let project = ProjectId::parse("p").unwrap();
+    let project = project_p();
     for n in 0..=TRIGGER_PAGE {
         f.instance(&format!("i{n:04}")).await;
     }

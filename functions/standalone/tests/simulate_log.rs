@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use indicatif::ProgressBar;
-use pricing_core::ids::{InstanceId, InstanceKey, ProjectId};
+use pricing_core::ids::{InstanceId, InstanceKey, ProjectId, TenantId};
 use pricing_core::jws::{Signer, StoredKey};
 use pricing_core::model::{Instance, NewEntry, PriceCalculation, Project};
 use pricing_core::ports::{EntryLog, InstanceStore, PriceStore, ProjectStore};
@@ -102,6 +102,11 @@ fn calculation(sequence: u64, ms: i64, price: f64) -> PriceCalculation {
     }
 }
 
+/// The tenant that owns the logged project.
+fn tenant() -> TenantId {
+    TenantId::from_claim("acme").unwrap()
+}
+
 async fn logged_store() -> (EmbeddedStore, InstanceKey) {
     let store = EmbeddedStore::open_in_memory().unwrap();
     let key = fill(&store).await;
@@ -111,13 +116,17 @@ async fn logged_store() -> (EmbeddedStore, InstanceKey) {
 /// The logged instance (project p1, instance i1) in `store`.
 async fn fill(store: &EmbeddedStore) -> InstanceKey {
     let key = InstanceKey::new(
+        tenant(),
         ProjectId::parse("p1").unwrap(),
         InstanceId::parse("i1").unwrap(),
     );
     let created = Timestamp::parse(START).unwrap();
-    let project: Project = serde_json::from_value(json!({
-        "projectId": "p1", "name": "P", "createdAt": created}))
-    .unwrap();
+    let project = Project {
+        project_id: ProjectId::parse("p1").unwrap(),
+        tenant: tenant(),
+        name: "P".into(),
+        created_at: created,
+    };
     store.create_project(&project).await.unwrap();
     let meta = json!({"dates": [{"tags": ["main"],
         "date": {"start": at(start() + 60 * DAY), "end": at(start() + 60 * DAY)}}]});
@@ -126,6 +135,7 @@ async fn fill(store: &EmbeddedStore) -> InstanceKey {
         ..Default::default()
     };
     let instance = Instance {
+        tenant: key.tenant.clone(),
         project_id: key.project_id.clone(),
         instance_id: key.instance_id.clone(),
         name: "I".into(),
@@ -270,19 +280,24 @@ async fn missing_projects_instances_and_logs_are_named() {
     use standalone::simulate::log::instance_key;
     let store = EmbeddedStore::open_in_memory().unwrap();
     let key = InstanceKey::new(
+        tenant(),
         ProjectId::parse("p1").unwrap(),
         InstanceId::parse("i1").unwrap(),
     );
-    let e = instance_key(&store, "p1", "i1").await.unwrap_err();
-    assert_eq!(e.to_string(), "project p1 not found");
+    let e = instance_key(&store, "acme", "p1", "i1").await.unwrap_err();
+    assert_eq!(e.to_string(), "project p1 not found for tenant acme");
     let created = Timestamp::parse(START).unwrap();
-    let project: Project = serde_json::from_value(json!({
-        "projectId": "p1", "name": "P", "createdAt": created}))
-    .unwrap();
+    let project = Project {
+        project_id: ProjectId::parse("p1").unwrap(),
+        tenant: tenant(),
+        name: "P".into(),
+        created_at: created,
+    };
     store.create_project(&project).await.unwrap();
-    let e = instance_key(&store, "p1", "i1").await.unwrap_err();
+    let e = instance_key(&store, "acme", "p1", "i1").await.unwrap_err();
     assert_eq!(e.to_string(), "instance i1 not found in project p1");
     let instance = Instance {
+        tenant: key.tenant.clone(),
         project_id: key.project_id.clone(),
         instance_id: key.instance_id.clone(),
         name: "I".into(),
@@ -296,8 +311,8 @@ async fn missing_projects_instances_and_logs_are_named() {
         .create_instance(&instance, &Default::default())
         .await
         .unwrap();
-    assert_eq!(instance_key(&store, "p1", "i1").await.unwrap(), key);
-    let e = instance_key(&store, "p 1", "i1").await.unwrap_err();
+    assert_eq!(instance_key(&store, "acme", "p1", "i1").await.unwrap(), key);
+    let e = instance_key(&store, "acme", "p 1", "i1").await.unwrap_err();
     assert!(e.to_string().starts_with("--project p 1:"), "{e}");
     let e = read_log(&store, &key).await.unwrap_err();
     assert!(e.to_string().contains("no entries"), "{e}");
@@ -314,6 +329,8 @@ async fn the_binary_reads_a_data_directory() {
         .args([
             "simulate",
             "log",
+            "--tenant",
+            "acme",
             "--project",
             "p1",
             "--instance",

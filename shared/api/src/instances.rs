@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use pricing_core::document::{DocumentError, MAX_DOCUMENT_DEPTH};
-use pricing_core::ids::{InstanceId, InstanceKey, ItemId, ProductId};
+use pricing_core::ids::{InstanceId, ItemId, ProductId};
 use pricing_core::meta::check_instance_meta;
 use pricing_core::model::Instance;
 use pricing_core::ports::{EntryLog, InstanceStore, StateStore, StoreError};
@@ -49,7 +49,7 @@ pub async fn owned_instance<P: Ports>(
     let id = InstanceId::parse(instance_id).map_err(|_| not_found())?;
     app.ports
         .instances()
-        .get_instance(&InstanceKey::new(project.project_id, id))
+        .get_instance(&project.key().instance(id))
         .await
         .map_err(ApiError::store("reading an instance"))?
         .ok_or_else(not_found)
@@ -114,6 +114,7 @@ pub async fn create<P: Ports>(
     }
     let now = now();
     let instance = Instance {
+        tenant: project.tenant.clone(),
         project_id: project.project_id.clone(),
         instance_id: instance_id.unwrap_or_else(InstanceId::generate),
         name,
@@ -164,10 +165,11 @@ pub async fn list<P: Ports>(
 ) -> ApiResult<Json<Value>> {
     let project = owned_project(&app, &caller, &project_id).await?;
     let page = page_request(&query)?;
+    let project = project.key();
     let (items, next) = store_page(
         page,
         |page| {
-            let (app, project) = (&app, &project.project_id);
+            let (app, project) = (&app, &project);
             async move {
                 app.ports
                     .instances()

@@ -7,7 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use pricing_core::ids::{InstanceId, InstanceKey, ItemId};
+use pricing_core::ids::{InstanceId, ItemId, ProjectKey};
 use pricing_core::model::{Instance, Message, PageRequest};
 use pricing_core::ports::{Enqueue, InstanceStore, PriceStore, StateStore};
 use pricing_core::pricing::{ItemPrice, Trigger};
@@ -33,7 +33,7 @@ pub const MAX_INSTANCES_PER_CALL: usize = 100;
 /// costs a message sent while the request waits.
 async fn all_instances<P: Ports>(
     app: &App<P>,
-    project: &pricing_core::ids::ProjectId,
+    project: &ProjectKey,
     max: usize,
 ) -> ApiResult<Vec<Instance>> {
     let page = app
@@ -115,11 +115,11 @@ pub async fn calculate<P: Ports>(
         return Err(ApiError::validation(errors.list));
     }
     let instances = match wanted {
-        None => all_instances(&app, &project.project_id, app.limits.max_calculation_fanout).await?,
+        None => all_instances(&app, &project.key(), app.limits.max_calculation_fanout).await?,
         Some(ids) => {
             let mut found = Vec::with_capacity(ids.len());
             for (i, id) in ids.into_iter().enumerate() {
-                let key = InstanceKey::new(project.project_id.clone(), id);
+                let key = project.key().instance(id);
                 match app
                     .ports
                     .instances()
@@ -270,14 +270,14 @@ enum Stop {
 /// calculation, else from the beginning).
 async fn prices_page<P: Ports>(
     app: &App<P>,
-    project: &pricing_core::ids::ProjectId,
+    project: &ProjectKey,
     ids: &[InstanceId],
     start: &Resume,
 ) -> ApiResult<(Vec<Value>, Stop)> {
     let mut budget = Budget::new(MAX_PAGE_BYTES);
     let mut items = Vec::with_capacity(ids.len());
     for (i, id) in ids.iter().enumerate() {
-        let key = InstanceKey::new(project.clone(), id.clone());
+        let key = project.instance(id.clone());
         let latest = app
             .ports
             .prices()
@@ -360,11 +360,11 @@ pub async fn instance_prices<P: Ports>(
         let instances = app
             .ports
             .instances()
-            .list_instances(&project.project_id, &listing)
+            .list_instances(&project.key(), &listing)
             .await
             .map_err(ApiError::store("listing instances"))?;
         let ids: Vec<InstanceId> = instances.items.into_iter().map(|i| i.instance_id).collect();
-        let (items, stop) = prices_page(&app, &project.project_id, &ids, &start).await?;
+        let (items, stop) = prices_page(&app, &project.key(), &ids, &start).await?;
         let next = match stop {
             Stop::Done => instances.next,
             // The listing's own cursor right after the instances listed whole.
@@ -375,7 +375,7 @@ pub async fn instance_prices<P: Ports>(
                 };
                 app.ports
                     .instances()
-                    .list_instances(&project.project_id, &listing)
+                    .list_instances(&project.key(), &listing)
                     .await
                     .map_err(ApiError::store("listing instances"))?
                     .next
@@ -400,7 +400,7 @@ pub async fn instance_prices<P: Ports>(
         let unknown =
             || ApiError::bad_request(format!("instance {raw} does not exist in this project"));
         let id = InstanceId::parse(raw.as_str()).map_err(|_| unknown())?;
-        let key = InstanceKey::new(project.project_id.clone(), id.clone());
+        let key = project.key().instance(id.clone());
         app.ports
             .instances()
             .get_instance(&key)
@@ -409,7 +409,7 @@ pub async fn instance_prices<P: Ports>(
             .ok_or_else(unknown)?;
         ids.push(id);
     }
-    let (items, stop) = prices_page(&app, &project.project_id, &ids[start.index..], &start).await?;
+    let (items, stop) = prices_page(&app, &project.key(), &ids[start.index..], &start).await?;
     let next = match stop {
         Stop::Done => None,
         Stop::Before(n) => Some(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use pricing_core::ids::ProjectId;
+use pricing_core::ids::{ProjectId, ProjectKey};
 use pricing_core::model::Project;
 use pricing_core::ports::{ProjectStore, StoreError};
 use pricing_core::validate::{Errors, object};
@@ -36,13 +36,10 @@ pub async fn owned_project<P: Ports>(
     let project = app
         .ports
         .projects()
-        .get_project(&id)
+        .get_project(&ProjectKey::new(caller.tenant.clone(), id))
         .await
         .map_err(ApiError::store("reading a project"))?
         .ok_or_else(not_found)?;
-    if project.tenant != caller.tenant {
-        return Err(not_found());
-    }
     Ok(project)
 }
 

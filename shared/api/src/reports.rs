@@ -95,13 +95,17 @@ pub async fn report_error<P: Ports>(
         .await
         .map_err(ApiError::store("reading a delivery"))?
         .ok_or_else(not_found)?;
+    // Webhook ids are global: another tenant's delivery is not found.
+    if delivery.tenant != caller.tenant {
+        return Err(not_found());
+    }
     let project = app
         .ports
         .projects()
-        .get_project(&delivery.project_id)
+        .get_project(&delivery.project())
         .await
         .map_err(ApiError::store("reading a project"))?;
-    if project.is_none_or(|p| p.tenant != caller.tenant) {
+    if project.is_none() {
         return Err(not_found());
     }
     let client_report = ClientReport {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use pricing_core::ids::{InstanceId, ProjectId, SubscriptionId};
+use pricing_core::ids::{InstanceId, ProjectKey, SubscriptionId};
 use pricing_core::model::Message;
 use pricing_core::ports::{DeliveryStore, Enqueue, StoreError, SubscriptionStore};
 use pricing_core::validate::codes;
@@ -28,7 +28,12 @@ use crate::util::now;
 /// A subscription as listings and reads show it: never with its secrets (they are not
 /// part of its serialized form).
 pub fn subscription_view(s: &Subscription) -> Value {
-    serde_json::to_value(s).unwrap_or_default()
+    let mut view = serde_json::to_value(s).unwrap_or_default();
+    // The owner is the caller; it is stored, never shown.
+    if let Some(fields) = view.as_object_mut() {
+        fields.remove("tenant");
+    }
+    view
 }
 
 /// A subscription of the caller's project, or 404.
@@ -44,7 +49,7 @@ async fn owned_subscription<P: Ports>(
     let id = SubscriptionId::parse(subscription_id).map_err(|_| not_found())?;
     app.ports
         .subscriptions()
-        .get_subscription(&project.project_id, &id)
+        .get_subscription(&project.key(), &id)
         .await
         .map_err(ApiError::store("reading a subscription"))?
         .ok_or_else(not_found)
@@ -53,7 +58,7 @@ async fn owned_subscription<P: Ports>(
 /// Validates the body and stores the subscription in its scope, unless the scope is full.
 async fn create_in_scope<P: Ports>(
     app: &App<P>,
-    project_id: ProjectId,
+    project: ProjectKey,
     instance_id: Option<InstanceId>,
     body: Option<Value>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -61,7 +66,7 @@ async fn create_in_scope<P: Ports>(
         .ok_or_else(|| ApiError::invalid_field("", codes::REQUIRED, "a JSON object is required"))?;
     let request =
         NewSubscription::parse(&body, &app.callback_policy).map_err(ApiError::validation)?;
-    let subscription = request.into_subscription(project_id, instance_id, now());
+    let subscription = request.into_subscription(project, instance_id, now());
     let max = usize::try_from(app.limits.quotas.subscriptions_per_scope).unwrap_or(usize::MAX);
     let stored = app
         .ports
@@ -94,7 +99,7 @@ async fn create_in_scope<P: Ports>(
 
 async fn list_scope<P: Ports>(
     app: &App<P>,
-    project: &ProjectId,
+    project: &ProjectKey,
     instance: Option<&InstanceId>,
 ) -> ApiResult<Json<Value>> {
     let items = app
@@ -116,7 +121,7 @@ pub async fn create_project_level<P: Ports>(
     JsonBody(body): JsonBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let project = owned_project(&app, &caller, &project_id).await?;
-    create_in_scope(&app, project.project_id, None, body).await
+    create_in_scope(&app, project.key(), None, body).await
 }
 
 /// GET /projects/{projectId}/subscriptions: the project-level subscriptions.
@@ -126,7 +131,7 @@ pub async fn list_project_level<P: Ports>(
     Path(project_id): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let project = owned_project(&app, &caller, &project_id).await?;
-    list_scope(&app, &project.project_id, None).await
+    list_scope(&app, &project.key(), None).await
 }
 
 /// POST /projects/{projectId}/instances/{instanceId}/subscriptions.
@@ -137,7 +142,13 @@ pub async fn create_instance_level<P: Ports>(
     JsonBody(body): JsonBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
-    create_in_scope(&app, instance.project_id, Some(instance.instance_id), body).await
+    create_in_scope(
+        &app,
+        instance.key().project(),
+        Some(instance.instance_id),
+        body,
+    )
+    .await
 }
 
 /// GET /projects/{projectId}/instances/{instanceId}/subscriptions: that instance's own
@@ -148,7 +159,7 @@ pub async fn list_instance_level<P: Ports>(
     Path((project_id, instance_id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
-    list_scope(&app, &instance.project_id, Some(&instance.instance_id)).await
+    list_scope(&app, &instance.key().project(), Some(&instance.instance_id)).await
 }
 
 /// DELETE /projects/{projectId}/subscriptions/{subscriptionId}: either level.
@@ -164,7 +175,7 @@ pub async fn delete<P: Ports>(
     let deleted = app
         .ports
         .subscriptions()
-        .delete_subscription(&project.project_id, &id)
+        .delete_subscription(&project.key(), &id)
         .await
         .map_err(ApiError::store("deleting a subscription"))?;
     if !deleted {
@@ -197,7 +208,7 @@ pub async fn trigger<P: Ports>(
     app.ports
         .queue()
         .send(&Message::Trigger {
-            project_id: subscription.project_id.clone(),
+            project: subscription.project(),
             subscription_id: subscription.subscription_id.clone(),
             trigger_id: trigger_id.clone(),
             instance_id: None,
@@ -235,7 +246,7 @@ pub async fn rotate_secret<P: Ports>(
         .ports
         .subscriptions()
         .rotate_subscription_secret(
-            &subscription.project_id,
+            &subscription.project(),
             &subscription.subscription_id,
             &WebhookSecret::generate(),
             now(),
@@ -279,7 +290,7 @@ pub async fn deliveries<P: Ports>(
                 app.ports
                     .deliveries()
                     .list_deliveries(
-                        &subscription.project_id,
+                        &subscription.project(),
                         &subscription.subscription_id,
                         &page,
                     )

@@ -166,6 +166,7 @@ impl Harness {
 
     async fn process(&self, project: &str, instance: &str) {
         let key = InstanceKey::new(
+            pricing_core::ids::TenantId::from_claim("acme").expect("tenant"),
             ProjectId::parse(project).expect("project id"),
             InstanceId::parse(instance).expect("instance id"),
         );
@@ -174,6 +175,14 @@ impl Harness {
             .await
             .expect("processing");
     }
+}
+
+/// Project `id` of the tenant `acme`.
+fn acme(id: &ProjectId) -> pricing_core::ids::ProjectKey {
+    pricing_core::ids::ProjectKey::new(
+        pricing_core::ids::TenantId::from_claim("acme").expect("tenant"),
+        id.clone(),
+    )
 }
 
 /// Every message waiting in one queue (received and acknowledged).
@@ -675,6 +684,7 @@ async fn semantic_errors_become_entries_rejected_events() {
     assert_eq!(r.body["accepted"], 2);
     h.process("p", "i").await;
     let key = InstanceKey::new(
+        pricing_core::ids::TenantId::from_claim("acme").expect("tenant"),
         ProjectId::parse("p").unwrap(),
         InstanceId::parse("i").unwrap(),
     );
@@ -969,6 +979,78 @@ async fn signature_keys_are_published_and_need_a_token() {
     assert_eq!(r.body["keys"][0]["algorithm"], "secp256r1-sha256");
 }
 
+/// Project ids are scoped by tenant: another tenant's project id is neither revealed by a
+/// 409 nor taken. Both tenants create `summer` with an instance `day-1`, and each sees,
+/// writes and lists only its own.
+#[tokio::test]
+async fn project_ids_are_scoped_by_tenant() {
+    let h = harness();
+    h.project("acme", "summer").await;
+    let r = h
+        .call(
+            "POST",
+            "/projects",
+            Some("acme"),
+            Some(json!({"projectId": "summer"})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::CONFLICT);
+    // Another tenant gets its own `summer`, not a 409 that reveals acme's.
+    let r = h
+        .call(
+            "POST",
+            "/projects",
+            Some("globex"),
+            Some(json!({"projectId": "summer", "name": "Globex summer"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    h.instance("acme", "summer", "day-1").await;
+    h.instance("globex", "summer", "day-1").await;
+    for (tenant, name) in [("acme", "summer"), ("globex", "Globex summer")] {
+        let r = h.call("GET", "/projects/summer", Some(tenant), None).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.body["name"], name, "{tenant} reads its own project");
+        let r = h.call("GET", "/projects", Some(tenant), None).await;
+        assert_eq!(
+            r.body["items"].as_array().map(Vec::len),
+            Some(1),
+            "{tenant}"
+        );
+    }
+    let body = json!({"entries": [{"type": "itemSale", "data": {"itemId": "ga-1", "price": 40}}]});
+    let r = h
+        .call(
+            "POST",
+            "/projects/summer/instances/day-1/entries",
+            Some("acme"),
+            Some(body),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let entries = |tenant: &'static str| {
+        let h = &h;
+        async move {
+            h.call(
+                "GET",
+                "/projects/summer/instances/day-1/entries",
+                Some(tenant),
+                None,
+            )
+            .await
+            .body["items"]
+                .as_array()
+                .map(Vec::len)
+        }
+    };
+    assert_eq!(entries("acme").await, Some(1));
+    assert_eq!(
+        entries("globex").await,
+        Some(0),
+        "the namesake instance has its own log"
+    );
+}
+
 /// Every project-scoped route answers 404 to another tenant, and changes nothing.
 #[tokio::test]
 async fn tenant_isolation_on_every_project_scoped_route() {
@@ -1189,6 +1271,7 @@ async fn price_matches_calculations_instance_prices_and_history() {
     let recalc = recalc.expect("a Recalculate message");
     assert_eq!(recalc.0, calculation_id);
     let key = InstanceKey::new(
+        pricing_core::ids::TenantId::from_claim("acme").expect("tenant"),
         ProjectId::parse("p").unwrap(),
         InstanceId::parse("i").unwrap(),
     );
@@ -1356,7 +1439,7 @@ async fn stored_deliveries(
     let sub = h
         .store
         .get_subscription(
-            &project_id,
+            &acme(&project_id),
             &pricing_core::ids::SubscriptionId::parse(subscription).expect("subscription id"),
         )
         .await
@@ -1564,7 +1647,7 @@ async fn a_subscription_secret_is_shown_at_creation_and_rotation_only() {
         let stored = h
             .store
             .get_subscription(
-                &ProjectId::parse("p").unwrap(),
+                &acme(&ProjectId::parse("p").unwrap()),
                 &SubscriptionId::parse(&id).unwrap(),
             )
             .await
@@ -1617,7 +1700,7 @@ async fn a_subscription_secret_is_shown_at_creation_and_rotation_only() {
     let stored = h
         .store
         .get_subscription(
-            &ProjectId::parse("p").unwrap(),
+            &acme(&ProjectId::parse("p").unwrap()),
             &SubscriptionId::parse(id).unwrap(),
         )
         .await
@@ -1660,7 +1743,7 @@ async fn a_subscription_secret_is_shown_at_creation_and_rotation_only() {
     let still = h
         .store
         .get_subscription(
-            &ProjectId::parse("p").unwrap(),
+            &acme(&ProjectId::parse("p").unwrap()),
             &SubscriptionId::parse(id).unwrap(),
         )
         .await
@@ -1869,7 +1952,7 @@ async fn a_trigger_enqueues_a_trigger_message_and_refuses_disabled_subscriptions
     assert_eq!(
         h.drain().await,
         vec![Message::Trigger {
-            project_id: ProjectId::parse("p").unwrap(),
+            project: acme(&ProjectId::parse("p").unwrap()),
             subscription_id: pricing_core::ids::SubscriptionId::parse(subscription.as_str())
                 .unwrap(),
             trigger_id: trigger_id.clone(),
@@ -1897,7 +1980,7 @@ async fn a_trigger_enqueues_a_trigger_message_and_refuses_disabled_subscriptions
     // A subscription the receiver disabled (410) is not triggered.
     h.store
         .set_subscription_status(
-            &ProjectId::parse("p").unwrap(),
+            &acme(&ProjectId::parse("p").unwrap()),
             &pricing_core::ids::SubscriptionId::parse(subscription.as_str()).unwrap(),
             SubscriptionStatus::Disabled,
             Timestamp::now(),
@@ -2398,6 +2481,7 @@ async fn a_large_instance_pages_its_item_summaries_and_prices() {
 
     // Prices: 8,000 prices (~1.2 MB) do not fit one page of instancePrices.
     let key = InstanceKey::new(
+        pricing_core::ids::TenantId::from_claim("acme").expect("tenant"),
         ProjectId::parse("p").expect("id"),
         InstanceId::parse("big").expect("id"),
     );

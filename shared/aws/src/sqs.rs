@@ -218,10 +218,11 @@ mod tests {
 
     #[test]
     fn messages_parse_from_their_json() {
-        let m =
-            parse_message(r#"{"kind":"processInstance","key":{"projectId":"p","instanceId":"i"}}"#)
-                .expect("a message");
-        assert_eq!(m.group(), "p/i");
+        let m = parse_message(
+            r#"{"kind":"processInstance","key":{"tenant":"t","projectId":"p","instanceId":"i"}}"#,
+        )
+        .expect("a message");
+        assert_eq!(m.group(), "t/p/i");
         assert!(parse_message("{}").is_err());
         assert!(parse_message("nope").is_err());
     }

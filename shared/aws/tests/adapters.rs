@@ -289,7 +289,7 @@ async fn racing_appends_accept_each_transaction_id_once() {
 
 /// The backlog marker attributes on the LOG item, read directly.
 async fn marker(stack: &Stack, key: &InstanceKey) -> Option<String> {
-    let pk = format!("I#{}/{}", key.project_id, key.instance_id);
+    let pk = format!("I#{}", key.storage_key());
     let item = stack
         .dynamodb()
         .get_item()
@@ -341,8 +341,7 @@ async fn the_backlog_marker_follows_appends_and_commits() {
         .await
         .expect("an append sets the marker");
     assert!(
-        set.starts_with("BACKLOG#")
-            && set.ends_with(&format!(" I#{}/{}", key.project_id, key.instance_id)),
+        set.starts_with("BACKLOG#") && set.ends_with(&format!(" I#{}", key.storage_key())),
         "{set}"
     );
     assert!(behind(&store, &key).await);
@@ -381,7 +380,7 @@ async fn the_backlog_marker_follows_appends_and_commits() {
 
     // A marker left behind (a commit whose cleanup failed) is cleared by the sweep's
     // query instead of being reported.
-    let pk = format!("I#{}/{}", key.project_id, key.instance_id);
+    let pk = format!("I#{}", key.storage_key());
     stack
         .dynamodb()
         .update_item()
@@ -543,7 +542,7 @@ async fn sdk_errors_map_onto_store_errors() {
     let run = Run::new("errors");
     // A table that does not exist: a permanent failure that names the cause.
     let missing = DynamoStore::new(stack.dynamodb(), "no-such-table");
-    match missing.get_project(&run.project_id("p")).await {
+    match missing.get_project(&run.project("p")).await {
         Err(StoreError::Failed(m)) => {
             assert!(
                 m.contains("get_project") && m.contains("ResourceNotFound"),

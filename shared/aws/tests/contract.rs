@@ -144,6 +144,12 @@ async fn subscription_store_contract() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenant_isolation_contract() {
+    let store = Stack::new("tenants").await.store();
+    pricing_contract::tenant_isolation_contract(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delivery_store_contract() {
     let store = Stack::new("deliveries").await.store();
     pricing_contract::delivery_store_contract(&store).await;
@@ -185,5 +191,6 @@ async fn all_contracts_on_one_stack() {
         Box::pin(pricing_contract::scheduler_cursors_contract(&store)),
         pricing_contract::subscription_store_contract(&store),
         pricing_contract::delivery_store_contract(&store),
+        pricing_contract::tenant_isolation_contract(&store),
     );
 }

@@ -39,7 +39,7 @@ async fn raw(stack: &Stack, pk: &str, sk: &str) -> Option<Item> {
 }
 
 fn instance_pk(key: &InstanceKey) -> String {
-    format!("I#{}/{}", key.project_id, key.instance_id)
+    format!("I#{}", key.storage_key())
 }
 
 /// The outbox index entry on the instance's `EVENTS` item.
@@ -199,7 +199,7 @@ async fn a_large_delivery_keeps_its_state_item_small() {
     let run = Run::new("large-delivery");
     let key = run.key("p", "i");
     let now = Timestamp::now();
-    let sub = subscription(run.subscription_id("s"), &key.project_id, None, now);
+    let sub = subscription(run.subscription_id("s"), &key.project(), None, now);
     let prices: Vec<_> = (0..1000)
         .map(|n| {
             json!({"itemId": format!("item-{n:05}-with-a-longer-name"), "price": 1234.5678,
@@ -281,7 +281,7 @@ async fn subscription_counters_follow_creates_and_deletes() {
     let stack = Stack::new("sub-counters").await;
     let store = stack.store();
     let run = Run::new("sub-counters");
-    let project = run.project_id("p");
+    let project = run.project("p");
     let now = Timestamp::now();
     let subs: Vec<_> = (0..8)
         .map(|n| {
@@ -331,7 +331,7 @@ async fn subscription_counters_follow_creates_and_deletes() {
         .expect("list");
     assert_eq!(listed.len(), 4 - deletes + creates);
     assert!(listed.len() <= 6);
-    let counter = raw(&stack, &format!("P#{project}"), "SUBN#I#i")
+    let counter = raw(&stack, &format!("P#{}", project.storage_key()), "SUBN#I#i")
         .await
         .expect("counter");
     assert_eq!(
@@ -352,9 +352,9 @@ async fn dispatch_creates_deliveries_and_sends_them_to_the_webhook_queue() {
     let run = Run::new("dispatch");
     let key = run.key("p", "i");
     let now = Timestamp::now();
-    let project_level = subscription(run.subscription_id("a"), &key.project_id, None, now);
-    let mine = subscription(run.subscription_id("b"), &key.project_id, Some("i"), now);
-    let elsewhere = subscription(run.subscription_id("c"), &key.project_id, Some("j"), now);
+    let project_level = subscription(run.subscription_id("a"), &key.project(), None, now);
+    let mine = subscription(run.subscription_id("b"), &key.project(), Some("i"), now);
+    let elsewhere = subscription(run.subscription_id("c"), &key.project(), Some("j"), now);
     for s in [&project_level, &mine, &elsewhere] {
         assert!(store.create_subscription(s, 20).await.expect("create"));
     }
@@ -399,7 +399,7 @@ async fn dispatch_creates_deliveries_and_sends_them_to_the_webhook_queue() {
     for s in [&project_level, &mine, &elsewhere] {
         let page = store
             .list_deliveries(
-                &key.project_id,
+                &key.project(),
                 &s.subscription_id,
                 &pricing_core::model::PageRequest {
                     cursor: None,

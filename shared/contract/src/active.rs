@@ -19,6 +19,8 @@ where
 {
     let run = Run::new("active");
     let (a, b) = (run.tenant("a"), run.tenant("b"));
+    // Project `pa` is tenant a's, `pb` tenant b's.
+    let tkey = |p: &str, i: &str| run.key_of(if p == "pa" { &a } else { &b }, p, i);
     for (p, tenant) in [("pa", &a), ("pb", &b)] {
         store
             .create_project(&project(&run.project_id(p), tenant, "P"))
@@ -35,7 +37,7 @@ where
         ("pa", "i2", true),
         ("pb", "j0", true),
     ] {
-        let key = run.key(p, i);
+        let key = tkey(p, i);
         let mut inst = instance(&key, "I");
         inst.active = active;
         if i == "i2" {
@@ -67,7 +69,7 @@ where
     let due = store.due_instances(&a, later, 10).await.expect("due");
     assert!(due.skipped.is_empty(), "{:?}", due.skipped);
     let keys: Vec<_> = due.items.iter().map(|e| e.key.clone()).collect();
-    assert_eq!(keys, vec![run.key("pa", "i2"), run.key("pa", "i0")]);
+    assert_eq!(keys, vec![tkey("pa", "i2"), tkey("pa", "i0")]);
     let i2 = &due.items[0];
     assert_eq!((i2.due, i2.deactivation_date), (ended, Some(ended)));
     assert_eq!(i2.schedule, None, "no schedule entry: the default applies");
@@ -75,7 +77,7 @@ where
     assert_eq!(
         i0,
         &ScheduleEntry {
-            key: run.key("pa", "i0"),
+            key: tkey("pa", "i0"),
             tenant: a.clone(),
             due: created,
             time_zone: Some("Europe/Vienna".into()),
@@ -93,55 +95,55 @@ where
     let at_ended = store.due_instances(&a, ended, 10).await.expect("due");
     assert_eq!(at_ended.items.len(), 1, "due at exactly its time");
     let b_due = keys_due(store, &b, later).await;
-    assert_eq!(b_due, vec![run.key("pb", "j0")], "tenants are apart");
+    assert_eq!(b_due, vec![tkey("pb", "j0")], "tenants are apart");
 
     // A conditional move of the due time: one mover wins, the loser writes nothing.
     let next = plus(created, 900);
     assert!(
         store
-            .reschedule(&run.key("pa", "i0"), created, next)
+            .reschedule(&tkey("pa", "i0"), created, next)
             .await
             .expect("move")
     );
     assert!(
         !store
-            .reschedule(&run.key("pa", "i0"), created, plus(next, 1))
+            .reschedule(&tkey("pa", "i0"), created, plus(next, 1))
             .await
             .expect("move"),
         "the due time is no longer the one read"
     );
     assert!(
         !store
-            .reschedule(&run.key("pa", "i1"), created, next)
+            .reschedule(&tkey("pa", "i1"), created, next)
             .await
             .expect("move"),
         "an inactive instance has no entry"
     );
-    assert_eq!(keys_due(store, &a, later).await, vec![run.key("pa", "i2")]);
+    assert_eq!(keys_due(store, &a, later).await, vec![tkey("pa", "i2")]);
     let moved = store.due_instances(&a, next, 10).await.expect("due");
-    assert_eq!(moved.items[1].key, run.key("pa", "i0"));
+    assert_eq!(moved.items[1].key, tkey("pa", "i0"));
     assert_eq!(moved.items[1].due, next);
 
     // put_instance: the flag off takes the entry out, on puts it in (due at updatedAt),
     // and a changed time zone or deactivation date shows.
-    let mut off = instance(&run.key("pa", "i2"), "I");
+    let mut off = instance(&tkey("pa", "i2"), "I");
     off.active = false;
     store.put_instance(&off).await.expect("put");
-    let mut on = instance(&run.key("pa", "i1"), "I");
+    let mut on = instance(&tkey("pa", "i1"), "I");
     on.updated_at = plus(created, 30);
     on.time_zone = Some("America/New_York".into());
     on.deactivation_date = Some(plus(created, 7_200));
     store.put_instance(&on).await.expect("put");
     let due = store.due_instances(&a, next, 10).await.expect("due");
     let keys: Vec<_> = due.items.iter().map(|e| e.key.clone()).collect();
-    assert_eq!(keys, vec![run.key("pa", "i1"), run.key("pa", "i0")]);
+    assert_eq!(keys, vec![tkey("pa", "i1"), tkey("pa", "i0")]);
     assert_eq!(due.items[0].due, plus(created, 30));
     assert_eq!(due.items[0].time_zone.as_deref(), Some("America/New_York"));
     assert_eq!(due.items[0].deactivation_date, Some(plus(created, 7_200)));
 
     // A commit that changes the schedule makes the instance due at once; one that keeps
     // it leaves the due time alone.
-    let j0 = run.key("pb", "j0");
+    let j0 = tkey("pb", "j0");
     let far = at("2100-01-01T00:00:00Z");
     assert!(store.reschedule(&j0, created, far).await.expect("move"));
     let mut h = header(1, serde_json::json!({}));

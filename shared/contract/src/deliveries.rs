@@ -1,4 +1,4 @@
-use pricing_core::ids::{InstanceKey, ProjectId, SubscriptionId};
+use pricing_core::ids::{InstanceKey, ProjectKey, SubscriptionId};
 use pricing_core::ports::{DeliveryStore, StoreError, StoreResult};
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::delivery::MAX_CLIENT_REPORTS;
@@ -54,7 +54,7 @@ pub async fn delivery_store_contract<S: DeliveryStore>(store: &S) {
     let run = Run::new("deliveries");
     let key = run.key("p", "i");
     let t0 = at("2026-05-06T07:08:09.010Z");
-    let sub = subscription(run.subscription_id("a"), &key.project_id, None, t0);
+    let sub = subscription(run.subscription_id("a"), &key.project(), None, t0);
 
     assert_eq!(get(store, &run.webhook_id("none")).await, None);
     assert_eq!(
@@ -332,9 +332,9 @@ async fn reports<S: DeliveryStore>(
 
 /// `list_deliveries`: one (project, subscription), newest first, paged.
 async fn listing<S: DeliveryStore>(store: &S, run: &Run, t0: Timestamp) {
-    let project = run.project_id("list");
-    let key_i = InstanceKey::new(project.clone(), crate::fixtures::instance_id("i"));
-    let key_j = InstanceKey::new(project.clone(), crate::fixtures::instance_id("j"));
+    let project = run.project("list");
+    let key_i = project.instance(crate::fixtures::instance_id("i"));
+    let key_j = project.instance(crate::fixtures::instance_id("j"));
     let sub_l = subscription(run.subscription_id("l"), &project, None, t0);
     let sub_m = subscription(run.subscription_id("m"), &project, None, t0);
 
@@ -358,7 +358,7 @@ async fn listing<S: DeliveryStore>(store: &S, run: &Run, t0: Timestamp) {
     create(store, &theirs).await;
     create(store, &mine[3..]).await;
 
-    let list = |project: ProjectId, sub: SubscriptionId, cursor: Option<String>, limit| async move {
+    let list = |project: ProjectKey, sub: SubscriptionId, cursor: Option<String>, limit| async move {
         store
             .list_deliveries(&project, &sub, &page_request(cursor, limit))
             .await
@@ -430,7 +430,7 @@ async fn listing<S: DeliveryStore>(store: &S, run: &Run, t0: Timestamp) {
         "another subscription's deliveries are its own"
     );
     let other_project = list(
-        run.project_id("list-other"),
+        run.project("list-other"),
         sub_l.subscription_id.clone(),
         None,
         1000,

@@ -1,8 +1,8 @@
 //! Records for the suites, with ids unique to one run so that suites can share a store.
 
 use pricing_core::ids::{
-    InstanceId, InstanceKey, ItemId, MatchId, ProductId, ProjectId, SubscriptionId, TenantId,
-    TransactionId,
+    InstanceId, InstanceKey, ItemId, MatchId, ProductId, ProjectId, ProjectKey, SubscriptionId,
+    TenantId, TransactionId,
 };
 use pricing_core::model::{Event, Instance, Message, NewEntry, PriceCalculation, Project};
 use pricing_core::pricing::{ItemPrice, PriceMatch, PriceStatus, Trigger};
@@ -33,9 +33,24 @@ impl Run {
         ProjectId::parse(format!("{}-{name}", self.prefix)).expect("a valid project id")
     }
 
-    /// An instance key in this run's project `project`.
+    /// The tenant that owns this run's projects unless a suite names another.
+    pub fn owner(&self) -> TenantId {
+        self.tenant("owner")
+    }
+
+    /// This run's project `name`, owned by [`Run::owner`].
+    pub fn project(&self, name: &str) -> ProjectKey {
+        ProjectKey::new(self.owner(), self.project_id(name))
+    }
+
+    /// An instance key in this run's project `project` of `tenant`.
+    pub fn key_of(&self, tenant: &TenantId, project: &str, instance: &str) -> InstanceKey {
+        ProjectKey::new(tenant.clone(), self.project_id(project)).instance(instance_id(instance))
+    }
+
+    /// An instance key in this run's project `project`, owned by [`Run::owner`].
     pub fn key(&self, project: &str, instance: &str) -> InstanceKey {
-        InstanceKey::new(self.project_id(project), instance_id(instance))
+        self.project(project).instance(instance_id(instance))
     }
 
     pub fn tenant(&self, name: &str) -> TenantId {
@@ -60,7 +75,9 @@ impl Run {
                 key.project_id.as_str().starts_with(&self.prefix)
             }
             Message::Deliver { webhook_id } => webhook_id.contains(&self.prefix),
-            Message::Trigger { project_id, .. } => project_id.as_str().starts_with(&self.prefix),
+            Message::Trigger { project, .. } => {
+                project.project_id.as_str().starts_with(&self.prefix)
+            }
         }
     }
 }
@@ -96,6 +113,7 @@ pub fn project(id: &ProjectId, tenant: &TenantId, name: &str) -> Project {
 
 pub fn instance(key: &InstanceKey, name: &str) -> Instance {
     Instance {
+        tenant: key.tenant.clone(),
         project_id: key.project_id.clone(),
         instance_id: key.instance_id.clone(),
         name: name.to_owned(),
@@ -262,13 +280,14 @@ pub fn price_match(id: &str, item: &str, source: &str, ratio: f64, offset: f64) 
 /// instance level, created at `created_at`, with a signing secret of its own.
 pub fn subscription(
     id: SubscriptionId,
-    project: &ProjectId,
+    project: &ProjectKey,
     instance: Option<&str>,
     created_at: Timestamp,
 ) -> Subscription {
     Subscription {
         subscription_id: id,
-        project_id: project.clone(),
+        tenant: project.tenant.clone(),
+        project_id: project.project_id.clone(),
         instance_id: instance.map(instance_id),
         callback_url: "https://hooks.example.com/pricing?x=1".into(),
         events: EventType::ALL.to_vec(),

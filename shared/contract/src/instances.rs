@@ -108,7 +108,7 @@ pub async fn instance_store_contract<S: InstanceStore>(store: &S) {
         expected.push(i);
     }
     expected.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
-    let project = run.project_id("p");
+    let project = run.project("p");
     for limit in [1, 2, 4, 6, 1000] {
         let project = &project;
         let listed = check_pages(limit, |cursor| async move {
@@ -125,7 +125,7 @@ pub async fn instance_store_contract<S: InstanceStore>(store: &S) {
     }
     let empty = store
         .list_instances(
-            &run.project_id("none"),
+            &run.project("none"),
             &PageRequest {
                 cursor: None,
                 limit: 10,

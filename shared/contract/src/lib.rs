@@ -48,6 +48,7 @@ mod sales;
 mod scheduler;
 mod state;
 mod subscriptions;
+mod tenants;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -77,6 +78,7 @@ pub use sales::project_sales_contract;
 pub use scheduler::{Recorder, scheduler_contract};
 pub use state::state_store_contract;
 pub use subscriptions::subscription_store_contract;
+pub use tenants::tenant_isolation_contract;
 
 /// Every suite at once on one store: shows that the suites (and so concurrent users)
 /// do not disturb each other.
@@ -134,6 +136,7 @@ where
         Box::pin(scheduler_cursors_contract(store)),
         subscription_store_contract(store),
         delivery_store_contract(store),
+        tenant_isolation_contract(store),
     );
 }
 
@@ -216,6 +219,12 @@ macro_rules! contract_tests {
         async fn price_match_store_contract() {
             let store = $factory.await;
             $crate::price_match_store_contract(&store).await;
+        }
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn tenant_isolation_contract() {
+            let store = $factory.await;
+            $crate::tenant_isolation_contract(&store).await;
         }
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]

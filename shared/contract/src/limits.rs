@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use pricing_core::ids::ProjectKey;
 use pricing_core::ports::{Admission, InstanceStore, ProjectStore, RateLimit, StoreError};
 use pricing_core::time::Timestamp;
 use serde_json::json;
@@ -33,7 +34,9 @@ pub async fn project_quota_contract<P: ProjectStore>(store: &P) {
         "a tenant with `max` projects is refused"
     );
     assert_eq!(
-        store.get_project(&run.project_id("p3")).await,
+        store
+            .get_project(&ProjectKey::new(tenant.clone(), run.project_id("p3")))
+            .await,
         Ok(None),
         "a refused project is not stored"
     );
@@ -124,7 +127,7 @@ pub async fn instance_quota_contract<S: InstanceStore>(store: &S) {
         "a refused instance is not stored"
     );
     let listed = store
-        .list_instances(&run.project_id("p"), &page_request(None, 100))
+        .list_instances(&run.project("p"), &page_request(None, 100))
         .await
         .expect("list_instances");
     assert_eq!(listed.items.len(), 2, "a refused instance is not listed");
@@ -169,7 +172,7 @@ pub async fn instance_quota_contract<S: InstanceStore>(store: &S) {
         "racing creators never pass the quota"
     );
     let listed = store
-        .list_instances(&run.project_id("race"), &page_request(None, 100))
+        .list_instances(&run.project("race"), &page_request(None, 100))
         .await
         .expect("list_instances");
     assert_eq!(listed.items.len(), 3, "exactly the created ones are stored");

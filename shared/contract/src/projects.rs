@@ -1,11 +1,13 @@
+use pricing_core::ids::ProjectKey;
 use pricing_core::model::{Page, PageRequest, Project};
 use pricing_core::ports::{ProjectStore, StoreError};
 
 use crate::fixtures::{Run, project};
 use crate::{check_pages, page_request};
 
-/// ProjectStore: create/get round trip (tenant included), `Conflict` on a taken id (for any
-/// tenant), listing per tenant in project id order with cursor paging.
+/// ProjectStore: create/get round trip (tenant included), `Conflict` on an id the tenant
+/// already has; project ids are scoped by tenant (another tenant may create the same id,
+/// and each reads only its own); listing per tenant in project id order with cursor paging.
 pub async fn project_store_contract<P: ProjectStore>(store: &P) {
     let run = Run::new("projects");
     let tenant = run.tenant("a");
@@ -14,10 +16,7 @@ pub async fn project_store_contract<P: ProjectStore>(store: &P) {
     let first = project(&run.project_id("p00"), &tenant, "First");
     store.create_project(&first).await.expect("create_project");
     assert_eq!(
-        store
-            .get_project(&first.project_id)
-            .await
-            .expect("get_project"),
+        store.get_project(&first.key()).await.expect("get_project"),
         Some(first.clone()),
         "a created project reads back as written, tenant included"
     );
@@ -33,28 +32,47 @@ pub async fn project_store_contract<P: ProjectStore>(store: &P) {
         ),
         "creating a project with a taken id is a Conflict"
     );
-    let stolen = Project {
-        tenant: other.clone(),
-        ..again
-    };
-    assert!(
-        matches!(
-            store.create_project(&stolen).await,
-            Err(StoreError::Conflict(_))
-        ),
-        "a project id taken by one tenant is a Conflict for another"
-    );
     assert_eq!(
-        store
-            .get_project(&first.project_id)
-            .await
-            .expect("get_project"),
+        store.get_project(&first.key()).await.expect("get_project"),
         Some(first.clone()),
         "a refused create leaves the project as it was"
     );
+    let namesake = Project {
+        tenant: other.clone(),
+        name: "Namesake".into(),
+        ..first.clone()
+    };
+    store
+        .create_project(&namesake)
+        .await
+        .expect("another tenant may create a project with the same id");
     assert_eq!(
         store
-            .get_project(&run.project_id("missing"))
+            .get_project(&namesake.key())
+            .await
+            .expect("get_project"),
+        Some(namesake.clone()),
+        "each tenant reads its own project of that id"
+    );
+    assert_eq!(
+        store.get_project(&first.key()).await.expect("get_project"),
+        Some(first.clone()),
+        "the first tenant's project is untouched by the namesake"
+    );
+    assert_eq!(
+        store
+            .get_project(&ProjectKey::new(
+                run.tenant("nobody"),
+                first.project_id.clone()
+            ))
+            .await
+            .expect("get_project"),
+        None,
+        "a tenant without that project does not see another's"
+    );
+    assert_eq!(
+        store
+            .get_project(&ProjectKey::new(tenant.clone(), run.project_id("missing")))
             .await
             .expect("get_project"),
         None,
@@ -72,6 +90,8 @@ pub async fn project_store_contract<P: ProjectStore>(store: &P) {
         let p = project(&run.project_id(n), &other, n);
         store.create_project(&p).await.expect("create_project");
     }
+    let mut theirs_expected = vec![namesake.clone()];
+    theirs_expected.extend(["p07", "p08"].map(|n| project(&run.project_id(n), &other, n)));
     expected.sort_by(|a, b| a.project_id.cmp(&b.project_id));
 
     let (t, o) = (&tenant, &other);
@@ -95,11 +115,9 @@ pub async fn project_store_contract<P: ProjectStore>(store: &P) {
             .expect("list_projects")
     })
     .await;
-    let ids: Vec<_> = theirs.iter().map(|p| p.project_id.clone()).collect();
     assert_eq!(
-        ids,
-        vec![run.project_id("p07"), run.project_id("p08")],
-        "another tenant sees only its own projects"
+        theirs, theirs_expected,
+        "another tenant sees only its own projects, its namesake of p00 included"
     );
     assert!(
         theirs.iter().all(|p| p.tenant == other),

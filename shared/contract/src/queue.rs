@@ -281,7 +281,7 @@ where
         webhook_id: run.webhook_id("d"),
     };
     let trigger = Message::Trigger {
-        project_id: run.project_id("p"),
+        project: run.project("p"),
         subscription_id: run.subscription_id("s"),
         trigger_id: run.webhook_id("trigger"),
         instance_id: None,

@@ -42,6 +42,15 @@ where
 {
     let run = Run::new("sched");
     let (a, b, c) = (run.tenant("a"), run.tenant("b"), run.tenant("c"));
+    // Project `pa` is tenant a's, `pb` b's, `pc` c's.
+    let tkey = |p: &str, i: &str| {
+        let tenant = match p {
+            "pa" => &a,
+            "pb" => &b,
+            _ => &c,
+        };
+        run.key_of(tenant, p, i)
+    };
     for (p, tenant) in [("pa", &a), ("pb", &b), ("pc", &c)] {
         store
             .create_project(&project(&run.project_id(p), tenant, "P"))
@@ -50,11 +59,9 @@ where
     }
     let now = Timestamp::now();
     let created = plus(now, -600);
-    let many: Vec<InstanceKey> = (0..12)
-        .map(|i| run.key("pa", &format!("i{i:02}")))
-        .collect();
-    let b_key = run.key("pb", "j");
-    let c_key = run.key("pc", "k");
+    let many: Vec<InstanceKey> = (0..12).map(|i| tkey("pa", &format!("i{i:02}"))).collect();
+    let b_key = tkey("pb", "j");
+    let c_key = tkey("pc", "k");
     for key in many.iter().chain([&b_key, &c_key]) {
         let mut inst = instance(key, "I");
         inst.updated_at = created;
@@ -68,7 +75,7 @@ where
     }
     // A wake-up that was lost (the repair sweep's work) and a delivery whose message was
     // lost (the webhook sweep's).
-    let behind = run.key("pb", "behind");
+    let behind = tkey("pb", "behind");
     let mut idle = instance(&behind, "I");
     idle.active = false;
     store
@@ -79,7 +86,7 @@ where
         .append(&behind, vec![new_entry(Some("t1"), 1)])
         .await
         .expect("append");
-    let sub = subscription(run.subscription_id("s"), &b_key.project_id, None, created);
+    let sub = subscription(run.subscription_id("s"), &b_key.project(), None, created);
     let lost = delivery(&b_key, &sub, &run.webhook_id("lost"), plus(now, -3_600));
     store
         .create_deliveries(std::slice::from_ref(&lost))

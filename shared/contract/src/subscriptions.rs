@@ -1,4 +1,4 @@
-use pricing_core::ids::{ProjectId, SubscriptionId};
+use pricing_core::ids::{ProjectKey, SubscriptionId};
 use pricing_core::ports::{StoreError, StoreResult, SubscriptionStore};
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::{
@@ -10,7 +10,7 @@ use crate::join_all;
 
 async fn list<S: SubscriptionStore>(
     store: &S,
-    project: &ProjectId,
+    project: &ProjectKey,
     instance: Option<&str>,
 ) -> Vec<Subscription> {
     let instance = instance.map(instance_id);
@@ -22,7 +22,7 @@ async fn list<S: SubscriptionStore>(
 
 async fn get<S: SubscriptionStore>(
     store: &S,
-    project: &ProjectId,
+    project: &ProjectKey,
     id: &SubscriptionId,
 ) -> Option<Subscription> {
     store
@@ -48,7 +48,7 @@ async fn create<S: SubscriptionStore>(store: &S, s: &Subscription, max: usize) -
 /// subscription and read back with it; see [`secrets`] for their rotation.
 pub async fn subscription_store_contract<S: SubscriptionStore>(store: &S) {
     let run = Run::new("subscriptions");
-    let project = run.project_id("p");
+    let project = run.project("p");
     let t0 = at("2026-04-05T06:07:08.009Z");
     // Ids sort like creation times, as generated ULIDs do.
     let sub = |name: &str, instance: Option<&str>, secs: i64| {
@@ -254,7 +254,7 @@ pub async fn subscription_store_contract<S: SubscriptionStore>(store: &S) {
     assert_eq!(get(store, &project, &s2.subscription_id).await, None);
 
     // Another project (of the same or another tenant) sees none of it.
-    let other = run.project_id("q");
+    let other = run.project("q");
     assert!(list(store, &other, None).await.is_empty());
     assert!(
         list(store, &other, Some("a")).await.is_empty(),
@@ -311,7 +311,7 @@ async fn rotate<S: SubscriptionStore>(
     at: Timestamp,
 ) -> SubscriptionSecrets {
     store
-        .rotate_subscription_secret(&s.project_id, &s.subscription_id, secret, at)
+        .rotate_subscription_secret(&s.project(), &s.subscription_id, secret, at)
         .await
         .expect("rotate_subscription_secret")
 }
@@ -323,7 +323,7 @@ async fn rotate<S: SubscriptionStore>(
 /// subscription; status changes and rotations do not undo each other, also when they race,
 /// and racing rotations land one after the other.
 async fn secrets<S: SubscriptionStore>(store: &S, run: &Run, t0: Timestamp) {
-    let project = run.project_id("secrets");
+    let project = run.project("secrets");
     let sub = |name: &str, secs: i64| {
         subscription(run.subscription_id(name), &project, None, plus(t0, secs))
     };
@@ -474,7 +474,7 @@ async fn secrets<S: SubscriptionStore>(store: &S, run: &Run, t0: Timestamp) {
     );
 
     // Missing, deleted, or another project's: NotFound, and nothing changes.
-    let other = run.project_id("secrets-other");
+    let other = run.project("secrets-other");
     let probe = WebhookSecret::generate();
     for (p, id) in [
         (&project, run.subscription_id("secret-none")),
@@ -525,7 +525,7 @@ async fn race<S: SubscriptionStore>(store: &S, run: &Run, t0: Timestamp) {
     .into_iter()
     .enumerate()
     {
-        let project = run.project_id(&format!("race-{round}"));
+        let project = run.project(&format!("race-{round}"));
         for n in 0..held {
             let s = subscription(
                 run.subscription_id(&format!("race-{round}-held-{n}")),

@@ -148,22 +148,122 @@ impl TenantId {
     pub fn from_claim(s: &str) -> Option<Self> {
         (!s.is_empty() && s.len() <= 256).then(|| Self(s.to_owned()))
     }
+
+    /// The tenant as a key component: id characters other than `~` as they are, every
+    /// other byte as `~XX` (upper-case hex). Never contains `/` or `#`, and distinct tenants
+    /// give distinct keys.
+    pub fn key_component(&self) -> String {
+        let mut out = String::with_capacity(self.0.len());
+        for b in self.0.bytes() {
+            if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-') {
+                out.push(char::from(b));
+            } else {
+                out.push_str(&format!("~{b:02X}"));
+            }
+        }
+        out
+    }
+
+    /// The inverse of [`TenantId::key_component`].
+    pub fn from_key_component(s: &str) -> Option<Self> {
+        let mut bytes = Vec::with_capacity(s.len());
+        let mut rest = s.as_bytes();
+        while let Some((&b, tail)) = rest.split_first() {
+            if b == b'~' {
+                let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+                bytes.push(u8::from_str_radix(hex, 16).ok()?);
+                rest = &tail[2..];
+            } else {
+                bytes.push(b);
+                rest = tail;
+            }
+        }
+        Self::from_claim(&String::from_utf8(bytes).ok()?)
+    }
 }
 
-/// The address of one pricing instance.
+/// The address of one project: project ids are scoped by tenant (two tenants may both
+/// have a project `summer`; neither can see, squat or learn the other's).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectKey {
+    pub tenant: TenantId,
+    pub project_id: ProjectId,
+}
+
+impl ProjectKey {
+    pub fn new(tenant: TenantId, project_id: ProjectId) -> Self {
+        Self { tenant, project_id }
+    }
+
+    pub fn instance(&self, instance_id: InstanceId) -> InstanceKey {
+        InstanceKey::new(self.tenant.clone(), self.project_id.clone(), instance_id)
+    }
+
+    /// The project as one storage key component: `{tenant}/{project}`, the tenant as
+    /// [`TenantId::key_component`]. Contains exactly one `/` and no `#`.
+    pub fn storage_key(&self) -> String {
+        format!("{}/{}", self.tenant.key_component(), self.project_id)
+    }
+
+    /// The inverse of [`ProjectKey::storage_key`].
+    pub fn from_storage_key(s: &str) -> Option<Self> {
+        let (tenant, project) = s.split_once('/')?;
+        Some(Self::new(
+            TenantId::from_key_component(tenant)?,
+            ProjectId::parse(project).ok()?,
+        ))
+    }
+}
+
+impl fmt::Display for ProjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.project_id)
+    }
+}
+
+/// The address of one pricing instance: its tenant, project and id.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceKey {
+    pub tenant: TenantId,
     pub project_id: ProjectId,
     pub instance_id: InstanceId,
 }
 
 impl InstanceKey {
-    pub fn new(project_id: ProjectId, instance_id: InstanceId) -> Self {
+    pub fn new(tenant: TenantId, project_id: ProjectId, instance_id: InstanceId) -> Self {
         Self {
+            tenant,
             project_id,
             instance_id,
         }
+    }
+
+    pub fn project(&self) -> ProjectKey {
+        ProjectKey::new(self.tenant.clone(), self.project_id.clone())
+    }
+
+    /// Its project's [`ProjectKey::storage_key`].
+    pub fn project_storage_key(&self) -> String {
+        format!("{}/{}", self.tenant.key_component(), self.project_id)
+    }
+
+    /// The instance as one storage key component: `{tenant}/{project}/{instance}`.
+    pub fn storage_key(&self) -> String {
+        format!(
+            "{}/{}/{}",
+            self.tenant.key_component(),
+            self.project_id,
+            self.instance_id
+        )
+    }
+
+    /// The inverse of [`InstanceKey::storage_key`].
+    pub fn from_storage_key(s: &str) -> Option<Self> {
+        let (project, instance) = s.rsplit_once('/')?;
+        let project = ProjectKey::from_storage_key(project)?;
+        Some(project.instance(InstanceId::parse(instance).ok()?))
     }
 }
 
@@ -176,6 +276,31 @@ impl fmt::Display for InstanceKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn storage_keys_round_trip_and_keep_tenants_apart() {
+        let tenant = |s: &str| TenantId::from_claim(s).unwrap();
+        let project = ProjectId::parse("summer").unwrap();
+        for t in ["acme", "a/b", "a~2Fb", "x#y", "é ü", "~", "client:1.a-b_c"] {
+            let key = ProjectKey::new(tenant(t), project.clone());
+            let stored = key.storage_key();
+            assert_eq!(stored.matches('/').count(), 1, "{stored}");
+            assert!(!stored.contains('#'), "{stored}");
+            assert_eq!(ProjectKey::from_storage_key(&stored), Some(key.clone()));
+            let instance = key.instance(InstanceId::parse("day-1").unwrap());
+            assert_eq!(
+                InstanceKey::from_storage_key(&instance.storage_key()),
+                Some(instance)
+            );
+        }
+        // `a/b` and `a~2Fb` are different tenants and must not share a key.
+        assert_ne!(
+            ProjectKey::new(tenant("a/b"), project.clone()).storage_key(),
+            ProjectKey::new(tenant("a~2Fb"), project.clone()).storage_key()
+        );
+        assert_eq!(TenantId::from_key_component("~4"), None);
+        assert_eq!(TenantId::from_key_component("~ZZ"), None);
+    }
 
     #[test]
     fn accepts_the_documented_charset() {

@@ -2,9 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::ids::{
-    InstanceId, InstanceKey, ItemId, ProjectId, SubscriptionId, TenantId, TransactionId,
+    InstanceId, InstanceKey, ItemId, ProjectId, ProjectKey, SubscriptionId, TenantId, TransactionId,
 };
 use crate::money::Money;
 use crate::pricing::{ItemPrice, Trigger};
@@ -21,6 +22,12 @@ pub struct Project {
     pub created_at: Timestamp,
 }
 
+impl Project {
+    pub fn key(&self) -> ProjectKey {
+        ProjectKey::new(self.tenant.clone(), self.project_id.clone())
+    }
+}
+
 fn unknown_tenant() -> TenantId {
     TenantId::from_claim("?").unwrap_or_else(|| unreachable!("non-empty"))
 }
@@ -29,6 +36,8 @@ fn unknown_tenant() -> TenantId {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Instance {
+    /// The owner: project ids are scoped by tenant.
+    pub tenant: TenantId,
     pub project_id: ProjectId,
     pub instance_id: InstanceId,
     pub name: String,
@@ -42,7 +51,11 @@ pub struct Instance {
 
 impl Instance {
     pub fn key(&self) -> InstanceKey {
-        InstanceKey::new(self.project_id.clone(), self.instance_id.clone())
+        InstanceKey::new(
+            self.tenant.clone(),
+            self.project_id.clone(),
+            self.instance_id.clone(),
+        )
     }
 
     /// Past its deactivation date an instance is inactive for good.
@@ -126,7 +139,7 @@ pub enum Message {
     /// Idempotent per trigger id and instance.
     #[serde(rename_all = "camelCase")]
     Trigger {
-        project_id: ProjectId,
+        project: ProjectKey,
         subscription_id: SubscriptionId,
         trigger_id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,11 +163,12 @@ pub enum Lane {
 }
 
 impl Message {
-    /// Messages of one group are handled in order, one at a time (FIFO group).
+    /// Messages of one group are handled in order, one at a time (FIFO group). At most
+    /// 128 characters (SQS's limit for group and deduplication ids).
     pub fn group(&self) -> String {
-        match self {
+        bounded_key(match self {
             Message::ProcessInstance { key } | Message::Recalculate { key, .. } => {
-                format!("{}/{}", key.project_id, key.instance_id)
+                key.storage_key()
             }
             Message::Deliver { webhook_id } => format!("webhook/{webhook_id}"),
             Message::Trigger {
@@ -167,14 +181,19 @@ impl Message {
                 (None, Some(c)) => format!("trigger/{trigger_id}/after/{c}"),
                 (None, None) => format!("trigger/{trigger_id}"),
             },
-        }
+        })
     }
 
-    /// Pending messages with the same key are merged (content-based deduplication).
+    /// Pending messages with the same key are merged (content-based deduplication). Keys
+    /// of instance work include the tenant: two tenants may both have `summer/day-1`.
     pub fn dedupe_key(&self) -> String {
-        match self {
-            Message::ProcessInstance { key } => format!("process:{key}"),
-            Message::Recalculate { calculation_id, .. } => format!("recalc:{calculation_id}"),
+        bounded_key(match self {
+            Message::ProcessInstance { key } => format!("process:{}", key.storage_key()),
+            Message::Recalculate {
+                key,
+                calculation_id,
+                ..
+            } => format!("recalc:{}:{calculation_id}", key.storage_key()),
             Message::Deliver { webhook_id } => format!("deliver:{webhook_id}"),
             Message::Trigger {
                 trigger_id,
@@ -186,7 +205,7 @@ impl Message {
                 (None, Some(c)) => format!("trigger:{trigger_id}:after:{c}"),
                 (None, None) => format!("trigger:{trigger_id}"),
             },
-        }
+        })
     }
 
     pub fn lane(&self) -> Lane {
@@ -196,6 +215,18 @@ impl Message {
             Message::Deliver { .. } | Message::Trigger { .. } => Lane::Webhooks,
         }
     }
+}
+
+/// `key` itself when it fits SQS's 128 characters, else a digest of it (distinct keys stay
+/// distinct in practice: 160 bits of SHA-256).
+fn bounded_key(key: String) -> String {
+    const MAX: usize = 128;
+    if key.len() <= MAX {
+        return key;
+    }
+    let digest = Sha256::digest(key.as_bytes());
+    let hex: String = digest[..20].iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
 }
 
 /// A page of a listing.
@@ -247,4 +278,54 @@ pub struct PriceHistoryEntry {
     pub calculated_at: Timestamp,
     #[serde(flatten)]
     pub price: ItemPrice,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(tenant: &str, project: &str) -> InstanceKey {
+        ProjectKey::new(
+            TenantId::from_claim(tenant).unwrap(),
+            ProjectId::parse(project).unwrap(),
+        )
+        .instance(InstanceId::parse("day-1").unwrap())
+    }
+
+    #[test]
+    fn instance_work_of_two_tenants_never_shares_a_group_or_a_dedupe_key() {
+        let (a, b) = (key("acme", "summer"), key("globex", "summer"));
+        let recalc = |key: &InstanceKey| Message::Recalculate {
+            key: key.clone(),
+            calculation_id: "sales_day-1_5".into(),
+            trigger: Trigger::Sales,
+            metadata: None,
+        };
+        for (x, y) in [
+            (
+                Message::ProcessInstance { key: a.clone() },
+                Message::ProcessInstance { key: b.clone() },
+            ),
+            (recalc(&a), recalc(&b)),
+        ] {
+            assert_ne!(x.group(), y.group());
+            assert_ne!(x.dedupe_key(), y.dedupe_key());
+        }
+    }
+
+    #[test]
+    fn group_and_dedupe_keys_fit_sqs() {
+        let long = key(&"t".repeat(256), &"p".repeat(128));
+        let m = Message::ProcessInstance { key: long.clone() };
+        assert!(m.group().len() <= 128, "{}", m.group());
+        assert!(m.dedupe_key().len() <= 128);
+        let other = Message::ProcessInstance {
+            key: key(&"t".repeat(255), &"p".repeat(128)),
+        };
+        assert_ne!(m.group(), other.group(), "digests keep long keys apart");
+        let short = Message::ProcessInstance {
+            key: key("acme", "summer"),
+        };
+        assert_eq!(short.group(), "acme/summer/day-1");
+    }
 }

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::ids::ItemId;
-use crate::ids::{InstanceId, InstanceKey, ProjectId, SubscriptionId, TenantId};
+use crate::ids::{InstanceId, InstanceKey, ProjectKey, SubscriptionId, TenantId};
 use crate::model::{
     AppendOutcome, Event, Instance, LogRecord, Message, NewEntry, Page, PageRequest,
     PriceCalculation, PriceHistoryEntry, Project,
@@ -61,7 +61,7 @@ pub trait ProjectStore: Send + Sync + 'static {
     }
     fn get_project(
         &self,
-        id: &ProjectId,
+        key: &ProjectKey,
     ) -> impl Future<Output = StoreResult<Option<Project>>> + Send;
     fn list_projects(
         &self,
@@ -100,7 +100,7 @@ pub trait InstanceStore: Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<Option<Instance>>> + Send;
     fn list_instances(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         page: &PageRequest,
     ) -> impl Future<Output = StoreResult<Page<Instance>>> + Send;
     /// Replaces an existing instance record; `NotFound` when there is none.
@@ -216,25 +216,25 @@ pub trait SubscriptionStore: Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<bool>> + Send;
     fn get_subscription(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         id: &SubscriptionId,
     ) -> impl Future<Output = StoreResult<Option<Subscription>>> + Send;
     /// One scope's subscriptions (project level when `instance` is none), oldest first.
     fn list_subscriptions(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         instance: Option<&InstanceId>,
     ) -> impl Future<Output = StoreResult<Vec<Subscription>>> + Send;
     /// Deletes a subscription of either level; `false` when there was none.
     fn delete_subscription(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         id: &SubscriptionId,
     ) -> impl Future<Output = StoreResult<bool>> + Send;
     /// Sets the status (a 410 disables), with when and why; `NotFound` when there is none.
     fn set_subscription_status(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         id: &SubscriptionId,
         status: SubscriptionStatus,
         at: Timestamp,
@@ -247,7 +247,7 @@ pub trait SubscriptionStore: Send + Sync + 'static {
     /// other (the later one keeps the earlier one's secret as `previous`).
     fn rotate_subscription_secret(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         id: &SubscriptionId,
         secret: &WebhookSecret,
         at: Timestamp,
@@ -287,7 +287,7 @@ pub trait DeliveryStore: Send + Sync + 'static {
     /// opaque, and one this store never handed out is `NotFound`.
     fn list_deliveries(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         subscription: &SubscriptionId,
         page: &PageRequest,
     ) -> impl Future<Output = StoreResult<Page<DeliverySummary>>> + Send;

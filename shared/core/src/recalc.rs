@@ -252,7 +252,11 @@ fn event_id(key: &InstanceKey, calculation_id: &str, part: usize) -> String {
 /// idempotent however often the scheduler fires.
 pub fn scheduled_calculation_id(key: &InstanceKey, slot: Timestamp) -> String {
     let mut hash = Sha256::new();
-    hash.update(format!("schedule\n{key}\n{}", slot.millis()));
+    hash.update(format!(
+        "schedule\n{}\n{}",
+        key.storage_key(),
+        slot.millis()
+    ));
     let digest = hash.finalize();
     let id: String = digest[..10].iter().map(|b| format!("{b:02x}")).collect();
     format!("sch_{id}")

@@ -597,6 +597,7 @@ impl StateStore for FakeStore {
 
 fn key() -> InstanceKey {
     InstanceKey::new(
+        pricing_core::ids::TenantId::from_claim("acme").expect("tenant"),
         ProjectId::parse("proj").expect("valid"),
         InstanceId::parse("inst").expect("valid"),
     )

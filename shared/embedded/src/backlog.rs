@@ -1,11 +1,11 @@
 //! Backlog: instances whose log head is ahead of their applied state.
 
-use pricing_core::ids::{InstanceId, InstanceKey, ProjectId};
-use pricing_core::ports::{Backlog, StoreError, StoreResult};
+use pricing_core::ids::InstanceKey;
+use pricing_core::ports::{Backlog, StoreResult};
 use rusqlite::params;
 
 use crate::EmbeddedStore;
-use crate::db::text;
+use crate::db::{stored_instance_key, text};
 
 impl Backlog for EmbeddedStore {
     async fn instances_behind(&self, limit: usize) -> StoreResult<Vec<InstanceKey>> {
@@ -22,11 +22,7 @@ impl Backlog for EmbeddedStore {
             let mut out = Vec::new();
             while let Some(row) = rows.next()? {
                 let (project, instance) = (text(row, 0)?, text(row, 1)?);
-                let key = ProjectId::parse(project)
-                    .and_then(|p| Ok(InstanceKey::new(p, InstanceId::parse(instance)?)))
-                    .map_err(|e| {
-                        StoreError::Failed(format!("stored key {project}/{instance}: {e}"))
-                    })?;
+                let key = stored_instance_key(project, instance)?;
                 out.push(key);
             }
             Ok(out)

@@ -3,7 +3,8 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use pricing_core::ports::StoreError;
+use pricing_core::ids::{InstanceId, InstanceKey, ProjectId, ProjectKey, TenantId};
+use pricing_core::ports::{StoreError, StoreResult};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::EmbeddedError;
@@ -18,7 +19,7 @@ const WRITER_CHECKPOINT_PAGES: i64 = 16_384;
 /// How often the background connection copies the WAL into the database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// The schema this code writes (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: i64 = 5;
+pub(crate) const SCHEMA_VERSION: i64 = 6;
 
 /// What a write acknowledged by the store survives.
 ///
@@ -228,10 +229,13 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<i64, Embedde
 fn create_schema(conn: &mut Connection, found: i64) -> rusqlite::Result<()> {
     // Each step runs in a transaction of its own and records its version, so an upgrade
     // interrupted half way resumes at the first step not recorded.
-    for (version, batch) in MIGRATIONS {
+    for (version, step) in MIGRATIONS {
         if found < *version {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            tx.execute_batch(batch)?;
+            match step {
+                Step::Sql(batch) => tx.execute_batch(batch)?,
+                Step::Code(run) => run(&tx)?,
+            }
             tx.pragma_update(None, "user_version", version)?;
             tx.commit()?;
         }
@@ -239,14 +243,163 @@ fn create_schema(conn: &mut Connection, found: i64) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// The schema steps in order: version `n` is reached by running every batch up to `n`.
-const MIGRATIONS: &[(i64, &str)] = &[
-    (1, SCHEMA_V1),
-    (2, SCHEMA_V2),
-    (3, SCHEMA_V3),
-    (4, SCHEMA_V4),
-    (5, crate::schedule::SCHEMA_V5),
+/// One schema step: SQL, or code where SQL cannot say it.
+enum Step {
+    Sql(&'static str),
+    Code(fn(&rusqlite::Transaction<'_>) -> rusqlite::Result<()>),
+}
+
+/// The schema steps in order: version `n` is reached by running every step up to `n`.
+const MIGRATIONS: &[(i64, Step)] = &[
+    (1, Step::Sql(SCHEMA_V1)),
+    (2, Step::Sql(SCHEMA_V2)),
+    (3, Step::Sql(SCHEMA_V3)),
+    (4, Step::Sql(SCHEMA_V4)),
+    (5, Step::Sql(crate::schedule::SCHEMA_V5)),
+    (6, Step::Code(scope_projects_by_tenant)),
 ];
+
+/// The tables keyed by `project_id`.
+const PROJECT_TABLES: [&str; 16] = [
+    "projects",
+    "instances",
+    "entries",
+    "log_heads",
+    "state_headers",
+    "state_items",
+    "state_products",
+    "events",
+    "event_heads",
+    "price_calculations",
+    "price_latest",
+    "price_history",
+    "price_matches",
+    "subscriptions",
+    "deliveries",
+    "schedule_index",
+];
+
+/// Version 6: project ids are scoped by tenant. Every `project_id` column holds the
+/// project's `ProjectKey::storage_key` (`{tenant}/{project}`); instance, subscription and
+/// delivery records carry their `tenant`; queued messages name the tenant of their
+/// instance or project (and their group and deduplication keys are rebuilt). Rows of a
+/// project without a `projects` row (none are written) are left as they are; queued
+/// messages that name no known project are dropped with a warning.
+fn scope_projects_by_tenant(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    let mut tenants = std::collections::HashMap::new();
+    {
+        let mut stmt = tx.prepare("SELECT project_id, tenant FROM projects")?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            tenants.insert(text(row, 0)?.to_owned(), text(row, 1)?.to_owned());
+        }
+    }
+    tx.execute_batch(
+        "CREATE TEMP TABLE v6_keys (old TEXT PRIMARY KEY, new TEXT NOT NULL, tenant TEXT NOT NULL)",
+    )?;
+    for (project, tenant) in &tenants {
+        let Some(key) = TenantId::from_claim(tenant)
+            .zip(ProjectId::parse(project.as_str()).ok())
+            .map(|(t, p)| ProjectKey::new(t, p))
+        else {
+            tracing::warn!(
+                project,
+                tenant,
+                "schema v6: a stored project id or tenant is not valid; left unscoped"
+            );
+            continue;
+        };
+        tx.execute(
+            "INSERT INTO v6_keys (old, new, tenant) VALUES (?1, ?2, ?3)",
+            rusqlite::params![project, key.storage_key(), tenant],
+        )?;
+    }
+    for table in PROJECT_TABLES {
+        tx.execute_batch(&format!(
+            "UPDATE {table} SET project_id = (SELECT new FROM v6_keys WHERE old = {table}.project_id)
+             WHERE project_id IN (SELECT old FROM v6_keys)"
+        ))?;
+    }
+    for table in ["instances", "subscriptions", "deliveries"] {
+        tx.execute_batch(&format!(
+            "UPDATE {table}
+             SET record = json_set(record, '$.tenant',
+                 (SELECT tenant FROM v6_keys WHERE new = {table}.project_id))
+             WHERE project_id IN (SELECT new FROM v6_keys)"
+        ))?;
+    }
+    tx.execute_batch("DROP TABLE v6_keys")?;
+    rescope_queue(tx, &tenants)
+}
+
+/// Rewrites queued messages in the version 6 form (see [`scope_projects_by_tenant`]).
+fn rescope_queue(
+    tx: &rusqlite::Transaction<'_>,
+    tenants: &std::collections::HashMap<String, String>,
+) -> rusqlite::Result<()> {
+    let mut queued = Vec::new();
+    {
+        let mut stmt = tx.prepare("SELECT id, body FROM queue")?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            queued.push((row.get::<_, i64>(0)?, text(row, 1)?.to_owned()));
+        }
+    }
+    for (id, body) in queued {
+        let Ok(mut message) = serde_json::from_str::<serde_json::Value>(&body) else {
+            continue; // Parked as undecodable already; left for inspection.
+        };
+        let tenant_of = |project: Option<&serde_json::Value>| {
+            project
+                .and_then(serde_json::Value::as_str)
+                .and_then(|p| tenants.get(p))
+                .cloned()
+        };
+        let rescoped = match message.get("kind").and_then(serde_json::Value::as_str) {
+            Some("processInstance" | "recalculate") => {
+                let key = message
+                    .get_mut("key")
+                    .and_then(serde_json::Value::as_object_mut);
+                key.and_then(|key| {
+                    let tenant = tenant_of(key.get("projectId"))?;
+                    key.insert("tenant".into(), tenant.into());
+                    Some(())
+                })
+            }
+            Some("trigger") => message.as_object_mut().and_then(|m| {
+                let project = m.remove("projectId")?;
+                let tenant = tenant_of(Some(&project))?;
+                m.insert(
+                    "project".into(),
+                    serde_json::json!({"tenant": tenant, "projectId": project}),
+                );
+                Some(())
+            }),
+            // Deliver names a webhook id only.
+            _ => continue,
+        };
+        let decoded = rescoped.and_then(|()| {
+            serde_json::from_value::<pricing_core::model::Message>(message.clone()).ok()
+        });
+        match decoded {
+            Some(m) => {
+                tx.execute(
+                    "UPDATE queue SET body = ?2, message_group = ?3, dedupe_key = ?4 WHERE id = ?1",
+                    rusqlite::params![id, message.to_string(), m.group(), m.dedupe_key()],
+                )?;
+            }
+            None => {
+                tracing::warn!(
+                    id,
+                    body,
+                    "schema v6: a queued message names no known project; dropped"
+                );
+                tx.execute("DELETE FROM queue WHERE id = ?1", rusqlite::params![id])?;
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Version 1. Every record is a JSON text column (`record`) beside the key columns that
 /// queries need. Tables with large rows keep a rowid (SQLite advises against WITHOUT ROWID
@@ -488,4 +641,13 @@ pub(crate) fn text<'r>(row: &'r rusqlite::Row<'_>, idx: usize) -> rusqlite::Resu
     row.get_ref(idx)?.as_str().map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))
     })
+}
+
+/// The instance of a row's `(project_id, instance_id)` columns; the project column holds
+/// the tenant-scoped [`ProjectKey::storage_key`].
+pub(crate) fn stored_instance_key(project: &str, instance: &str) -> StoreResult<InstanceKey> {
+    ProjectKey::from_storage_key(project)
+        .zip(InstanceId::parse(instance).ok())
+        .map(|(p, i)| p.instance(i))
+        .ok_or_else(|| StoreError::Failed(format!("stored key {project}/{instance} is not valid")))
 }

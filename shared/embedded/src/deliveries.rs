@@ -5,7 +5,7 @@
 //! the record has). `due_at` (the next attempt's time while not final) feeds the overdue
 //! sweep; `postpone` moves it and the record's `nextAttemptAt` together in one UPDATE.
 
-use pricing_core::ids::{ProjectId, SubscriptionId};
+use pricing_core::ids::{ProjectKey, SubscriptionId};
 use pricing_core::model::{Event, Page, PageRequest};
 use pricing_core::ports::{DeliveryStore, StoreError, StoreResult};
 use pricing_core::time::Timestamp;
@@ -108,11 +108,11 @@ impl DeliveryStore for EmbeddedStore {
 
     async fn list_deliveries(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         subscription: &SubscriptionId,
         page: &PageRequest,
     ) -> StoreResult<Page<DeliverySummary>> {
-        let project = project.to_string();
+        let project = project.storage_key();
         let subscription = subscription.to_string();
         let cursor = page.cursor.clone();
         let limit = page.limit;
@@ -243,7 +243,7 @@ impl Row {
     fn new(d: &Delivery) -> serde_json::Result<Self> {
         Ok(Row {
             webhook_id: d.webhook_id.clone(),
-            project_id: d.project_id.to_string(),
+            project_id: d.project().storage_key(),
             subscription_id: d.subscription_id.to_string(),
             created_at: d.created_at.millis(),
             due_at: due_at(d),
@@ -269,6 +269,7 @@ fn lean_record(d: &Delivery) -> serde_json::Result<String> {
     let Delivery {
         webhook_id,
         subscription_id,
+        tenant,
         project_id,
         instance_id,
         event_type,
@@ -294,6 +295,7 @@ fn lean_record(d: &Delivery) -> serde_json::Result<String> {
     serde_json::to_string(&Delivery {
         webhook_id: webhook_id.clone(),
         subscription_id: subscription_id.clone(),
+        tenant: tenant.clone(),
         project_id: project_id.clone(),
         instance_id: instance_id.clone(),
         event_type: event_type.clone(),

@@ -2,13 +2,13 @@
 //! `PriceStore::save_calculation` and `append_events`), and the outbox: `event_heads`
 //! holds each instance's last position and dispatch mark (see `db.rs`, version 3).
 
-use pricing_core::ids::{InstanceId, InstanceKey, ProjectId};
+use pricing_core::ids::InstanceKey;
 use pricing_core::model::Event;
 use pricing_core::ports::{EventStore, MAX_COMMIT_RECORDS, StoreError, StoreResult};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::EmbeddedStore;
-use crate::db::{DbResult, text};
+use crate::db::{DbResult, stored_instance_key, text};
 
 impl EventStore for EmbeddedStore {
     async fn list_events(
@@ -17,7 +17,7 @@ impl EventStore for EmbeddedStore {
         after: Option<&str>,
         limit: usize,
     ) -> StoreResult<Vec<Event>> {
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         let after = after.map(str::to_owned);
         self.on_reader("list_events", move |conn| {
@@ -64,7 +64,7 @@ impl EventStore for EmbeddedStore {
                 events.len()
             )));
         }
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         let encoded = events
             .iter()
@@ -95,7 +95,7 @@ impl EventStore for EmbeddedStore {
         key: &InstanceKey,
         limit: usize,
     ) -> StoreResult<Vec<Event>> {
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         self.on_reader("undispatched_events", move |conn| {
             let tx = conn.transaction()?;
@@ -120,7 +120,7 @@ impl EventStore for EmbeddedStore {
     }
 
     async fn mark_dispatched(&self, key: &InstanceKey, through: &str) -> StoreResult<()> {
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         let through = through.to_owned();
         self.on_writer("mark_dispatched", move |conn| {
@@ -155,11 +155,7 @@ impl EventStore for EmbeddedStore {
             let mut out = Vec::new();
             while let Some(row) = rows.next()? {
                 let (project, instance) = (text(row, 0)?, text(row, 1)?);
-                let key = ProjectId::parse(project)
-                    .and_then(|p| Ok(InstanceKey::new(p, InstanceId::parse(instance)?)))
-                    .map_err(|e| {
-                        StoreError::Failed(format!("stored key {project}/{instance}: {e}"))
-                    })?;
+                let key = stored_instance_key(project, instance)?;
                 out.push(key);
             }
             Ok(out)

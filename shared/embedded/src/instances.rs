@@ -1,6 +1,6 @@
 //! InstanceStore: one row per instance; creating one also writes its initial state header.
 
-use pricing_core::ids::{InstanceKey, ProjectId};
+use pricing_core::ids::{InstanceKey, ProjectKey};
 use pricing_core::model::{Instance, Page, PageRequest};
 use pricing_core::ports::{InstanceStore, StoreError, StoreResult};
 use pricing_core::state::Header;
@@ -17,7 +17,7 @@ impl InstanceStore for EmbeddedStore {
         header: &Header,
         max: u64,
     ) -> StoreResult<bool> {
-        let project = instance.project_id.to_string();
+        let project = instance.key().project_storage_key();
         let id = instance.instance_id.to_string();
         let encode = |e: serde_json::Error| StoreError::Failed(format!("create_instance: {e}"));
         let record = serde_json::to_string(instance).map_err(encode)?;
@@ -73,7 +73,7 @@ impl InstanceStore for EmbeddedStore {
     }
 
     async fn get_instance(&self, key: &InstanceKey) -> StoreResult<Option<Instance>> {
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let id = key.instance_id.to_string();
         self.on_reader("get_instance", move |conn| {
             let record: Option<String> = conn
@@ -89,10 +89,10 @@ impl InstanceStore for EmbeddedStore {
 
     async fn list_instances(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         page: &PageRequest,
     ) -> StoreResult<Page<Instance>> {
-        let project = project.to_string();
+        let project = project.storage_key();
         let after = page.cursor.clone().unwrap_or_default();
         let limit = page.limit;
         self.on_reader("list_instances", move |conn| {
@@ -113,7 +113,7 @@ impl InstanceStore for EmbeddedStore {
     }
 
     async fn put_instance(&self, instance: &Instance) -> StoreResult<()> {
-        let project = instance.project_id.to_string();
+        let project = instance.key().project_storage_key();
         let id = instance.instance_id.to_string();
         let record = serde_json::to_string(instance)
             .map_err(|e| StoreError::Failed(format!("put_instance: {e}")))?;

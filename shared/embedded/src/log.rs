@@ -19,7 +19,7 @@ impl EntryLog for EmbeddedStore {
         if entries.is_empty() {
             return Ok(Vec::new());
         }
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         self.on_writer("append", move |conn| {
             append(conn, &project, &instance, &entries)
@@ -33,7 +33,7 @@ impl EntryLog for EmbeddedStore {
         after: u64,
         limit: usize,
     ) -> StoreResult<Vec<LogRecord>> {
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         self.on_reader("read_log", move |conn| {
             let mut stmt = conn.prepare_cached(
@@ -71,7 +71,7 @@ impl EntryLog for EmbeddedStore {
     }
 
     async fn last_sequence(&self, key: &InstanceKey) -> StoreResult<u64> {
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         self.on_reader("last_sequence", move |conn| {
             last_sequence(conn, &project, &instance)

@@ -11,7 +11,7 @@ use crate::db::{to_i64, to_u64};
 
 impl PriceMatchStore for EmbeddedStore {
     async fn get_matches(&self, key: &InstanceKey) -> StoreResult<MatchSet> {
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         self.on_reader("get_matches", move |conn| {
             let row: Option<(i64, String)> = conn
@@ -38,7 +38,7 @@ impl PriceMatchStore for EmbeddedStore {
         rules: &[PriceMatch],
         expected_version: u64,
     ) -> StoreResult<()> {
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         let record = serde_json::to_string(rules)
             .map_err(|e| StoreError::Failed(format!("put_matches: encoding the rules: {e}")))?;

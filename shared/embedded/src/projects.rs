@@ -1,6 +1,6 @@
 //! ProjectStore: one row per project, listed per tenant in project id order.
 
-use pricing_core::ids::{ProjectId, TenantId};
+use pricing_core::ids::{ProjectKey, TenantId};
 use pricing_core::model::{Page, PageRequest, Project};
 use pricing_core::ports::{ProjectStore, StoreError, StoreResult};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
@@ -10,8 +10,9 @@ use crate::db::{DbResult, is_constraint, text};
 
 impl ProjectStore for EmbeddedStore {
     async fn create_project_within(&self, project: &Project, max: u64) -> StoreResult<bool> {
-        let id = project.project_id.to_string();
+        let id = project.key().storage_key();
         let tenant = project.tenant.to_string();
+        let project_id = project.project_id.clone();
         let record = serde_json::to_string(project)
             .map_err(|e| StoreError::Failed(format!("create_project: {e}")))?;
         // The count and the insert in one write transaction: the writer is the only one, so
@@ -22,7 +23,7 @@ impl ProjectStore for EmbeddedStore {
                 .prepare_cached("SELECT EXISTS (SELECT 1 FROM projects WHERE project_id = ?1)")?
                 .query_row(params![id], |r| r.get(0))?;
             if exists {
-                return Err(StoreError::Conflict(format!("project {id} exists")).into());
+                return Err(StoreError::Conflict(format!("project {project_id} exists")).into());
             }
             let count: i64 = tx
                 .prepare_cached("SELECT COUNT(*) FROM projects WHERE tenant = ?1")?
@@ -38,7 +39,7 @@ impl ProjectStore for EmbeddedStore {
             match inserted {
                 Ok(_) => {}
                 Err(e) if is_constraint(&e) => {
-                    return Err(StoreError::Conflict(format!("project {id} exists")).into());
+                    return Err(StoreError::Conflict(format!("project {project_id} exists")).into());
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -48,8 +49,8 @@ impl ProjectStore for EmbeddedStore {
         .await
     }
 
-    async fn get_project(&self, id: &ProjectId) -> StoreResult<Option<Project>> {
-        let id = id.to_string();
+    async fn get_project(&self, key: &ProjectKey) -> StoreResult<Option<Project>> {
+        let id = key.storage_key();
         self.on_reader("get_project", move |conn| {
             let row = conn
                 .prepare_cached("SELECT tenant, record FROM projects WHERE project_id = ?1")?
@@ -68,8 +69,11 @@ impl ProjectStore for EmbeddedStore {
         tenant: &TenantId,
         page: &PageRequest,
     ) -> StoreResult<Page<Project>> {
+        // Keys are `{tenant}/{project}`: a tenant's projects are one range, in project id
+        // order, and the cursor (a project id) is resumed within it.
+        let prefix = format!("{}/", tenant.key_component());
+        let after = format!("{prefix}{}", page.cursor.as_deref().unwrap_or_default());
         let tenant = tenant.to_string();
-        let after = page.cursor.clone().unwrap_or_default();
         let limit = page.limit;
         self.on_reader("list_projects", move |conn| {
             let mut stmt = conn.prepare_cached(

@@ -8,7 +8,7 @@
 //! commit time. So the index changes in the same transaction as what it mirrors.
 
 use pricing_core::entry::Schedule;
-use pricing_core::ids::{InstanceId, InstanceKey, ProjectId, TenantId};
+use pricing_core::ids::{InstanceKey, TenantId};
 use pricing_core::ports::{
     ActiveInstances, DuePage, ScheduleEntry, SchedulerCursors, SkippedDue, SkippedRecord,
     StoreError, StoreResult,
@@ -186,7 +186,7 @@ impl ActiveInstances for EmbeddedStore {
         due: Timestamp,
         until: Timestamp,
     ) -> StoreResult<bool> {
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         self.on_writer("reschedule", move |conn| {
             let changed = conn
@@ -228,15 +228,7 @@ impl SchedulerCursors for EmbeddedStore {
 }
 
 fn index_key(project: &str, instance: &str) -> Result<InstanceKey, DbError> {
-    let bad = |e| {
-        DbError::Store(StoreError::Failed(format!(
-            "index key {project}/{instance}: {e}"
-        )))
-    };
-    Ok(InstanceKey::new(
-        ProjectId::parse(project).map_err(bad)?,
-        InstanceId::parse(instance).map_err(bad)?,
-    ))
+    Ok(crate::db::stored_instance_key(project, instance)?)
 }
 
 /// An index row with its header's schedule; the error names the record that failed.
@@ -288,7 +280,9 @@ mod tests {
             .create_project(&project(&run.project_id("p"), &tenant, "P"))
             .await
             .unwrap();
-        let keys: Vec<_> = (0..5).map(|i| run.key("p", &format!("i{i}"))).collect();
+        let keys: Vec<_> = (0..5)
+            .map(|i| run.key_of(&tenant, "p", &format!("i{i}")))
+            .collect();
         for key in &keys {
             store
                 .create_instance(&instance(key, "I"), &header(0, json!({})))
@@ -303,7 +297,7 @@ mod tests {
                 "UPDATE state_headers SET record = ?1 WHERE project_id = ?2 AND instance_id = ?3",
                 rusqlite::params![
                     record,
-                    keys[1].project_id.to_string(),
+                    keys[1].project_storage_key(),
                     keys[1].instance_id.to_string()
                 ],
             )
@@ -333,7 +327,10 @@ mod tests {
         let path = dir.path().join("v4.db");
         let run = Run::new("upgrade5");
         let tenant = run.tenant("t");
-        let (on, off) = (run.key("p", "on"), run.key("p", "off"));
+        let (on, off) = (
+            run.key_of(&tenant, "p", "on"),
+            run.key_of(&tenant, "p", "off"),
+        );
         {
             let store = EmbeddedStore::open(&path).unwrap();
             store

@@ -13,7 +13,7 @@ use crate::db::{DbResult, text, to_i64, to_u64};
 
 impl StateStore for EmbeddedStore {
     async fn load_state(&self, key: &InstanceKey) -> StoreResult<InstanceState> {
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         self.on_reader("load_state", move |conn| {
             load_state(conn, &project, &instance)
@@ -22,7 +22,7 @@ impl StateStore for EmbeddedStore {
     }
 
     async fn applied_sequence(&self, key: &InstanceKey) -> StoreResult<u64> {
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         self.on_reader("applied_sequence", move |conn| {
             Ok(stored_applied(conn, &project, &instance)?.unwrap_or(0))
@@ -37,7 +37,7 @@ impl StateStore for EmbeddedStore {
                 commit.record_count()
             )));
         }
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         let encoded = Encoded::new(&commit)
             .map_err(|e| StoreError::Failed(format!("commit: encoding a record: {e}")))?;
@@ -218,7 +218,7 @@ impl ProjectSales for EmbeddedStore {
         key: &InstanceKey,
         limit: usize,
     ) -> StoreResult<Vec<ProductState>> {
-        let project = key.project_id.to_string();
+        let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.on_reader("past_products", move |conn| {

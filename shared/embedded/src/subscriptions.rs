@@ -2,7 +2,7 @@
 //! ((project, instance_id), `''` at project level) in creation order. The signing secrets
 //! are a column of their own (`secrets`, JSON), beside the record.
 
-use pricing_core::ids::{InstanceId, ProjectId, SubscriptionId};
+use pricing_core::ids::{InstanceId, ProjectKey, SubscriptionId};
 use pricing_core::ports::{StoreError, StoreResult, SubscriptionStore};
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::{
@@ -24,7 +24,7 @@ impl SubscriptionStore for EmbeddedStore {
         subscription: &Subscription,
         max: usize,
     ) -> StoreResult<bool> {
-        let project = subscription.project_id.to_string();
+        let project = subscription.project().storage_key();
         let id = subscription.subscription_id.to_string();
         let scope = scope(subscription.instance_id.as_ref());
         let created = subscription.created_at.millis();
@@ -71,10 +71,10 @@ impl SubscriptionStore for EmbeddedStore {
 
     async fn get_subscription(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         id: &SubscriptionId,
     ) -> StoreResult<Option<Subscription>> {
-        let project = project.to_string();
+        let project = project.storage_key();
         let id = id.to_string();
         self.on_reader("get_subscription", move |conn| stored(conn, &project, &id))
             .await
@@ -82,10 +82,10 @@ impl SubscriptionStore for EmbeddedStore {
 
     async fn list_subscriptions(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         instance: Option<&InstanceId>,
     ) -> StoreResult<Vec<Subscription>> {
-        let project = project.to_string();
+        let project = project.storage_key();
         let scope = scope(instance);
         self.on_reader("list_subscriptions", move |conn| {
             let mut stmt = conn.prepare_cached(
@@ -105,10 +105,10 @@ impl SubscriptionStore for EmbeddedStore {
 
     async fn delete_subscription(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         id: &SubscriptionId,
     ) -> StoreResult<bool> {
-        let project = project.to_string();
+        let project = project.storage_key();
         let id = id.to_string();
         self.on_writer("delete_subscription", move |conn| {
             let deleted = conn
@@ -123,13 +123,13 @@ impl SubscriptionStore for EmbeddedStore {
 
     async fn set_subscription_status(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         id: &SubscriptionId,
         status: SubscriptionStatus,
         at: Timestamp,
         reason: Option<&str>,
     ) -> StoreResult<()> {
-        let project = project.to_string();
+        let project = project.storage_key();
         let id = id.to_string();
         let reason = reason.map(str::to_owned);
         self.on_writer("set_subscription_status", move |conn| {
@@ -159,12 +159,12 @@ impl SubscriptionStore for EmbeddedStore {
 
     async fn rotate_subscription_secret(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         id: &SubscriptionId,
         secret: &WebhookSecret,
         at: Timestamp,
     ) -> StoreResult<SubscriptionSecrets> {
-        let project = project.to_string();
+        let project = project.storage_key();
         let id = id.to_string();
         let secret = secret.clone();
         self.on_writer("rotate_subscription_secret", move |conn| {

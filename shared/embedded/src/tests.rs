@@ -201,6 +201,7 @@ async fn crash_child() {
 
 fn crash_key() -> pricing_core::ids::InstanceKey {
     pricing_core::ids::InstanceKey::new(
+        pricing_core::ids::TenantId::from_claim("acme").expect("tenant"),
         pricing_core::ids::ProjectId::parse("crash").unwrap(),
         pricing_core::ids::InstanceId::parse("i").unwrap(),
     )
@@ -509,12 +510,12 @@ mod prices {
 
     use pricing_contract::fixtures::{
         Run, calculated, calculation, event, header, instance, item_id, item_price, price_match,
-        process,
+        process, project,
     };
     use pricing_core::model::{PageRequest, PriceCalculation};
     use pricing_core::ports::{
-        EventStore, InstanceStore, MatchSet, PriceMatchStore, PriceStore, StateStore, StoreError,
-        WorkQueue,
+        EventStore, InstanceStore, MatchSet, PriceMatchStore, PriceStore, ProjectStore, StateStore,
+        StoreError, WorkQueue,
     };
     use pricing_core::pricing::{PriceStatus, Trigger};
     use pricing_core::recalc::prices_updated_events;
@@ -580,12 +581,15 @@ mod prices {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, db::SCHEMA_VERSION);
-        assert_eq!(db::SCHEMA_VERSION, 5);
+        assert_eq!(db::SCHEMA_VERSION, 6);
     }
 
     /// A file written by the version 1 schema is upgraded in place on open: its records
     /// stay, the price and webhook tables appear, events of every version share one order
-    /// (the old ones count as dispatched), and queued messages stay on the work lane.
+    /// (the old ones count as dispatched), queued messages stay on the work lane, and
+    /// (version 6) the project's records are scoped by its tenant: they read back under
+    /// the tenant's key, the instance record names its tenant, and a queued message in the
+    /// old form (no tenant) is rewritten to name it.
     #[tokio::test]
     async fn a_version_1_database_upgrades_in_place() {
         let dir = tempfile::tempdir().unwrap();
@@ -598,9 +602,20 @@ mod prices {
             conn.execute_batch(db::SCHEMA_V1).unwrap();
             conn.pragma_update(None, "user_version", 1).unwrap();
             let (p, i) = (key.project_id.to_string(), key.instance_id.to_string());
+            let owner = project(&key.project_id, &key.tenant, "Old project");
+            let mut project_record = serde_json::to_value(&owner).unwrap();
+            project_record.as_object_mut().unwrap().remove("tenant");
+            conn.execute(
+                "INSERT INTO projects (project_id, tenant, record) VALUES (?1, ?2, ?3)",
+                rusqlite::params![p, key.tenant.as_str(), project_record.to_string()],
+            )
+            .unwrap();
+            // Records before version 6 name no tenant.
+            let mut old_instance = serde_json::to_value(instance(&key, "Old")).unwrap();
+            old_instance.as_object_mut().unwrap().remove("tenant");
             conn.execute(
                 "INSERT INTO instances (project_id, instance_id, record) VALUES (?1, ?2, ?3)",
-                rusqlite::params![p, i, serde_json::to_string(&instance(&key, "Old")).unwrap()],
+                rusqlite::params![p, i, old_instance.to_string()],
             )
             .unwrap();
             conn.execute(
@@ -628,9 +643,10 @@ mod prices {
                 "INSERT INTO queue (message_group, dedupe_key, body, sent_at, visible_at)
                  VALUES (?1, ?2, ?3, 0, 0)",
                 rusqlite::params![
-                    process(&key).group(),
-                    process(&key).dedupe_key(),
-                    serde_json::to_string(&process(&key)).unwrap()
+                    format!("{p}/{i}"),
+                    format!("process:{p}/{i}"),
+                    json!({"kind": "processInstance", "key": {"projectId": p, "instanceId": i}})
+                        .to_string()
                 ],
             )
             .unwrap();
@@ -676,6 +692,10 @@ mod prices {
         assert_eq!(
             store.get_instance(&key).await.unwrap(),
             Some(instance(&key, "Old"))
+        );
+        assert_eq!(
+            store.get_project(&key.project()).await.unwrap(),
+            Some(project(&key.project_id, &key.tenant, "Old project"))
         );
         assert_eq!(store.applied_sequence(&key).await.unwrap(), 4);
         assert_eq!(store.latest_prices(&key).await.unwrap(), None);

@@ -276,7 +276,7 @@ async fn webhook_deliveries() {
     let now = Timestamp::now();
     let sub = subscription(
         run.subscription_id("s"),
-        &key.project_id,
+        &key.project(),
         None,
         at("2026-01-01T00:00:00Z"),
     );

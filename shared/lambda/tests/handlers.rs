@@ -58,6 +58,7 @@ fn the_tenant_comes_from_the_authorizer_claims() {
 async fn seeded() -> (EmbeddedStore, InstanceKey) {
     let store = EmbeddedStore::open_in_memory().unwrap();
     let key = InstanceKey::new(
+        TenantId::from_claim("4s1k0r2l0e3example").unwrap(),
         ProjectId::parse("festival").unwrap(),
         InstanceId::parse("day-1").unwrap(),
     );
@@ -65,7 +66,7 @@ async fn seeded() -> (EmbeddedStore, InstanceKey) {
     store
         .create_project(&Project {
             project_id: key.project_id.clone(),
-            tenant: TenantId::from_claim("4s1k0r2l0e3example").unwrap(),
+            tenant: key.tenant.clone(),
             name: "Festival".into(),
             created_at: now,
         })
@@ -74,6 +75,7 @@ async fn seeded() -> (EmbeddedStore, InstanceKey) {
     store
         .create_instance(
             &Instance {
+                tenant: key.tenant.clone(),
                 project_id: key.project_id.clone(),
                 instance_id: key.instance_id.clone(),
                 name: String::new(),

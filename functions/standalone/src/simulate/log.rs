@@ -27,7 +27,9 @@ use std::collections::BTreeMap;
 
 use indicatif::ProgressBar;
 use pricing_core::entry::{Entry, EntryKind, ParseOptions, Schedule, parse_entry};
-use pricing_core::ids::{InstanceId, InstanceKey, ItemId, ProductId, ProjectId};
+use pricing_core::ids::{
+    InstanceId, InstanceKey, ItemId, ProductId, ProjectId, ProjectKey, TenantId,
+};
 use pricing_core::jws::decode_jws_payload;
 use pricing_core::model::PageRequest;
 use pricing_core::ports::{
@@ -148,7 +150,7 @@ async fn open_log(args: &LogArgs) -> Result<(EmbeddedStore, InstanceKey), Error>
     }
     let store = EmbeddedStore::open(&path)
         .map_err(|e| fail(format!("cannot open {}: {e}", path.display())))?;
-    let key = instance_key(&store, &args.project, &args.instance).await?;
+    let key = instance_key(&store, &args.tenant, &args.project, &args.instance).await?;
     Ok((store, key))
 }
 
@@ -159,22 +161,29 @@ fn store_error(what: &str) -> impl FnOnce(StoreError) -> Error + '_ {
 /// The key of an existing instance; errors name the project or instance that is missing.
 pub async fn instance_key<S: ProjectStore + InstanceStore>(
     store: &S,
+    tenant: &str,
     project: &str,
     instance: &str,
 ) -> Result<InstanceKey, Error> {
+    let tenant = TenantId::from_claim(tenant)
+        .ok_or_else(|| fail(format!("--tenant {tenant:?}: must be 1 to 256 characters")))?;
     let project_id =
         ProjectId::parse(project).map_err(|e| fail(format!("--project {project}: {e}")))?;
+    let project_key = ProjectKey::new(tenant, project_id);
     let instance_id =
         InstanceId::parse(instance).map_err(|e| fail(format!("--instance {instance}: {e}")))?;
     if store
-        .get_project(&project_id)
+        .get_project(&project_key)
         .await
         .map_err(store_error("reading the project"))?
         .is_none()
     {
-        return Err(fail(format!("project {project} not found")));
+        return Err(fail(format!(
+            "project {project} not found for tenant {}",
+            project_key.tenant
+        )));
     }
-    let key = InstanceKey::new(project_id, instance_id);
+    let key = project_key.instance(instance_id);
     if store
         .get_instance(&key)
         .await

@@ -27,7 +27,7 @@
 use std::collections::{HashMap, HashSet};
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
-use pricing_core::ids::{InstanceId, ProjectId, SubscriptionId};
+use pricing_core::ids::{InstanceId, ProjectId, ProjectKey, SubscriptionId, TenantId};
 use pricing_core::model::{Event, Page, PageRequest};
 use pricing_core::ports::{DeliveryStore, StoreError, StoreResult};
 use pricing_core::time::Timestamp;
@@ -69,6 +69,7 @@ const TRANSACTION_BYTES: usize = 3_500_000;
 struct Meta {
     webhook_id: String,
     subscription_id: SubscriptionId,
+    tenant: TenantId,
     project_id: ProjectId,
     instance_id: InstanceId,
     event_type: String,
@@ -183,6 +184,7 @@ fn summary_of(op: &str, state: &Item) -> StoreResult<DeliverySummary> {
     Ok(DeliverySummary {
         webhook_id: meta.webhook_id,
         subscription_id: meta.subscription_id,
+        tenant: meta.tenant,
         project_id: meta.project_id,
         instance_id: meta.instance_id,
         event_type: meta.event_type,
@@ -205,6 +207,7 @@ fn delivery_of(op: &str, state: &Item, event: &Item) -> StoreResult<Delivery> {
     let DeliverySummary {
         webhook_id,
         subscription_id,
+        tenant,
         project_id,
         instance_id,
         event_type,
@@ -232,6 +235,7 @@ fn delivery_of(op: &str, state: &Item, event: &Item) -> StoreResult<Delivery> {
     Ok(Delivery {
         webhook_id,
         subscription_id,
+        tenant,
         project_id,
         instance_id,
         event_type,
@@ -265,6 +269,7 @@ impl NewDelivery {
             &Meta {
                 webhook_id: d.webhook_id.clone(),
                 subscription_id: d.subscription_id.clone(),
+                tenant: d.tenant.clone(),
                 project_id: d.project_id.clone(),
                 instance_id: d.instance_id.clone(),
                 event_type: d.event_type.clone(),
@@ -308,7 +313,7 @@ impl NewDelivery {
         let listing = Item::from([
             (
                 PK.to_owned(),
-                s(keys::delivery_listing_pk(&d.project_id, &d.subscription_id)),
+                s(keys::delivery_listing_pk(&d.project(), &d.subscription_id)),
             ),
             (
                 SK.to_owned(),
@@ -575,7 +580,7 @@ impl DeliveryStore for DynamoStore {
 
     async fn list_deliveries(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         subscription: &SubscriptionId,
         page: &PageRequest,
     ) -> StoreResult<Page<DeliverySummary>> {

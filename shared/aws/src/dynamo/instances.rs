@@ -4,7 +4,7 @@
 //! transaction.
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
-use pricing_core::ids::{InstanceKey, ProjectId};
+use pricing_core::ids::{InstanceKey, ProjectKey};
 use pricing_core::model::{Instance, Page, PageRequest};
 use pricing_core::ports::{InstanceStore, StoreError, StoreResult};
 use pricing_core::state::Header;
@@ -45,7 +45,7 @@ impl InstanceStore for DynamoStore {
                 .condition_expression("attribute_not_exists(pk)")
                 .build(),
         )?;
-        let project_pk = keys::project_pk(&key.project_id);
+        let project_pk = keys::project_pk(&key.project());
         let counter = Counter {
             pk: &project_pk,
             sk: keys::INSTANCE_COUNTER_SK,
@@ -98,7 +98,7 @@ impl InstanceStore for DynamoStore {
         const OP: &str = "get_instance";
         self.get(
             OP,
-            keys::project_pk(&key.project_id),
+            keys::project_pk(&key.project()),
             &keys::instance_sk(&key.instance_id),
         )
         .await?
@@ -108,7 +108,7 @@ impl InstanceStore for DynamoStore {
 
     async fn list_instances(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         page: &PageRequest,
     ) -> StoreResult<Page<Instance>> {
         const OP: &str = "list_instances";
@@ -158,7 +158,7 @@ impl InstanceStore for DynamoStore {
 fn instance_item(op: &str, instance: &Instance) -> StoreResult<super::Item> {
     let key = instance.key();
     Ok(super::Item::from([
-        (PK.to_owned(), s(keys::project_pk(&key.project_id))),
+        (PK.to_owned(), s(keys::project_pk(&key.project()))),
         (SK.to_owned(), s(keys::instance_sk(&key.instance_id))),
         (RECORD.to_owned(), s(encode(op, instance)?)),
     ]))

@@ -2,7 +2,7 @@
 //! is `A-Z a-z 0-9 . _ : ~ -`), so the separators below are unambiguous; transaction ids
 //! may contain `#` but only ever end a key.
 
-use pricing_core::ids::{InstanceId, InstanceKey, ProjectId, SubscriptionId, TenantId};
+use pricing_core::ids::{InstanceId, InstanceKey, ProjectId, ProjectKey, SubscriptionId, TenantId};
 
 pub(crate) const PK: &str = "pk";
 pub(crate) const SK: &str = "sk";
@@ -59,8 +59,10 @@ pub const DUE_SHARDS: u32 = 8;
 /// touches it) over several partitions.
 pub const BACKLOG_SHARDS: u32 = 8;
 
-pub(crate) fn project_pk(id: &ProjectId) -> String {
-    format!("P#{id}")
+/// The partition of one project (its record, instances and subscriptions): project ids
+/// are scoped by tenant.
+pub(crate) fn project_pk(key: &ProjectKey) -> String {
+    format!("P#{}", key.storage_key())
 }
 
 pub(crate) fn tenant_pk(tenant: &TenantId) -> String {
@@ -77,16 +79,12 @@ pub(crate) fn instance_sk(id: &InstanceId) -> String {
 
 /// The partition of one instance's log, state and events.
 pub(crate) fn instance_pk(key: &InstanceKey) -> String {
-    format!("I#{}/{}", key.project_id, key.instance_id)
+    format!("I#{}", key.storage_key())
 }
 
 /// The inverse of [`instance_pk`].
 pub(crate) fn parse_instance_pk(pk: &str) -> Option<InstanceKey> {
-    let (project, instance) = pk.strip_prefix("I#")?.split_once('/')?;
-    Some(InstanceKey::new(
-        ProjectId::parse(project).ok()?,
-        InstanceId::parse(instance).ok()?,
-    ))
+    InstanceKey::from_storage_key(pk.strip_prefix("I#")?)
 }
 
 pub(crate) fn entry_sk(seq: u64) -> String {
@@ -193,8 +191,8 @@ pub(crate) fn delivery_pk(webhook_id: &str) -> String {
 pub(crate) const DELIVERY_SK: &str = "DELIVERY";
 
 /// The partition of one subscription's delivery listing.
-pub(crate) fn delivery_listing_pk(project: &ProjectId, subscription: &SubscriptionId) -> String {
-    format!("DL#{project}/{subscription}")
+pub(crate) fn delivery_listing_pk(project: &ProjectKey, subscription: &SubscriptionId) -> String {
+    format!("DL#{}/{subscription}", project.storage_key())
 }
 
 /// A listing entry: creation time, position in the creating call, webhook id; listed in
@@ -243,10 +241,11 @@ mod tests {
     #[test]
     fn keys_round_trip_and_sort() {
         let key = InstanceKey::new(
+            TenantId::from_claim("t/1").expect("tenant"),
             ProjectId::parse("p-1").expect("id"),
             InstanceId::parse("i.2~x").expect("id"),
         );
-        assert_eq!(instance_pk(&key), "I#p-1/i.2~x");
+        assert_eq!(instance_pk(&key), "I#t~2F1/p-1/i.2~x");
         assert_eq!(parse_instance_pk(&instance_pk(&key)), Some(key));
         assert_eq!(parse_instance_pk("I#nope"), None);
         assert!(entry_sk(9) < entry_sk(10));

@@ -43,8 +43,8 @@ mod limiter;
 mod log;
 mod prices;
 mod projects;
-mod schedule;
 mod quotas;
+mod schedule;
 mod state;
 mod subscriptions;
 

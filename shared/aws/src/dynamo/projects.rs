@@ -6,7 +6,7 @@
 //! see `quotas.rs`), which the quota is checked against.
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
-use pricing_core::ids::{ProjectId, TenantId};
+use pricing_core::ids::{ProjectKey, TenantId};
 use pricing_core::model::{Page, PageRequest, Project};
 use pricing_core::ports::{ProjectStore, StoreError, StoreResult};
 
@@ -47,14 +47,14 @@ impl ProjectStore for DynamoStore {
             let (count, counter_step) = self.counter_step(OP, &counter).await?;
             if count >= max {
                 // A taken id is a Conflict whatever the quota (as on every store).
-                return match self.get_project(&project.project_id).await? {
+                return match self.get_project(&project.key()).await? {
                     Some(_) => Err(conflict()),
                     None => Ok(false),
                 };
             }
             let actions = vec![
                 put(
-                    keys::project_pk(&project.project_id),
+                    keys::project_pk(&project.key()),
                     keys::PROJECT_SK.to_owned(),
                 )?,
                 put(
@@ -84,9 +84,9 @@ impl ProjectStore for DynamoStore {
         )))
     }
 
-    async fn get_project(&self, id: &ProjectId) -> StoreResult<Option<Project>> {
+    async fn get_project(&self, key: &ProjectKey) -> StoreResult<Option<Project>> {
         const OP: &str = "get_project";
-        self.get(OP, keys::project_pk(id), keys::PROJECT_SK)
+        self.get(OP, keys::project_pk(key), keys::PROJECT_SK)
             .await?
             .map(|item| project_of(OP, &item))
             .transpose()

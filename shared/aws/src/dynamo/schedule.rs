@@ -76,20 +76,6 @@ fn written_due(instance: &Instance) -> i64 {
 }
 
 impl DynamoStore {
-    /// The tenant owning a project (`P#{pid}` / `PROJECT`, attribute `tenant`); `?` when
-    /// the project is unknown (as a project record without one decodes).
-    async fn project_tenant(&self, op: &str, instance: &Instance) -> StoreResult<TenantId> {
-        let item = self
-            .get(op, keys::project_pk(&instance.project_id), keys::PROJECT_SK)
-            .await?;
-        let tenant = match &item {
-            Some(item) => get_s(op, item, "tenant")?,
-            None => "?",
-        };
-        TenantId::from_claim(tenant)
-            .ok_or_else(|| StoreError::Failed(format!("{op}: stored tenant {tenant:?}")))
-    }
-
     /// The writes that keep the index with an instance written in the same transaction:
     /// the `SCHED` item and the directory entry while active; with `remove`, a delete of
     /// the `SCHED` item while inactive (`create_instance` has nothing to remove).
@@ -115,7 +101,7 @@ impl DynamoStore {
             )?;
             return Ok(vec![TransactWriteItem::builder().delete(delete).build()]);
         }
-        let tenant = self.project_tenant(op, instance).await?;
+        let tenant = instance.tenant.clone();
         let record = IndexRecord {
             tenant: tenant.clone(),
             time_zone: instance.time_zone.clone(),

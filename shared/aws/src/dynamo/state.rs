@@ -170,7 +170,7 @@ impl ProjectSales for DynamoStore {
     ) -> StoreResult<Vec<ProductState>> {
         const OP: &str = "past_products";
         let mut q = Query::new("pk = :pk AND begins_with(sk, :prefix)")
-            .value(":pk", s(keys::project_pk(&key.project_id)))
+            .value(":pk", s(keys::project_pk(&key.project())))
             .value(":prefix", s(keys::INSTANCE_PREFIX))
             .max(limit.saturating_add(1));
         q.forward = false;
@@ -186,7 +186,7 @@ impl ProjectSales for DynamoStore {
             let Ok(instance_id) = pricing_core::ids::InstanceId::parse(&id) else {
                 continue;
             };
-            let other = InstanceKey::new(key.project_id.clone(), instance_id);
+            let other = key.project().instance(instance_id);
             let q = Query::new("pk = :pk AND begins_with(sk, :prefix)")
                 .value(":pk", s(keys::instance_pk(&other)))
                 .value(":prefix", s(keys::PRODUCT_PREFIX));

@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
-use pricing_core::ids::{InstanceId, ProjectId, SubscriptionId};
+use pricing_core::ids::{InstanceId, ProjectKey, SubscriptionId};
 use pricing_core::ports::{StoreError, StoreResult, SubscriptionStore};
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::{
@@ -47,7 +47,7 @@ impl SubscriptionStore for DynamoStore {
         max: usize,
     ) -> StoreResult<bool> {
         const OP: &str = "create_subscription";
-        let pk = keys::project_pk(&subscription.project_id);
+        let pk = keys::project_pk(&subscription.project());
         let scope = keys::subscription_scope(subscription.instance_id.as_ref());
         let counter_sk = keys::subscription_counter_sk(&scope);
         let record = encode(OP, subscription)?;
@@ -140,7 +140,7 @@ impl SubscriptionStore for DynamoStore {
 
     async fn get_subscription(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         id: &SubscriptionId,
     ) -> StoreResult<Option<Subscription>> {
         const OP: &str = "get_subscription";
@@ -156,7 +156,7 @@ impl SubscriptionStore for DynamoStore {
 
     async fn list_subscriptions(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         instance: Option<&InstanceId>,
     ) -> StoreResult<Vec<Subscription>> {
         const OP: &str = "list_subscriptions";
@@ -187,7 +187,7 @@ impl SubscriptionStore for DynamoStore {
 
     async fn delete_subscription(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         id: &SubscriptionId,
     ) -> StoreResult<bool> {
         const OP: &str = "delete_subscription";
@@ -249,7 +249,7 @@ impl SubscriptionStore for DynamoStore {
 
     async fn set_subscription_status(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         id: &SubscriptionId,
         status: SubscriptionStatus,
         at: Timestamp,
@@ -297,7 +297,7 @@ impl SubscriptionStore for DynamoStore {
 
     async fn rotate_subscription_secret(
         &self,
-        project: &ProjectId,
+        project: &ProjectKey,
         id: &SubscriptionId,
         secret: &WebhookSecret,
         at: Timestamp,

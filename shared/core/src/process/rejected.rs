@@ -195,6 +195,7 @@ mod tests {
 
     fn key() -> InstanceKey {
         InstanceKey::new(
+            crate::ids::TenantId::from_claim("tenant").expect("tenant"),
             ProjectId::parse("p".repeat(128)).expect("project id"),
             InstanceId::parse("i".repeat(128)).expect("instance id"),
         )

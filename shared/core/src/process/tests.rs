@@ -142,6 +142,7 @@ fn failing_patch(n: u64) -> Value {
 #[tokio::test]
 async fn a_thousand_long_rejections_commit_in_bounded_events() {
     let key = InstanceKey::new(
+        crate::ids::TenantId::from_claim("tenant").expect("tenant"),
         ProjectId::parse("proj").expect("valid"),
         InstanceId::parse("inst").expect("valid"),
     );
@@ -210,6 +211,7 @@ async fn a_thousand_long_rejections_commit_in_bounded_events() {
 #[tokio::test]
 async fn rejection_events_respect_the_bytes_of_a_commit() {
     let key = InstanceKey::new(
+        crate::ids::TenantId::from_claim("tenant").expect("tenant"),
         ProjectId::parse("proj").expect("valid"),
         InstanceId::parse("inst").expect("valid"),
     );

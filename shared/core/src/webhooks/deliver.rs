@@ -57,7 +57,7 @@ where
     }
     let attempt = delivery.attempt + 1;
     let subscription = store
-        .get_subscription(&delivery.project_id, &delivery.subscription_id)
+        .get_subscription(&delivery.project(), &delivery.subscription_id)
         .await?;
     let (response, duration_ms) = match usable(subscription.as_ref()) {
         Err(why) => (Response::Error(why.to_owned()), 0),
@@ -95,7 +95,7 @@ where
     {
         store
             .set_subscription_status(
-                &sub.project_id,
+                &sub.project(),
                 &sub.subscription_id,
                 SubscriptionStatus::Disabled,
                 now,

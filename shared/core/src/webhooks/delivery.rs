@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::subscription::Subscription;
-use crate::ids::{InstanceId, ProjectId, SubscriptionId};
+use crate::ids::{InstanceId, ProjectId, ProjectKey, SubscriptionId, TenantId};
 use crate::model::Event;
 use crate::time::Timestamp;
 
@@ -82,6 +82,8 @@ pub struct ClientReport {
 pub struct Delivery {
     pub webhook_id: String,
     pub subscription_id: SubscriptionId,
+    /// The owner: project ids are scoped by tenant.
+    pub tenant: TenantId,
     pub project_id: ProjectId,
     pub instance_id: InstanceId,
     pub event_type: String,
@@ -114,11 +116,16 @@ pub fn webhook_id(event_id: &str, subscription_id: &SubscriptionId) -> String {
 }
 
 impl Delivery {
+    pub fn project(&self) -> ProjectKey {
+        ProjectKey::new(self.tenant.clone(), self.project_id.clone())
+    }
+
     /// A new delivery of `event` to `subscription`, due at `now`.
     pub fn new(event: &Event, subscription: &Subscription, now: Timestamp) -> Self {
         Delivery {
             webhook_id: webhook_id(&event.id, &subscription.subscription_id),
             subscription_id: subscription.subscription_id.clone(),
+            tenant: subscription.tenant.clone(),
             project_id: event.project_id.clone(),
             instance_id: event.instance_id.clone(),
             event_type: event.event_type.clone(),
@@ -141,6 +148,7 @@ impl Delivery {
         DeliverySummary {
             webhook_id: self.webhook_id.clone(),
             subscription_id: self.subscription_id.clone(),
+            tenant: self.tenant.clone(),
             project_id: self.project_id.clone(),
             instance_id: self.instance_id.clone(),
             event_type: self.event_type.clone(),
@@ -165,6 +173,7 @@ impl Delivery {
 pub struct DeliverySummary {
     pub webhook_id: String,
     pub subscription_id: SubscriptionId,
+    pub tenant: TenantId,
     pub project_id: ProjectId,
     pub instance_id: InstanceId,
     pub event_type: String,
@@ -414,6 +423,7 @@ mod tests {
         let d = Delivery {
             webhook_id: webhook_id(&event.id, &SubscriptionId::parse("s").unwrap()),
             subscription_id: SubscriptionId::parse("s").unwrap(),
+            tenant: TenantId::from_claim("t").unwrap(),
             project_id: event.project_id.clone(),
             instance_id: event.instance_id.clone(),
             event_type: event.event_type.clone(),

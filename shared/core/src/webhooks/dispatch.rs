@@ -70,10 +70,11 @@ async fn subscriptions_of<S: SubscriptionStore>(
     store: &S,
     key: &InstanceKey,
 ) -> StoreResult<Vec<Subscription>> {
-    let mut subs = store.list_subscriptions(&key.project_id, None).await?;
+    let project = key.project();
+    let mut subs = store.list_subscriptions(&project, None).await?;
     subs.extend(
         store
-            .list_subscriptions(&key.project_id, Some(&key.instance_id))
+            .list_subscriptions(&project, Some(&key.instance_id))
             .await?,
     );
     Ok(subs)

@@ -37,7 +37,7 @@ where
     match message {
         Message::Deliver { webhook_id } => deliver(store, transport, signer, webhook_id, now).await,
         Message::Trigger {
-            project_id,
+            project,
             subscription_id,
             trigger_id,
             instance_id,
@@ -46,7 +46,7 @@ where
             manual_trigger(
                 store,
                 queue,
-                project_id,
+                project,
                 subscription_id,
                 trigger_id,
                 instance_id.as_ref(),

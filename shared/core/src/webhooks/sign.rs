@@ -107,7 +107,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::ids::{InstanceId, ProjectId};
+    use crate::ids::{InstanceId, ProjectId, ProjectKey, TenantId};
     use crate::jws::StoredKey;
     use crate::webhooks::{EventType, NewSubscription, SubscriptionSecrets, WebhookSecret};
 
@@ -117,7 +117,14 @@ mod tests {
             events: EventType::ALL.to_vec(),
             description: String::new(),
         }
-        .into_subscription(ProjectId::parse(project).unwrap(), None, now)
+        .into_subscription(
+            ProjectKey::new(
+                TenantId::from_claim("acme").unwrap(),
+                ProjectId::parse(project).unwrap(),
+            ),
+            None,
+            now,
+        )
     }
 
     fn event(now: Timestamp) -> Event {

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::address::{CallbackPolicy, check_callback_url};
 use super::secret::{SubscriptionSecrets, WebhookSecret};
-use crate::ids::{InstanceId, ProjectId, SubscriptionId};
+use crate::ids::{InstanceId, ProjectId, ProjectKey, SubscriptionId, TenantId};
 use crate::model::Event;
 use crate::time::Timestamp;
 use crate::validate::{Errors, FieldError, codes};
@@ -56,6 +56,8 @@ pub enum SubscriptionStatus {
 #[serde(rename_all = "camelCase")]
 pub struct Subscription {
     pub subscription_id: SubscriptionId,
+    /// The owner: project ids are scoped by tenant.
+    pub tenant: TenantId,
     pub project_id: ProjectId,
     /// Instance level when set; project level (every instance) otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,6 +79,10 @@ pub struct Subscription {
 }
 
 impl Subscription {
+    pub fn project(&self) -> ProjectKey {
+        ProjectKey::new(self.tenant.clone(), self.project_id.clone())
+    }
+
     /// Whether `event` goes to this subscription.
     pub fn wants(&self, event: &Event) -> bool {
         self.status == SubscriptionStatus::Active
@@ -187,13 +193,14 @@ impl NewSubscription {
     /// The subscription this request creates, with a new signing secret.
     pub fn into_subscription(
         self,
-        project_id: ProjectId,
+        project: ProjectKey,
         instance_id: Option<InstanceId>,
         now: Timestamp,
     ) -> Subscription {
         Subscription {
             subscription_id: SubscriptionId::generate(),
-            project_id,
+            tenant: project.tenant,
+            project_id: project.project_id,
             instance_id,
             callback_url: self.callback_url,
             events: self.events,
@@ -251,7 +258,7 @@ mod tests {
             description: String::new(),
         }
         .into_subscription(
-            project.clone(),
+            ProjectKey::new(TenantId::from_claim("t").unwrap(), project.clone()),
             Some(InstanceId::parse("i1").unwrap()),
             Timestamp::now(),
         );

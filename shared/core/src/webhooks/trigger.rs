@@ -5,7 +5,7 @@
 //! into one message per instance, a page of instances per message (the next page is the
 //! next message), so a project of any size is resent in bounded steps.
 
-use crate::ids::{InstanceId, InstanceKey, ProjectId, SubscriptionId};
+use crate::ids::{InstanceId, InstanceKey, ProjectKey, SubscriptionId};
 use crate::model::{Message, PageRequest};
 use crate::ports::{
     DeliveryStore, Enqueue, InstanceStore, PriceStore, StoreResult, SubscriptionStore,
@@ -38,7 +38,7 @@ pub const TRIGGER_PAGE: usize = 500;
 pub async fn manual_trigger<S, Q>(
     store: &S,
     queue: &Q,
-    project: &ProjectId,
+    project: &ProjectKey,
     subscription: &SubscriptionId,
     trigger_id: &str,
     instance: Option<&InstanceId>,
@@ -60,7 +60,7 @@ where
     match (instance, &sub.instance_id) {
         (Some(i), Some(own)) if i != own => return Ok(report),
         (Some(i), _) | (None, Some(i)) => {
-            keys.push(InstanceKey::new(project.clone(), i.clone()));
+            keys.push(project.instance(i.clone()));
         }
         (None, None) => {
             let page = PageRequest {
@@ -71,7 +71,7 @@ where
             for i in &batch.items {
                 queue
                     .send(&Message::Trigger {
-                        project_id: project.clone(),
+                        project: project.clone(),
                         subscription_id: subscription.clone(),
                         trigger_id: trigger_id.to_owned(),
                         instance_id: Some(i.instance_id.clone()),
@@ -83,7 +83,7 @@ where
             if let Some(next) = batch.next {
                 queue
                     .send(&Message::Trigger {
-                        project_id: project.clone(),
+                        project: project.clone(),
                         subscription_id: subscription.clone(),
                         trigger_id: trigger_id.to_owned(),
                         instance_id: None,
