@@ -32,10 +32,12 @@ echo "== AWS emulator (moto) at $PRICING_EMULATOR_ENDPOINT"
 cargo test --workspace --all-targets --locked "$@"
 
 # Fuzz smoke (docs/fuzzing.md): the cargo test above replays every file of fuzz/corpus/
-# through the fuzz harness (shared/core/tests/fuzz_corpus.rs, well under a second).
-# FUZZ_SECONDS=N also runs each libFuzzer target for N seconds; off by default, because
-# installing cargo-fuzz and building the sanitized targets takes about 5 minutes.
-if [ -n "${FUZZ_SECONDS:-}" ]; then
-  echo "== fuzz smoke: ${FUZZ_SECONDS} s per target"
-  infra/fuzz.sh smoke "$FUZZ_SECONDS"
+# through the fuzz harness (shared/core/tests/fuzz_corpus.rs, well under a second); then
+# each libFuzzer target runs for FUZZ_SECONDS (default 15) with the memory and time limits
+# of infra/fuzz.sh. Installing cargo-fuzz and building the sanitized targets takes about
+# 5 minutes the first time; FUZZ_SECONDS=0 skips the smoke.
+fuzz_seconds=${FUZZ_SECONDS:-15}
+if [ "$fuzz_seconds" != 0 ]; then
+  echo "== fuzz smoke: ${fuzz_seconds} s per target"
+  infra/fuzz.sh smoke "$fuzz_seconds"
 fi

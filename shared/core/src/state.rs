@@ -148,6 +148,10 @@ pub mod rejection_codes {
     pub const PATCH_TOO_LARGE: &str = "patchTooLarge";
     pub const TOTAL_BELOW_SOLD_AND_RESERVED: &str = "totalBelowSoldAndReserved";
     pub const RETURN_EXCEEDS_SOLD: &str = "returnExceedsSold";
+    /// A sale that would take the item's sold count past 2^64 - 1 units, or its revenue
+    /// past what a 64-bit count of micro-units holds (about 9.2 trillion): refused rather
+    /// than counted inexactly.
+    pub const OUT_OF_RANGE: &str = "outOfRange";
     pub const INVALID_ENTRY: &str = "invalidEntry";
 }
 use rejection_codes as rc;
@@ -349,9 +353,28 @@ impl InstanceState {
                 }
                 let revenue = item.revenue_micros as i128
                     + sale.price.micros() as i128 * sale.quantity as i128;
-                item.sold = u64::try_from(sold).unwrap_or(u64::MAX);
-                item.revenue_micros =
-                    i64::try_from(revenue).unwrap_or(if revenue < 0 { i64::MIN } else { i64::MAX });
+                let Ok(sold) = u64::try_from(sold) else {
+                    return Err(reject(
+                        rc::OUT_OF_RANGE,
+                        "/data/quantity",
+                        format!(
+                            "a sale of {} would take the {} units sold past {}",
+                            sale.quantity,
+                            item.sold,
+                            u64::MAX
+                        ),
+                    ));
+                };
+                let Ok(revenue) = i64::try_from(revenue) else {
+                    return Err(reject(
+                        rc::OUT_OF_RANGE,
+                        "/data/quantity",
+                        "the item's revenue would leave the range of 64-bit micro-units \
+                         (about 9.2 trillion)",
+                    ));
+                };
+                item.sold = sold;
+                item.revenue_micros = revenue;
                 let at = sale.sold_at.or(entry.timestamp);
                 if let Some(at) = at {
                     item.last_sale_at = Some(item.last_sale_at.map_or(at, |l| l.max(at)));

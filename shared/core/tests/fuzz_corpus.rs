@@ -101,16 +101,13 @@ fn stored_product_properties_stay_within_the_limit() {
     harness::apply(&serde_json::to_vec(&log).expect("JSON"));
 }
 
-/// Found by the apply target (fuzz/artifacts, 2026-11-24): `sold` saturates at `u64::MAX`
-/// instead of refusing the sale that overflows it, so the units beyond are lost and later
-/// returns count down from the wrong number. Three sales of `i64::MAX` units (accepted by
-/// the parser) and one return of `i64::MAX` leave `sold` at 2^63 instead of
-/// 2 * (2^63 - 1); `revenue_micros` saturates the same way. Not fixed here: it needs a
-/// decision on the API (a bound on `quantity` at submission, or a rejection code for a
-/// sale that overflows the counters). Fails today: `cargo test -p pricing-core --test
-/// fuzz_corpus -- --ignored`.
+/// Found by the apply target (fuzz/artifacts, 2026-11-24): `sold` saturated at `u64::MAX`
+/// instead of refusing the sale that overflows it, so the units beyond were lost and later
+/// returns counted down from the wrong number. Three sales of `i64::MAX` units (accepted
+/// by the parser) and one return of `i64::MAX` left `sold` at 2^63 instead of
+/// 2 * (2^63 - 1). Now the overflowing sale is rejected (`outOfRange`), as is one whose
+/// revenue leaves 64-bit micro-units.
 #[test]
-#[ignore = "known bug: sold saturates at u64::MAX (see the comment); un-ignore with the fix"]
 fn sold_is_exact_or_the_overflowing_sale_is_refused() {
     use pricing_core::entry::{ParseOptions, parse_entry};
     use pricing_core::state::{Dirty, InstanceState};

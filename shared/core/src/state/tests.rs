@@ -1153,20 +1153,29 @@ fn removed_items_leave_the_product_totals() {
 }
 
 #[test]
-fn counts_saturate_instead_of_wrapping() {
+fn an_item_count_is_exact_or_the_sale_is_refused() {
     let mut t = T::standard();
     t.ok(&sale("A", i64::MAX, 0.0));
     t.ok(&sale("A", i64::MAX, 0.0));
-    t.ok(&sale("A", i64::MAX, 0.0));
-    assert_eq!(t.item("A").sold, u64::MAX);
+    let sold = t.item("A").sold;
+    assert_eq!(sold, 2 * (i64::MAX as u64));
+    // A third would pass 2^64 - 1 units: refused, the count stays exact.
+    assert_eq!(
+        t.code(&sale("A", i64::MAX, 0.0)),
+        pair(rejection_codes::OUT_OF_RANGE, "/data/quantity")
+    );
+    assert_eq!(t.item("A").sold, sold);
+    // Product totals over several items saturate (a sum for display, never stored).
     t.ok(&sale("B", i64::MAX, 0.0));
     t.ok(&reserve_item("B", u64::MAX));
     let c = t.product_counts("P");
     assert_eq!((c.sold, c.reserved, c.available), (u64::MAX, u64::MAX, 0));
     assert!(c.oversold > 0);
-    // Huge revenues saturate too.
-    t.ok(&sale("B", i64::MAX, 1000.0));
-    assert_eq!(t.item("B").revenue_micros, i64::MAX);
+    // A revenue past 64-bit micro-units is refused too (`code` checks it changed nothing).
+    assert_eq!(
+        t.code(&sale("B", 10, 1e12)),
+        pair(rejection_codes::OUT_OF_RANGE, "/data/quantity")
+    );
 }
 
 // ---------------------------------------------------------------------------------------
