@@ -191,6 +191,6 @@ async fn all_contracts_on_one_stack() {
         Box::pin(pricing_contract::scheduler_cursors_contract(&store)),
         pricing_contract::subscription_store_contract(&store),
         pricing_contract::delivery_store_contract(&store),
-        pricing_contract::tenant_isolation_contract(&store),
+        Box::pin(pricing_contract::tenant_isolation_contract(&store)),
     );
 }

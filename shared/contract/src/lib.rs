@@ -136,7 +136,7 @@ where
         Box::pin(scheduler_cursors_contract(store)),
         subscription_store_contract(store),
         delivery_store_contract(store),
-        tenant_isolation_contract(store),
+        Box::pin(tenant_isolation_contract(store)),
     );
 }
 
