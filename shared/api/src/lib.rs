@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod console;
 pub mod entries;
 pub mod error;
 pub mod extract;
@@ -213,6 +214,8 @@ pub fn router<P: Ports>(app: Arc<App<P>>) -> Router {
             "/projects/{projectId}/subprojects",
             any(system::gone_subprojects),
         )
+        // The web console's static files (issue 14): no token, the API calls carry one.
+        .merge(console::routes())
         .fallback(system::not_found)
         .method_not_allowed_fallback(system::method_not_allowed)
         .layer(middleware::from_fn(api_version))

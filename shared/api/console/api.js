@@ -1,0 +1,58 @@
+// Calls to the public API with the signed-in user's token. The API is the origin the
+// console was served from: /console/ lives beside /projects, /oauth2/token and the rest.
+
+import { token, signOut } from './auth.js';
+
+export const API = new URL('../', document.baseURI);
+
+export class ApiError extends Error {
+  constructor(status, problem, path) {
+    super(problem?.detail || problem?.title || `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem;
+    this.path = path;
+  }
+}
+
+/** GET a path of the API (relative, e.g. "projects"), answered as JSON. */
+export async function get(path, params = {}) {
+  const url = new URL(path.replace(/^\//, ''), API);
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== undefined && v !== null && v !== '') url.searchParams.set(k, v);
+  }
+  const t = token();
+  if (!t) throw new ApiError(401, { title: 'Not signed in' }, path);
+  const response = await fetch(url, {
+    headers: { authorization: `Bearer ${t}`, accept: 'application/json' },
+    cache: 'no-store',
+    credentials: 'omit', // no cookies; and a 401's Basic challenge opens no browser dialog
+  });
+  const body = await response.json().catch(() => null);
+  if (response.status === 401) {
+    signOut('Your session ended (the token expired or was refused). Sign in again.');
+  }
+  if (!response.ok) throw new ApiError(response.status, body, path);
+  return body;
+}
+
+/** One page of a listing: {items, next}. */
+export function page(path, { cursor, limit = 100, ...params } = {}) {
+  return get(path, { ...params, cursor, limit });
+}
+
+/** Every page of a listing, merged; `onPage(countSoFar)` reports progress. */
+export async function all(path, params = {}, onPage) {
+  const items = [];
+  let cursor;
+  do {
+    const p = await page(path, { ...params, cursor, limit: 1000 });
+    items.push(...p.items);
+    cursor = p.next;
+    onPage?.(items.length);
+  } while (cursor);
+  return items;
+}
+
+/** Path segment, escaped. */
+export const seg = (s) => encodeURIComponent(s);
+export const instancePath = (p, i) => `projects/${seg(p)}/instances/${seg(i)}`;

@@ -1,0 +1,315 @@
+// Browser tests of the web console (issue 14): the real standalone binary on a free port
+// with a temporary data directory, an instance seeded through the API, Debian's chromium
+// driven by playwright-core. Each page's numbers are checked against the API; screenshots
+// go to docs/console/ (docs/console.md). Run by tests/console/run.sh (infra/test.sh).
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, mkdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { api, all, seed, receiver } from './seed.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '../..');
+const BIN = process.env.CONSOLE_STANDALONE_BIN ?? path.join(root, 'target/debug/standalone');
+const ITEMS = Number(process.env.CONSOLE_ITEMS ?? 10_000);
+const SHOTS = path.join(root, 'docs/console');
+const money = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 });
+
+let server, dataDir, base, client, token, hook, browser, page, seeded;
+const problems = [];
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function startService() {
+  dataDir = mkdtempSync(path.join(tmpdir(), 'console-test-'));
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  server = spawn(BIN, ['serve', '--listen', `127.0.0.1:${port}`, '--data', dataDir], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, RUST_LOG: 'warn' },
+  });
+  let out = '';
+  server.stderr.on('data', () => {});
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the service did not start:\n${out}`)), 30_000);
+    server.on('exit', (code) => reject(new Error(`the service exited (${code}):\n${out}`)));
+    server.stdout.on('data', (chunk) => {
+      out += chunk;
+      if (out.includes('listening on')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+  });
+  client = {
+    id: out.match(/client_id=(\S+)/)[1],
+    secret: out.match(/client_secret=(\S+)/)[1],
+  };
+  const r = await fetch(`${base}/oauth2/token`, {
+    method: 'POST',
+    body: new URLSearchParams({ grant_type: 'client_credentials', client_id: client.id, client_secret: client.secret }),
+  });
+  token = (await r.json()).access_token;
+}
+
+/** Until every delivery of the subscription is final (the first was answered 500 and is
+ *  retried after about 5 s) and the rejected entry's webhook is among them. */
+async function deliveriesSettled(subscriptionId) {
+  for (let i = 0; i < 300; i++) {
+    const d = await all(base, token, `/projects/festival/subscriptions/${subscriptionId}/deliveries`);
+    const open = d.filter((x) => x.status === 'pending' || x.status === 'retrying');
+    if (d.length && !open.length && d.some((x) => x.eventType === 'entries.rejected')) return d;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('deliveries did not settle');
+}
+
+const shot = (name) => page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+const values = (locator) => locator.evaluateAll((els) => els.map((e) => e.dataset.value));
+const text = (locator) => locator.evaluateAll((els) => els.map((e) => e.textContent.trim()));
+
+before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  await startService();
+  hook = await receiver();
+  const started = Date.now();
+  seeded = await seed(base, token, { items: ITEMS, callbackUrl: `http://127.0.0.1:${hook.address().port}/hook` });
+  seeded.deliveries = await deliveriesSettled(seeded.subscription.subscriptionId);
+  console.log(`# seeded ${ITEMS} items in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update'],
+  });
+  const context = await browser.newContext({ viewport: { width: 1366, height: 860 }, locale: 'en-US', timezoneId: 'UTC' });
+  page = await context.newPage();
+  page.setDefaultTimeout(20_000);
+  // Any script error or Content-Security-Policy violation fails the run.
+  page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
+});
+
+after(async () => {
+  await browser?.close();
+  hook?.close();
+  server?.kill('SIGTERM');
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+test('assets: content types and a strict policy, no token needed', async () => {
+  const index = await fetch(`${base}/console/`);
+  assert.equal(index.status, 200);
+  assert.match(index.headers.get('content-type'), /^text\/html/);
+  const csp = index.headers.get('content-security-policy');
+  assert.match(csp, /default-src 'none'/);
+  assert.match(csp, /script-src 'self';/);
+  assert.doesNotMatch(csp, /unsafe/);
+  const js = await fetch(`${base}/console/app.js`);
+  assert.match(js.headers.get('content-type'), /^text\/javascript/);
+  assert.equal(js.headers.get('x-content-type-options'), 'nosniff');
+  assert.equal((await fetch(`${base}/console/nothing.js`)).status, 404);
+  // The vendored chart library is the registry's file, unchanged.
+  const vendored = readFileSync(path.join(root, 'shared/api/console/vendor/uPlot.esm.js'));
+  const fromNpm = readFileSync(path.join(here, 'node_modules/uplot/dist/uPlot.esm.js'));
+  assert.ok(vendored.equals(fromNpm), 'shared/api/console/vendor/uPlot.esm.js differs from uplot on npm');
+});
+
+test('sign in with the client id and secret; the token stays out of the URL', async () => {
+  await page.goto(`${base}/console`);
+  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+  const unlabelled = await page.$$eval('input, select', (els) => els.filter((e) => !e.labels?.length).map((e) => e.id));
+  assert.deepEqual(unlabelled, []);
+  await shot('sign-in');
+  await page.getByLabel('Client id', { exact: true }).fill(client.id);
+  await page.getByLabel('Client secret', { exact: true }).fill('wrong');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('alert').filter({ hasText: 'unknown client or wrong secret' }).waitFor();
+  await page.getByLabel('Client secret', { exact: true }).fill(client.secret);
+  await page.getByLabel('Client secret', { exact: true }).press('Enter'); // keyboard submits
+  await page.locator('main[data-ready="projects"]').waitFor();
+  const stored = await page.evaluate(() => sessionStorage.getItem('pricing-console.token'));
+  assert.ok(stored && stored.split('.').length === 3);
+  assert.ok(!page.url().includes(stored));
+  assert.equal(await page.evaluate(() => localStorage.length), 0);
+  assert.equal((await page.context().cookies()).length, 0);
+});
+
+test('projects and instances: state, dates and processing lag from the API', async () => {
+  const projects = await all(base, token, '/projects');
+  const cards = page.locator('section.project');
+  assert.deepEqual(await cards.evaluateAll((els) => els.map((e) => e.dataset.project).sort()),
+    projects.map((p) => p.projectId).sort());
+  const table = page.locator('table.instances[data-project="festival"]');
+  await table.locator('td.lag:not([aria-busy])').first().waitFor();
+  await page.waitForFunction(() => !document.querySelector('td.lag[aria-busy]'));
+  const instances = await all(base, token, '/projects/festival/instances');
+  assert.equal(await table.locator('tbody tr').count(), instances.length);
+  for (const [k, i] of instances.entries()) {
+    const d = await api(base, token, 'GET', `/projects/festival/instances/${i.instanceId}`);
+    const row = table.locator('tbody tr').nth(k);
+    assert.equal(await row.locator('td').nth(1).getAttribute('data-value'), String(i.active));
+    assert.equal(await row.locator('td.lag').getAttribute('data-value'),
+      String(d.processing.lastSequence - d.processing.appliedSequence));
+  }
+  assert.match(await table.locator('tbody tr').first().locator('td.main-date').textContent(), /2027-07-01 16:00Z/);
+  await shot('projects');
+});
+
+test('instance: products and a page of items with counts and current prices', async () => {
+  await page.getByRole('link', { name: 'Day 1 (day-1)' }).click();
+  await page.locator('main[data-ready="instance"]').waitFor();
+  await page.locator('.items-page[data-page="1"]:not([aria-busy])').waitFor();
+  const details = await api(base, token, 'GET', '/projects/festival/instances/day-1');
+  for (const p of details.products) {
+    const cells = page.locator(`table.products tr[data-product="${p.productId}"] td.num`);
+    assert.deepEqual(await values(cells), [p.capacity, p.sold, p.reserved, p.available, p.oversold].map(String));
+  }
+  const prices = new Map();
+  const pricePages = await all(base, token, '/projects/festival/instancePrices?instanceId=day-1');
+  for (const x of pricePages) for (const p of x.prices) prices.set(p.itemId, p.price);
+  const check = async (apiPage) => {
+    const rows = page.locator('table.items tbody tr');
+    assert.equal(await rows.count(), apiPage.items.length);
+    for (const k of new Set([0, 1, apiPage.items.length - 1].filter((k) => k < apiPage.items.length))) {
+      const x = apiPage.items[k];
+      const row = rows.nth(k);
+      assert.equal(await row.getAttribute('data-item'), x.itemId);
+      assert.deepEqual(await values(row.locator('td.num')),
+        [x.sold, x.reserved, x.available, x.oversold, prices.get(x.itemId) ?? ''].map(String));
+      assert.equal((await row.locator('td.price').textContent()).trim(), money.format(prices.get(x.itemId)));
+    }
+  };
+  const first = await api(base, token, 'GET', '/projects/festival/instances/day-1/items?limit=100');
+  await check(first);
+  await shot('instance');
+  // Paging through 10,000 items: one page at a time, each answered quickly.
+  const t0 = Date.now();
+  await page.getByRole('button', { name: 'Next page' }).click();
+  await page.locator('.items-page[data-page="2"]:not([aria-busy])').waitFor();
+  const turn = Date.now() - t0;
+  assert.ok(turn < 3_000, `a page turn took ${turn} ms`);
+  await check(await api(base, token, 'GET', `/projects/festival/instances/day-1/items?limit=100&cursor=${encodeURIComponent(first.next)}`));
+  await page.getByLabel('Items per page', { exact: true }).selectOption('500');
+  await page.locator('.items-page[data-page="1"]:not([aria-busy])').waitFor();
+  await page.waitForFunction(() => document.querySelectorAll('table.items tbody tr').length === 500);
+  await check(await api(base, token, 'GET', '/projects/festival/instances/day-1/items?limit=500'));
+  await page.getByLabel('Product', { exact: true }).selectOption('vip');
+  await page.waitForFunction(() => document.querySelectorAll('table.items tbody tr').length === 1);
+  await check(await api(base, token, 'GET', '/projects/festival/instances/day-1/items?limit=500&productId=vip'));
+  console.log(`# items page turn: ${turn} ms`);
+});
+
+async function openItem(itemId) {
+  await page.goto(`${base}/console/#/p/festival/i/day-1/item/${itemId}`);
+  await page.locator('main[data-ready="item"] section.item[data-ready]').waitFor();
+  const item = await api(base, token, 'GET', `/projects/festival/instances/day-1/items/${itemId}`);
+  const history = await all(base, token, `/projects/festival/instances/day-1/items/${itemId}/priceHistory`);
+  for (const key of ['sold', 'reserved', 'available', 'oversold']) {
+    assert.equal((await page.locator(`dl.facts dd[data-key="${key}"]`).textContent()).replaceAll(',', ''), String(item[key]));
+  }
+  assert.deepEqual(await values(page.locator('table.history td.price')), history.map((e) => String(e.price)));
+  return { item, history };
+}
+
+test('item (revenue model): price history, sales on the same axis, explanations', async () => {
+  const { item, history } = await openItem('ga-early');
+  const log = await all(base, token, '/projects/festival/instances/day-1/entries?after=0');
+  const sales = log.map((e) => JSON.parse(Buffer.from(e.jwt.split('.')[1], 'base64url')))
+    .filter((e) => e.type === 'itemSale' && e.data.itemId === 'ga-early');
+  assert.equal(await page.locator('table.sales tbody tr').count(), sales.length);
+  assert.equal(sales.reduce((n, s) => n + (s.data.quantity ?? 1), 0), item.sold);
+  assert.equal(await page.locator('.chart canvas').count(), 1);
+  // The latest price is explained at first; a row's button explains its price.
+  const last = history[history.length - 1];
+  assert.equal(await page.locator('.explanation').getAttribute('data-sequence'), String(last.sequence));
+  await page.locator('table.history button.explain').first().focus();
+  await page.keyboard.press('Enter');
+  assert.equal(await page.locator('.explanation').getAttribute('data-sequence'), String(history[0].sequence));
+  const m = history[0].explanation.model;
+  assert.equal(m.type, 'revenue');
+  assert.equal(await page.locator('.explanation dd[data-key="model"]').textContent(), 'revenue');
+  const demand = new Intl.NumberFormat('en-US', { maximumFractionDigits: 4 });
+  assert.equal(await page.locator('.explanation dd[data-key="remainingDemand"]').textContent(), demand.format(m.remainingDemand));
+  assert.equal(await page.locator('.explanation dd[data-key="expectedSales"]').textContent(), demand.format(m.expectedSales));
+  assert.equal(await page.locator('.explanation dd[data-key="sellsOut"]').textContent(), m.sellsOut ? 'yes' : 'no');
+  // Hovering the plot explains the price under the cursor.
+  const over = page.locator('.chart .u-over');
+  await over.scrollIntoViewIfNeeded();
+  const box = await over.boundingBox();
+  await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+  await page.mouse.move(box.x + box.width - 3, box.y + box.height / 2, { steps: 5 });
+  await page.waitForFunction((seq) => document.querySelector('.explanation')?.dataset.sequence !== seq, String(history[0].sequence));
+  await shot('item-revenue');
+});
+
+test('item (pace model): moving prices', async () => {
+  const { history } = await openItem('vip-lounge');
+  assert.ok(new Set(history.map((e) => e.price)).size > 1, 'the seed moves the pace price');
+  await page.locator('.chart .u-over').hover({ position: { x: 5, y: 5 } });
+  await shot('item-pace');
+});
+
+test('product: sold against the expected booking curve', async () => {
+  await page.goto(`${base}/console/#/p/festival/i/day-1/product/vip`);
+  await page.locator('main[data-ready="product"]').waitFor();
+  const d = await api(base, token, 'GET', '/projects/festival/instances/day-1/products/vip');
+  for (const key of ['capacity', 'sold', 'reserved', 'available']) {
+    assert.equal((await page.locator(`dl.facts dd[data-key="${key}"]`).textContent()).replaceAll(',', ''), String(d[key]));
+  }
+  assert.equal(await page.locator('.chart canvas').count(), 1);
+  await shot('product');
+});
+
+test('webhooks: subscriptions, deliveries with attempts, rejected entries', async () => {
+  await page.goto(`${base}/console/#/p/festival/i/day-1/subscriptions`);
+  await page.locator('main[data-ready="subscriptions"]').waitFor();
+  await shot('webhooks');
+  const sub = seeded.subscription.subscriptionId;
+  const deliveries = seeded.deliveries;
+  const card = page.locator(`section.subscription[data-subscription="${sub}"]`);
+  const rows = card.locator('table.deliveries-table > tbody > tr');
+  assert.equal(await rows.count(), Math.min(25, deliveries.length));
+  const newest = await api(base, token, 'GET', `/projects/festival/subscriptions/${sub}/deliveries?limit=25`);
+  assert.deepEqual(await rows.evaluateAll((els) => els.map((e) => e.dataset.delivery)), newest.items.map((x) => x.deliveryId));
+  // The delivery that was retried: its attempts, as the API lists them.
+  const retried = deliveries.find((x) => x.attempt > 1);
+  assert.ok(retried, 'the receiver answered 500 once, so one delivery has two attempts');
+  const rejected = deliveries.filter((x) => x.eventType === 'entries.rejected');
+  assert.deepEqual(await text(page.locator('table.rejected-webhooks tbody td code')), rejected.map((x) => x.webhookId));
+  const row = card.locator(`tr[data-delivery="${retried.deliveryId}"]`);
+  if (await row.count()) {
+    await row.locator('summary').click();
+    assert.deepEqual(await text(row.locator('table.attempts tbody td:nth-child(3)')),
+      retried.attempts.map((a) => String(a.responseStatus ?? a.error)));
+  } else {
+    await card.locator('summary').first().click();
+  }
+  await shot('webhooks');
+});
+
+test('sign out, then sign in with a pasted token', async () => {
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+  await page.getByLabel('Bearer token', { exact: true }).fill(token);
+  await page.getByRole('button', { name: 'Use this token' }).click();
+  await page.locator('main[data-ready="subscriptions"]').waitFor();
+});
+
+test('no script errors or policy violations on any page', () => {
+  // The wrong-secret attempt above is an expected 401 of /oauth2/token.
+  const unexpected = problems.filter((p) => !/401 \(Unauthorized\)/.test(p));
+  assert.deepEqual(unexpected, []);
+});
