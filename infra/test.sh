@@ -31,6 +31,12 @@ echo "== AWS emulator (moto) at $PRICING_EMULATOR_ENDPOINT"
 
 cargo test --workspace --all-targets --locked "$@"
 
+# The web console in headless chromium (docs/console.md): installs chromium and the npm
+# test tools if missing, bounded by CONSOLE_TIMEOUT (default 600 s). CONSOLE_TESTS=0 skips.
+if [ "${CONSOLE_TESTS:-1}" != 0 ]; then
+  tests/console/run.sh
+fi
+
 # Fuzz smoke (docs/fuzzing.md): the cargo test above replays every file of fuzz/corpus/
 # through the fuzz harness (shared/core/tests/fuzz_corpus.rs, well under a second); then
 # each libFuzzer target runs for FUZZ_SECONDS (default 15) with the memory and time limits
