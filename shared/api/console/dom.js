@@ -35,7 +35,7 @@ export const fmt = {
   money: (n) => (n === null || n === undefined ? '—' : money.format(n)),
   dec: (n) => (n === null || n === undefined ? '—' : decimal.format(n)),
   pct: (n) => (n === null || n === undefined ? '—' : `${decimal.format(n * 100)} %`),
-  date: (s) => (s ? new Date(s).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z').replace(/:00Z$/, 'Z') : '—'),
+  date: (s) => (s ? new Date(s).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '—'),
   yesNo: (b) => (b ? 'yes' : 'no'),
 };
 
