@@ -176,21 +176,24 @@ async fn all_contracts_on_one_stack() {
     let stack = Stack::new("all").await;
     let (store, queue) = (stack.store(), stack.process_queue());
     tokio::join!(
-        pricing_contract::project_store_contract(&store),
-        pricing_contract::instance_store_contract(&store),
-        pricing_contract::instance_state_contract(&store),
-        pricing_contract::entry_log_contract(&store),
-        pricing_contract::state_store_contract(&store),
-        pricing_contract::event_store_contract(&store),
-        pricing_contract::work_queue_contract_with(&queue, sqs_timing()),
-        pricing_contract::backlog_contract(&store),
-        pricing_contract::price_store_contract(&store),
-        pricing_contract::price_match_store_contract(&store),
         // Boxed: the joined futures together outgrow a test thread's stack (debug builds).
+        Box::pin(pricing_contract::project_store_contract(&store)),
+        Box::pin(pricing_contract::instance_store_contract(&store)),
+        Box::pin(pricing_contract::instance_state_contract(&store)),
+        Box::pin(pricing_contract::entry_log_contract(&store)),
+        Box::pin(pricing_contract::state_store_contract(&store)),
+        Box::pin(pricing_contract::event_store_contract(&store)),
+        Box::pin(pricing_contract::work_queue_contract_with(
+            &queue,
+            sqs_timing()
+        )),
+        Box::pin(pricing_contract::backlog_contract(&store)),
+        Box::pin(pricing_contract::price_store_contract(&store)),
+        Box::pin(pricing_contract::price_match_store_contract(&store)),
         Box::pin(pricing_contract::active_instances_contract(&store)),
         Box::pin(pricing_contract::scheduler_cursors_contract(&store)),
-        pricing_contract::subscription_store_contract(&store),
-        pricing_contract::delivery_store_contract(&store),
+        Box::pin(pricing_contract::subscription_store_contract(&store)),
+        Box::pin(pricing_contract::delivery_store_contract(&store)),
         Box::pin(pricing_contract::tenant_isolation_contract(&store)),
     );
 }
