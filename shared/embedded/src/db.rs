@@ -355,6 +355,10 @@ fn rescope_queue(
                 .and_then(|p| tenants.get(p))
                 .cloned()
         };
+        // A message that already names its tenant (written by this version) stays as it is.
+        if message["key"].get("tenant").is_some() || message.get("project").is_some() {
+            continue;
+        }
         let rescoped = match message.get("kind").and_then(serde_json::Value::as_str) {
             Some("processInstance" | "recalculate") => {
                 let key = message
