@@ -182,6 +182,12 @@ impl TenantId {
     }
 }
 
+/// `{tenant}/{project}`, the tenant as [`TenantId::key_component`]: the one definition of a
+/// project's storage key, for [`ProjectKey`] and [`InstanceKey`] alike.
+fn project_storage_key(tenant: &TenantId, project: &ProjectId) -> String {
+    format!("{}/{}", tenant.key_component(), project)
+}
+
 /// The address of one project: project ids are scoped by tenant (two tenants may both
 /// have a project `summer`; neither can see, squat or learn the other's).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -203,7 +209,7 @@ impl ProjectKey {
     /// The project as one storage key component: `{tenant}/{project}`, the tenant as
     /// [`TenantId::key_component`]. Contains exactly one `/` and no `#`.
     pub fn storage_key(&self) -> String {
-        format!("{}/{}", self.tenant.key_component(), self.project_id)
+        project_storage_key(&self.tenant, &self.project_id)
     }
 
     /// The inverse of [`ProjectKey::storage_key`].
@@ -246,17 +252,12 @@ impl InstanceKey {
 
     /// Its project's [`ProjectKey::storage_key`].
     pub fn project_storage_key(&self) -> String {
-        format!("{}/{}", self.tenant.key_component(), self.project_id)
+        project_storage_key(&self.tenant, &self.project_id)
     }
 
     /// The instance as one storage key component: `{tenant}/{project}/{instance}`.
     pub fn storage_key(&self) -> String {
-        format!(
-            "{}/{}/{}",
-            self.tenant.key_component(),
-            self.project_id,
-            self.instance_id
-        )
+        format!("{}/{}", self.project_storage_key(), self.instance_id)
     }
 
     /// The inverse of [`InstanceKey::storage_key`].

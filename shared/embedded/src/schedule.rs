@@ -19,7 +19,7 @@ use rusqlite::{OptionalExtension, params};
 use serde::Deserialize;
 
 use crate::EmbeddedStore;
-use crate::db::{DbError, text};
+use crate::db::{DbError, stored_instance_key, text};
 
 /// Version 5: the scheduler's index and cursors.
 ///
@@ -157,7 +157,7 @@ impl ActiveInstances for EmbeddedStore {
             let mut rows = stmt.query(params![tenant.as_str(), now.millis(), limit])?;
             let mut page = DuePage::default();
             while let Some(row) = rows.next()? {
-                let key = index_key(text(row, 0)?, text(row, 1)?)?;
+                let key = stored_instance_key(text(row, 0)?, text(row, 1)?)?;
                 let due_ms: i64 = row.get(2)?;
                 let due = Timestamp::from_millis(due_ms).ok_or_else(|| {
                     DbError::Store(StoreError::Failed(format!("due time {due_ms} of {key}")))
@@ -225,10 +225,6 @@ impl SchedulerCursors for EmbeddedStore {
         })
         .await
     }
-}
-
-fn index_key(project: &str, instance: &str) -> Result<InstanceKey, DbError> {
-    Ok(crate::db::stored_instance_key(project, instance)?)
 }
 
 /// An index row with its header's schedule; the error names the record that failed.
