@@ -1262,3 +1262,118 @@ async fn the_default_revenue_model_learns_from_sales_and_from_other_instances() 
         assert_eq!(levels[1][0], a["price"], "then at the first price: {b}");
     }
 }
+
+/// Issue 11, item 6: a calculation reflects every entry acknowledged before it was asked
+/// for. On AWS the calculation travels on the recalc queue and the processing wake-up on
+/// the FIFO process queue; here the recalculator handles its message before the entry
+/// processor has seen the wake-up, and still prices the submitted state (it applies the
+/// log tail first, conditionally, as any processor run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calculation_prices_every_entry_acknowledged_before_the_request() {
+    let env = pricing_emulator::provision("lambda-calc-order");
+    let config = Config::from_map(&env).expect("the provisioned environment is complete");
+    let sdk = pricing_aws::emulator::emulator_sdk_config(pricing_emulator::endpoint()).await;
+    let aws = Aws::with_sdk(config, sdk);
+    aws.maintain_keys(None).await.expect("a first key");
+    let entries_api = aws.api_router().await.expect("entries-api cold start");
+    let management_api = aws.management_router().await.expect("management-api");
+    let route = "/projects/{projectId}/instances/{instanceId}/entries";
+    let call = |method: &'static str, path: &'static str, body: Option<Value>| {
+        let router = if path.ends_with("/entries") {
+            entries_api.clone()
+        } else {
+            management_api.clone()
+        };
+        let route = if path.ends_with("/entries") {
+            route
+        } else {
+            "/{proxy+}"
+        };
+        async move { invoke(&router, http_event(method, path, route, body, "acme")).await }
+    };
+    let (s, b) = call("POST", "/projects", Some(json!({"projectId": "fest"}))).await;
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = call(
+        "POST",
+        "/projects/fest/instances",
+        Some(json!({"instanceId": "day-1"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    let submit = |entries: Value| {
+        call(
+            "POST",
+            "/projects/fest/instances/day-1/entries",
+            Some(entries),
+        )
+    };
+    let (s, b) = submit(json!({"entries": [
+        {"type": "productRegistration", "transactionId": "p", "data": {"productId": "ga",
+            "capacity": 100, "pricingModel": "fixed"}},
+        {"type": "itemRegistration", "transactionId": "i", "data": {"itemId": "ga-1",
+            "productId": "ga", "salesPeriod": {"start": "2026-01-01T00:00:00Z",
+            "end": "2030-01-01T00:00:00Z"}, "priceSettings": {"min": 10, "max": 90, "default": 40}}},
+    ]}))
+    .await;
+    assert_eq!(s, 200, "{b}");
+    // The request comes right after the acknowledgement; the wake-up waits on its queue.
+    let (s, b) = call("POST", "/projects/fest/calculatePrices", Some(json!({}))).await;
+    assert_eq!(s, 202, "{b}");
+    let processor = Processor::new();
+    assert_eq!(
+        drain(&aws, &processor, &aws.config.recalc_queue_url).await,
+        1
+    );
+    let (s, prices) = call(
+        "GET",
+        "/projects/fest/instancePrices?instanceId=day-1",
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{prices}");
+    let priced = &prices["items"][0]["prices"];
+    assert_eq!(
+        (priced[0]["itemId"].as_str(), priced[0]["price"].as_f64()),
+        (Some("ga-1"), Some(40.0)),
+        "the calculation priced the registered item: {prices}"
+    );
+    let (_, details) = call("GET", "/projects/fest/instances/day-1", None).await;
+    assert_eq!(
+        details["processing"],
+        json!({"appliedSequence": 2, "lastSequence": 2})
+    );
+
+    // A change of price settings, then a calculation on a fresh (cold) recalculator: the
+    // new default is priced, not the one the warm state held.
+    let (s, b) = submit(json!({"entries": [
+        {"type": "itemProperties", "transactionId": "move", "data": {"itemId": "ga-1",
+            "patch": [{"op": "replace", "path": "/priceSettings/default", "value": 55}]}},
+    ]}))
+    .await;
+    assert_eq!(s, 200, "{b}");
+    let (s, _) = call("POST", "/projects/fest/calculatePrices", Some(json!({}))).await;
+    assert_eq!(s, 202);
+    assert_eq!(
+        drain(&aws, &Processor::new(), &aws.config.recalc_queue_url).await,
+        1
+    );
+    let (_, prices) = call(
+        "GET",
+        "/projects/fest/instancePrices?instanceId=day-1",
+        None,
+    )
+    .await;
+    assert_eq!(
+        prices["items"][0]["prices"][0]["price"].as_f64(),
+        Some(55.0),
+        "{prices}"
+    );
+    assert_eq!(prices["items"][0]["sequence"], 2);
+    // The late wake-ups find nothing left to apply; the state stays as priced.
+    assert!(drain(&aws, &processor, &aws.config.process_queue_url).await >= 1);
+    let (_, details) = call("GET", "/projects/fest/instances/day-1", None).await;
+    assert_eq!(
+        details["processing"],
+        json!({"appliedSequence": 3, "lastSequence": 3})
+    );
+}

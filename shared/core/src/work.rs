@@ -53,6 +53,10 @@ pub enum Handled {
         calculation_id: String,
         sequence: u64,
         prices: usize,
+        /// Log entries applied (or rejected) just before pricing.
+        applied: u64,
+        /// The log sequence the priced state reflects.
+        applied_seq: u64,
         dispatched: DispatchReport,
     },
     /// The calculation was stored before (a redelivered message).
@@ -80,21 +84,7 @@ where
 {
     match message {
         Message::ProcessInstance { key } => {
-            let report = processor.process(store, store, key, now).await?;
-            let mut recalculation = None;
-            if report.sales_threshold_crossed {
-                // One calculation per crossing run, named by the sequence it saw.
-                let calculation_id = format!("sales_{}_{}", key.instance_id, report.applied_seq);
-                queue
-                    .send(&Message::Recalculate {
-                        key: key.clone(),
-                        calculation_id: calculation_id.clone(),
-                        trigger: Trigger::Sales,
-                        metadata: None,
-                    })
-                    .await?;
-                recalculation = Some(calculation_id);
-            }
+            let (report, recalculation) = apply_tail(store, queue, processor, key, now).await?;
             let dispatched = dispatch(store, queue, key, now).await?;
             Ok(Handled::Processed {
                 report,
@@ -123,6 +113,11 @@ where
                     dispatched: dispatch(store, queue, key, now).await?,
                 });
             }
+            // A calculation reflects every entry acknowledged before it was asked for: on
+            // AWS its message travels on the recalc queue, apart from the process queue's
+            // wake-up, and may arrive first. Applying the log tail here (conditional on the
+            // applied sequence, as every processor run is) orders the two.
+            let (applied, _) = apply_tail(store, queue, processor, key, now).await?;
             // The processor's warm state and the prices it remembers spare reloading a
             // large instance for every calculation.
             let state = processor.take_state(store, key).await?;
@@ -149,6 +144,8 @@ where
                     calculation_id: c.calculation_id,
                     sequence: c.sequence,
                     prices: c.prices.len(),
+                    applied: applied.applied + applied.rejected,
+                    applied_seq: applied.applied_seq,
                     dispatched,
                 },
                 None => Handled::AlreadyCalculated {
@@ -161,6 +158,36 @@ where
             "{message:?} belongs to the webhooks lane, not to instance work"
         ))),
     }
+}
+
+/// Applies the instance's log tail; a sales threshold crossed by it asks for a
+/// sales-triggered calculation (its id, one per crossing run, names the sequence it saw).
+async fn apply_tail<S, Q>(
+    store: &S,
+    queue: &Q,
+    processor: &Processor,
+    key: &crate::ids::InstanceKey,
+    now: Timestamp,
+) -> StoreResult<(ProcessReport, Option<String>)>
+where
+    S: WorkStore,
+    Q: Enqueue,
+{
+    let report = processor.process(store, store, key, now).await?;
+    let mut recalculation = None;
+    if report.sales_threshold_crossed {
+        let calculation_id = format!("sales_{}_{}", key.instance_id, report.applied_seq);
+        queue
+            .send(&Message::Recalculate {
+                key: key.clone(),
+                calculation_id: calculation_id.clone(),
+                trigger: Trigger::Sales,
+                metadata: None,
+            })
+            .await?;
+        recalculation = Some(calculation_id);
+    }
+    Ok((report, recalculation))
 }
 
 impl std::fmt::Display for Handled {
@@ -185,12 +212,18 @@ impl std::fmt::Display for Handled {
                 calculation_id,
                 sequence,
                 prices,
+                applied,
+                applied_seq,
                 dispatched,
             } => {
                 write!(
                     f,
-                    "calculation {calculation_id}: {prices} prices, sequence {sequence}"
+                    "calculation {calculation_id}: {prices} prices, sequence {sequence}, \
+                     state at log sequence {applied_seq}"
                 )?;
+                if *applied > 0 {
+                    write!(f, " ({applied} entries applied first)")?;
+                }
                 write_dispatched(f, dispatched)
             }
             Handled::AlreadyCalculated {
