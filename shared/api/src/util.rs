@@ -24,6 +24,14 @@ pub fn reject_unknown_fields(o: &Obj<'_>, known: &[&str], reported: &[&str], err
     }
 }
 
+/// Whether `name` is a time zone of the bundled IANA database, spelled exactly as there
+/// (`Europe/Berlin`, links such as `US/Eastern` too; the lookup itself ignores case).
+pub fn is_iana_name(name: &str) -> bool {
+    jiff::tz::TimeZone::get(name)
+        .ok()
+        .is_some_and(|zone| zone.iana_name() == Some(name))
+}
+
 /// Validates an IANA time zone name.
 pub fn check_time_zone(o: &Obj<'_>, key: &str, errors: &mut Errors) -> Option<Option<String>> {
     if !o.map.contains_key(key) {
@@ -32,7 +40,7 @@ pub fn check_time_zone(o: &Obj<'_>, key: &str, errors: &mut Errors) -> Option<Op
     match o.map.get(key) {
         Some(serde_json::Value::Null) => Some(None),
         Some(serde_json::Value::String(tz)) => {
-            if tz.parse::<chrono_tz::Tz>().is_ok() {
+            if is_iana_name(tz) {
                 Some(Some(tz.clone()))
             } else {
                 errors.push(
@@ -48,5 +56,32 @@ pub fn check_time_zone(o: &Obj<'_>, key: &str, errors: &mut Errors) -> Option<Op
             None
         }
         None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_iana_name;
+
+    #[test]
+    fn time_zones_are_iana_names_spelled_exactly() {
+        for good in [
+            "Europe/Berlin",
+            "UTC",
+            "America/Argentina/Buenos_Aires",
+            "US/Eastern",
+        ] {
+            assert!(is_iana_name(good), "{good}");
+        }
+        for bad in [
+            "europe/berlin",
+            "Mars/Olympus",
+            "",
+            "+01:00",
+            "Europe/Berlin ",
+            "/",
+        ] {
+            assert!(!is_iana_name(bad), "{bad:?}");
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! Trigger helpers: sales thresholds and schedule slots.
 
-use chrono::{DateTime, Days, NaiveTime, TimeZone, Utc};
-use chrono_tz::Tz;
+use jiff::civil::Date;
+use jiff::tz::{AmbiguousOffset, TimeZone};
 use serde::{Deserialize, Serialize};
 
 use crate::entry::Schedule;
@@ -39,10 +39,10 @@ pub struct ScheduleSlots {
 pub const DEFAULT_INTERVAL_SECONDS: u64 = 3_600;
 
 /// The instance time zone: an IANA name; absent or unknown = UTC.
-pub fn instance_zone(time_zone: Option<&str>) -> Tz {
+pub fn instance_zone(time_zone: Option<&str>) -> TimeZone {
     time_zone
-        .and_then(|z| z.parse::<Tz>().ok())
-        .unwrap_or(Tz::UTC)
+        .and_then(|z| TimeZone::get(z).ok())
+        .unwrap_or(TimeZone::UTC)
 }
 
 /// The slots of `schedule` around `now` (`None` = every 60 minutes).
@@ -65,7 +65,7 @@ pub fn schedule_slots(
             let mut minutes: Vec<u16> = minutes.iter().copied().filter(|&m| m < 1440).collect();
             minutes.sort_unstable();
             minutes.dedup();
-            times_of_day(&minutes, tz, now)
+            times_of_day(&minutes, &tz, now)
                 .unwrap_or_else(|| interval_slots(DEFAULT_INTERVAL_SECONDS, now))
         }
         Some(Schedule::IntervalSeconds(s)) if *s > 0 => interval_slots(*s, now),
@@ -86,44 +86,51 @@ fn interval_slots(seconds: u64, now: Timestamp) -> ScheduleSlots {
 
 /// The slot instants of one local day, in order. Gaps are skipped, overlaps take the
 /// first occurrence.
-fn day_slots(
-    minutes: &[u16],
-    tz: Tz,
-    day: chrono::NaiveDate,
-) -> impl Iterator<Item = DateTime<Utc>> {
+fn day_slots<'a>(
+    minutes: &'a [u16],
+    tz: &'a TimeZone,
+    day: Date,
+) -> impl Iterator<Item = Timestamp> + 'a {
     minutes.iter().filter_map(move |&m| {
-        let time = NaiveTime::from_hms_opt(u32::from(m / 60), u32::from(m % 60), 0)?;
-        tz.from_local_datetime(&day.and_time(time))
-            .earliest()
-            .map(|t| t.with_timezone(&Utc))
+        let wall = day.at((m / 60) as i8, (m % 60) as i8, 0, 0);
+        let offset = match tz.to_ambiguous_timestamp(wall).offset() {
+            AmbiguousOffset::Unambiguous { offset } => offset,
+            AmbiguousOffset::Gap { .. } => return None,
+            AmbiguousOffset::Fold { before, .. } => before,
+        };
+        let instant = offset.to_timestamp(wall).ok()?;
+        Timestamp::from_millis(instant.as_millisecond())
     })
 }
 
-fn times_of_day(minutes: &[u16], tz: Tz, now: Timestamp) -> Option<ScheduleSlots> {
+fn times_of_day(minutes: &[u16], tz: &TimeZone, now: Timestamp) -> Option<ScheduleSlots> {
     if minutes.is_empty() {
         return None;
     }
-    let today = now.0.with_timezone(&tz).date_naive();
+    let today = jiff::Timestamp::from_millisecond(now.millis())
+        .ok()?
+        .to_zoned(tz.clone())
+        .date();
     // A slot can be skipped on a day (DST gap), so look a few days each way.
     let mut current = None;
-    for back in 0..=3u64 {
-        let day = today.checked_sub_days(Days::new(back))?;
-        if let Some(t) = day_slots(minutes, tz, day).filter(|t| *t <= now.0).max() {
+    for back in 0..=3i32 {
+        let day = today.checked_sub(jiff::Span::new().days(back)).ok()?;
+        if let Some(t) = day_slots(minutes, tz, day).filter(|t| *t <= now).max() {
             current = Some(t);
             break;
         }
     }
     let mut next = None;
-    for ahead in 0..=3u64 {
-        let day = today.checked_add_days(Days::new(ahead))?;
-        if let Some(t) = day_slots(minutes, tz, day).filter(|t| *t > now.0).min() {
+    for ahead in 0..=3i32 {
+        let day = today.checked_add(jiff::Span::new().days(ahead)).ok()?;
+        if let Some(t) = day_slots(minutes, tz, day).filter(|t| *t > now).min() {
             next = Some(t);
             break;
         }
     }
     Some(ScheduleSlots {
-        current: Timestamp(current?),
-        next: Timestamp(next?),
+        current: current?,
+        next: next?,
     })
 }
 
