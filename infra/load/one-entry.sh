@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# One-entry requests against the release standalone (issue 12, item 1), in one run of one
+# binary: GET /health at full speed, POST .../entries with one itemSale per request at full
+# speed (wrk, infra/load/wrk/one-entry.lua), then the entries at half that rate, open loop
+# (`load --rate`: latency counted from each request's scheduled time), for the p99.
+# Prints the machine's load average, the three results and the ratio entries/health.
+#
+#   infra/load/one-entry.sh                 # builds (release), then measures; ~35 s
+#   BIN=/path/to/standalone infra/load/one-entry.sh   # another build of the service
+#   CONNECTIONS=8 THREADS=2 SECONDS_EACH=10 PORT=18091 (defaults)
+#
+# Needs wrk (Debian package `wrk`). The server, wrk and the open-loop sender share the
+# machine's cores: compare numbers from one run, and note the load average it prints.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+CONNECTIONS=${CONNECTIONS:-8}
+THREADS=${THREADS:-2}
+SECONDS_EACH=${SECONDS_EACH:-10}
+PORT=${PORT:-18091}
+command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
+if [ -z "${BIN:-}" ]; then
+    cargo build --release -q -p standalone -p load
+    BIN=target/release/standalone
+fi
+LOAD=${LOAD:-target/release/load}
+[ -x "$LOAD" ] || cargo build --release -q -p load
+DATA=$(mktemp -d)
+SERVER=
+cleanup() {
+    if [ -n "$SERVER" ]; then kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; fi
+    rm -rf "$DATA"
+}
+trap cleanup EXIT
+"$BIN" serve --listen "127.0.0.1:$PORT" --data "$DATA" --rate-limit 1000000 --rate-burst 1000000 \
+    >"$DATA/server.log" 2>&1 &
+SERVER=$!
+for _ in $(seq 100); do
+    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break
+    sleep 0.1
+done
+TOKEN=$("$BIN" token --data "$DATA" --tenant load | tail -n 1)
+export TOKEN
+eval "$("$LOAD" --url "http://127.0.0.1:$PORT" --setup-only)"
+export ENTRIES_URL_PATH RUN="wrk-$$"
+URL="http://127.0.0.1:$PORT"
+
+echo "== $(date -u +%FT%TZ) $(git rev-parse --short HEAD 2>/dev/null || true), $(nproc) cores, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== GET /health: wrk -t$THREADS -c$CONNECTIONS -d${SECONDS_EACH}s --latency"
+health=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_EACH}s" --latency "$URL/health")
+echo "$health" | grep -E "Requests/sec|Latency  |99%|Non-2xx|Socket errors" || true
+echo "== POST entries, one itemSale each: wrk -t$THREADS -c$CONNECTIONS -d${SECONDS_EACH}s --latency -s infra/load/wrk/one-entry.lua"
+entries=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_EACH}s" --latency \
+    -s infra/load/wrk/one-entry.lua "$URL")
+echo "$entries" | grep -E "Requests/sec|Latency  |99%|Non-2xx|Socket errors" || true
+if echo "$entries" | grep -q "Non-2xx"; then
+    echo "some entries requests failed; server log: $DATA/server.log" >&2
+    tail -n 5 "$DATA/server.log" >&2
+    exit 1
+fi
+h=$(echo "$health" | awk '/Requests\/sec/ {print $2}')
+e=$(echo "$entries" | awk '/Requests\/sec/ {print $2}')
+echo "entries/health = $(awk -v e="$e" -v h="$h" 'BEGIN {printf "%.1f %%", 100 * e / h}')"
+half=$(awk -v e="$e" 'BEGIN {printf "%d", e / 2}')
+echo "== POST entries at half that rate ($half/s), open loop: load --batch 1 --rate $half --duration $SECONDS_EACH"
+"$LOAD" --url "$URL" --batch 1 --rate "$half" --duration "$SECONDS_EACH" | tail -n 1
+echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
