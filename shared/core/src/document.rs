@@ -121,14 +121,29 @@ pub fn depth_at(path: &Pointer, value: &Value) -> usize {
 /// Applies `change` to `doc` within the limits. On error `doc` may be partly changed:
 /// callers work on a copy (see `state::changed_document`).
 pub fn apply_change(doc: &mut Value, change: &DocChange) -> Result<(), DocumentError> {
+    apply_change_ignoring(doc, change, &[])
+}
+
+/// [`apply_change`] without what touches the top-level fields `ignored` (deprecated fields
+/// a document accepts and ignores, e.g. an item's `quantity`): a patch operation whose
+/// `path` or `from` lies in such a field is skipped (the others keep their numbers in
+/// error messages), an `update` key naming one is left out.
+pub fn apply_change_ignoring(
+    doc: &mut Value,
+    change: &DocChange,
+    ignored: &[&str],
+) -> Result<(), DocumentError> {
     match change {
-        DocChange::Patch(patch) => apply_patch(doc, &patch.0),
+        DocChange::Patch(patch) if ignored.is_empty() => apply_patch(doc, &patch.0),
+        DocChange::Patch(patch) => {
+            apply_patch_skipping(doc, &patch.0, |op| touches_any(op, ignored))
+        }
         DocChange::Update(map) => {
             let Value::Object(target) = doc else {
                 return Err(DocumentError::NotAnObject);
             };
             // The values come from the entry (at most 64 KiB): measure once, at the end.
-            for (k, v) in map {
+            for (k, v) in map.iter().filter(|(k, _)| !ignored.contains(&k.as_str())) {
                 if v.is_null() {
                     target.remove(k);
                 } else {
@@ -157,6 +172,31 @@ pub fn apply_change(doc: &mut Value, change: &DocChange) -> Result<(), DocumentE
 /// Applies RFC 6902 operations one by one, refusing any operation that would take the
 /// document past a limit before it runs.
 pub fn apply_patch(doc: &mut Value, ops: &[PatchOperation]) -> Result<(), DocumentError> {
+    apply_patch_skipping(doc, ops, |_| false)
+}
+
+/// Whether `op` reads or writes inside one of the top-level fields `keys`.
+pub fn touches_any(op: &PatchOperation, keys: &[&str]) -> bool {
+    let at = |p: &Pointer| {
+        p.first()
+            .is_some_and(|t| keys.contains(&t.decoded().as_ref()))
+    };
+    match op {
+        PatchOperation::Add(a) => at(&a.path),
+        PatchOperation::Remove(r) => at(&r.path),
+        PatchOperation::Replace(r) => at(&r.path),
+        PatchOperation::Test(t) => at(&t.path),
+        PatchOperation::Move(m) => at(&m.path) || at(&m.from),
+        PatchOperation::Copy(c) => at(&c.path) || at(&c.from),
+    }
+}
+
+/// [`apply_patch`] without the operations `skip` picks (the others keep their numbers).
+fn apply_patch_skipping(
+    doc: &mut Value,
+    ops: &[PatchOperation],
+    skip: impl Fn(&PatchOperation) -> bool,
+) -> Result<(), DocumentError> {
     if ops.len() > MAX_PATCH_OPERATIONS {
         return Err(DocumentError::TooManyOperations { count: ops.len() });
     }
@@ -165,7 +205,9 @@ pub fn apply_patch(doc: &mut Value, ops: &[PatchOperation]) -> Result<(), Docume
         copied: 0,
     };
     for (i, op) in ops.iter().enumerate() {
-        bounded.apply(doc, i, op)?;
+        if !skip(op) {
+            bounded.apply(doc, i, op)?;
+        }
     }
     // The running size is exact; measure once more so that no corner of pointer
     // resolution can let a document through that the stores would refuse.

@@ -95,6 +95,16 @@ impl DocChange {
     pub fn apply_to(&self, doc: &mut Value) -> Result<(), crate::document::DocumentError> {
         crate::document::apply_change(doc, self)
     }
+
+    /// [`DocChange::apply_to`], ignoring what touches the top-level fields `ignored` (see
+    /// [`crate::document::apply_change_ignoring`]).
+    pub fn apply_ignoring(
+        &self,
+        doc: &mut Value,
+        ignored: &[&str],
+    ) -> Result<(), crate::document::DocumentError> {
+        crate::document::apply_change_ignoring(doc, self, ignored)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -499,6 +509,11 @@ const ITEM_PROPERTY_KEYS: [&str; 6] = [
     "expectedSales",
 ];
 
+/// Deprecated item properties that are accepted and ignored (INTERFACE.md: `quantity` since
+/// 3.0.0): never stored, and changes to them do nothing. A registration's `quantity` still
+/// sets up a missing product capacity (see [`ItemRegistration::legacy_quantity`]).
+pub const IGNORED_ITEM_PROPERTIES: &[&str] = &["quantity"];
+
 fn parse_item_registration(d: &Obj<'_>, errors: &mut Errors) -> Option<EntryKind> {
     let before = errors.len();
     let item_id = d.req_id::<ItemId>("itemId", errors);
@@ -521,7 +536,15 @@ fn parse_item_registration(d: &Obj<'_>, errors: &mut Errors) -> Option<EntryKind
     let metadata = d.opt_map("metadata", errors);
     check_depth_of(d, "metadata", errors);
     check_depth_of(d, "properties", errors);
-    let legacy_quantity = d.opt_u64("quantity", errors);
+    // The legacy quantity: in `data`, else where legacy clients kept it, in `properties`.
+    let legacy_quantity = match d.get("properties").and_then(Value::as_object) {
+        Some(map) if !d.has("quantity") => Obj {
+            map,
+            ptr: d.ptr_of("properties"),
+        }
+        .opt_u64("quantity", errors),
+        _ => d.opt_u64("quantity", errors),
+    };
     let strict = d.opt_bool("strict", errors).unwrap_or(false);
     let (item_id, product_id, props) = (item_id?, product_id?, props?);
     (errors.len() == before).then_some(EntryKind::ItemRegistration(ItemRegistration {
@@ -592,11 +615,6 @@ pub fn item_props_from_doc(
         "expectedSales on items was removed in 3.0.0: set it on the product",
         errors,
     );
-    o.removed(
-        "quantity",
-        "quantity is no longer an item property since 3.0.0 (it derives from product capacity and sales): use itemQuantity entries or the product capacity",
-        errors,
-    );
     let sales_key = if o.has("salesPeriod") {
         "salesPeriod"
     } else {
@@ -624,8 +642,8 @@ pub fn item_props_from_doc(
         }
     };
     let mut extra = doc.clone();
-    for key in ITEM_PROPERTY_KEYS {
-        extra.remove(key);
+    for key in ITEM_PROPERTY_KEYS.iter().chain(IGNORED_ITEM_PROPERTIES) {
+        extra.remove(*key);
     }
     let (sales_period, price_settings) = (sales_period?, price_settings?);
     (errors.len() == before).then_some(ItemProps {

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::entry::{
-    ActionKind, DocChange, Entry, EntryKind, InstanceAction, ItemProps, ProductProps,
-    ReservationTarget, Schedule, item_props_from_doc, product_props_from_doc,
+    ActionKind, DocChange, Entry, EntryKind, IGNORED_ITEM_PROPERTIES, InstanceAction, ItemProps,
+    ProductProps, ReservationTarget, Schedule, item_props_from_doc, product_props_from_doc,
 };
 use crate::ids::{ItemId, ProductId};
 use crate::money::Money;
@@ -311,7 +311,8 @@ impl InstanceState {
                 let item = self.live_item_mut(item_id)?;
                 let doc = props_document(&item.properties);
                 let mut props = None;
-                changed_document(&doc, change, |doc, errors| {
+                // The deprecated `quantity` is accepted and ignored (INTERFACE.md).
+                changed_document_ignoring(&doc, change, IGNORED_ITEM_PROPERTIES, |doc, errors| {
                     if let Some(map) = doc.as_object() {
                         props = item_props_from_doc(map, "", errors);
                     }
@@ -585,8 +586,20 @@ fn changed_document(
     change: &DocChange,
     check: impl FnOnce(&Value, &mut Errors),
 ) -> Result<Map<String, Value>, Rejection> {
+    changed_document_ignoring(doc, change, &[], check)
+}
+
+/// [`changed_document`] ignoring what touches the top-level fields `ignored`.
+fn changed_document_ignoring(
+    doc: &Map<String, Value>,
+    change: &DocChange,
+    ignored: &[&str],
+    check: impl FnOnce(&Value, &mut Errors),
+) -> Result<Map<String, Value>, Rejection> {
     let mut value = Value::Object(doc.clone());
-    change.apply_to(&mut value).map_err(document_rejection)?;
+    change
+        .apply_ignoring(&mut value, ignored)
+        .map_err(document_rejection)?;
     let mut errors = Errors::default();
     check(&value, &mut errors);
     if let Some(first) = errors.list.first() {

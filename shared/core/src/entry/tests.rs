@@ -871,12 +871,26 @@ fn errors_inside_registration_properties_point_into_properties() {
             ("/data/properties/schedule", codes::REMOVED),
         ]
     );
-    // Quantity inside properties is not the legacy registration field.
-    let data = set(item_data(), "/properties", json!({"quantity": 5}));
-    let e = single(item_reg(set(data, "/quantity", json!(5))));
+    // The deprecated quantity inside properties is accepted (INTERFACE.md: ignored since
+    // 3.0.0); where `data` has none it is the legacy quantity, checked where it was written.
+    let data = set(
+        item_data(),
+        "/properties",
+        json!({"quantity": 5, "color": "red"}),
+    );
+    let EntryKind::ItemRegistration(r) = kind(item_reg(data.clone())) else {
+        panic!("an item registration")
+    };
+    assert_eq!(r.legacy_quantity, Some(5));
+    assert!(!r.props.extra.contains_key("quantity"));
+    let EntryKind::ItemRegistration(r) = kind(item_reg(set(data, "/quantity", json!(7)))) else {
+        panic!("an item registration")
+    };
+    assert_eq!(r.legacy_quantity, Some(7));
+    let data = set(item_data(), "/properties", json!({"quantity": -5}));
     assert_eq!(
-        (e.pointer.as_str(), e.code.as_str()),
-        ("/data/properties/quantity", codes::REMOVED)
+        pc(&bad(item_reg(data))),
+        [("/data/properties/quantity", codes::RANGE)]
     );
     // A null in `data` does not override `properties`.
     let data = set(

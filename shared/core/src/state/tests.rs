@@ -677,6 +677,70 @@ fn item_properties_patches() {
 }
 
 #[test]
+fn deprecated_item_quantity_is_accepted_and_ignored() {
+    // INTERFACE.md: quantity is deprecated and ignored since 3.0.0; capacities are set up
+    // from legacy quantities.
+    let mut t = T::new();
+    t.ok(&product("P", None));
+    let mut data = item_data("A", "P");
+    data["properties"] = json!({"quantity": 30, "color": "red"});
+    t.ok(&entry("itemRegistration", data));
+    let a = t.item("A");
+    assert_eq!(a.legacy_quantity, Some(30));
+    assert!(!a.properties.extra.contains_key("quantity"));
+    assert_eq!(t.item_counts("A"), counts(0, 0, 30, 0));
+    // Every patch operation on /quantity does nothing; the others apply.
+    t.ok(&item_props(
+        "A",
+        json!([
+            {"op": "add", "path": "/quantity", "value": 5},
+            {"op": "replace", "path": "/quantity", "value": 6},
+            {"op": "test", "path": "/quantity", "value": 7},
+            {"op": "remove", "path": "/quantity"},
+            {"op": "copy", "from": "/quantity", "path": "/copied"},
+            {"op": "move", "from": "/color", "path": "/quantity"},
+            {"op": "add", "path": "/quantity/nested", "value": 1},
+            {"op": "replace", "path": "/priceSettings/default", "value": 60}
+        ]),
+    ));
+    let a = t.item("A");
+    assert_eq!(a.properties.price_settings.default.micros(), 60_000_000);
+    assert_eq!(a.properties.extra.get("color"), Some(&json!("red")));
+    assert!(!a.properties.extra.contains_key("quantity"));
+    assert!(!a.properties.extra.contains_key("copied"));
+    assert_eq!((a.legacy_quantity, a.total), (Some(30), None));
+    // A failing operation keeps its number although ignored ones came before it.
+    let r = t.err(&item_props(
+        "A",
+        json!([{"op": "remove", "path": "/quantity"}, {"op": "remove", "path": "/nothing"}]),
+    ));
+    assert_eq!(r.code, rejection_codes::PATCH_FAILED);
+    assert!(r.message.contains("operation '/1'"), "{}", r.message);
+    // The deprecated update and a whole replaced document ignore it too.
+    t.ok(&entry(
+        "itemProperties",
+        json!({"itemId": "A", "update": {"quantity": 9, "size": "L"}}),
+    ));
+    let mut whole = serde_json::to_value(&t.item("A").properties).expect("a document");
+    whole["quantity"] = json!(11);
+    t.ok(&item_props(
+        "A",
+        json!([{"op": "replace", "path": "", "value": whole}]),
+    ));
+    let a = t.item("A");
+    assert_eq!(a.properties.extra.get("size"), Some(&json!("L")));
+    assert!(!a.properties.extra.contains_key("quantity"));
+    assert_eq!(t.item_counts("A"), counts(0, 0, 30, 0));
+    // Client metadata may still hold its own `quantity`.
+    t.ok(&patch(
+        "itemMetadata",
+        json!({"itemId": "A"}),
+        json!([{"op": "add", "path": "/quantity", "value": 3}]),
+    ));
+    assert_eq!(t.item("A").metadata.get("quantity"), Some(&json!(3)));
+}
+
+#[test]
 fn patched_item_properties_must_keep_the_rules() {
     let mut t = T::standard();
     t.ok(&item_props(
@@ -726,10 +790,6 @@ fn patched_item_properties_must_keep_the_rules() {
             "/salesPeriod/end",
         ),
         // Removed fields.
-        (
-            json!([{"op": "copy", "from": "/big", "path": "/quantity"}]),
-            "/quantity",
-        ),
         (
             json!([{"op": "move", "from": "/big", "path": "/priceSettings/constantPrice"}]),
             "/priceSettings/constantPrice",
