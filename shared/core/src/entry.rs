@@ -951,6 +951,12 @@ fn parse_change(d: &Obj<'_>, kind: DocKind, errors: &mut Errors) -> Option<DocCh
             for (i, op) in patch.0.iter().enumerate() {
                 check_patch_op(op, &format!("{ptr}/{i}"), kind, errors);
             }
+            let mut patch = patch;
+            if kind == DocKind::ItemProperties {
+                for op in &mut patch.0 {
+                    rename_dates(op);
+                }
+            }
             (errors.len() == before).then_some(DocChange::Patch(patch))
         }
         (None, Some(_)) => {
@@ -977,7 +983,47 @@ fn parse_change(d: &Obj<'_>, kind: DocKind, errors: &mut Errors) -> Option<DocCh
                     errors,
                 );
             }
-            (errors.len() == before).then(|| DocChange::Update(u.map.clone()))
+            (errors.len() == before).then(|| {
+                let mut map = u.map.clone();
+                // `dates` is the former name of salesPeriod; salesPeriod wins when both
+                // are given (as in a registration).
+                if kind == DocKind::ItemProperties
+                    && let Some(v) = map.remove("dates")
+                    && !map.contains_key("salesPeriod")
+                {
+                    map.insert("salesPeriod".to_owned(), v);
+                }
+                DocChange::Update(map)
+            })
+        }
+    }
+}
+
+/// `dates` is the former name of an item's salesPeriod and still accepted (INTERFACE.md):
+/// an operation on `/dates...` works on `/salesPeriod...` (the stored properties hold
+/// salesPeriod only, so `/dates` would be lost).
+fn rename_dates(op: &mut json_patch::PatchOperation) {
+    use json_patch::PatchOperation as Op;
+    use json_patch::jsonptr::PointerBuf;
+    let rename = |p: &mut PointerBuf| {
+        if let Some((first, rest)) = p.split_front()
+            && first.decoded() == "dates"
+        {
+            *p = PointerBuf::from_tokens(["salesPeriod"]).concat(rest);
+        }
+    };
+    match op {
+        Op::Add(a) => rename(&mut a.path),
+        Op::Remove(r) => rename(&mut r.path),
+        Op::Replace(r) => rename(&mut r.path),
+        Op::Test(t) => rename(&mut t.path),
+        Op::Move(m) => {
+            rename(&mut m.path);
+            rename(&mut m.from);
+        }
+        Op::Copy(c) => {
+            rename(&mut c.path);
+            rename(&mut c.from);
         }
     }
 }

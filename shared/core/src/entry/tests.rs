@@ -668,6 +668,41 @@ fn dates_is_an_alias_of_sales_period() {
 }
 
 #[test]
+fn dates_in_item_property_changes_means_sales_period() {
+    let change = |data: Value| match kind(entry("itemProperties", data)) {
+        EntryKind::ItemProperties { change, .. } => change,
+        other => panic!("item properties, not {other:?}"),
+    };
+    let DocChange::Patch(p) = change(json!({"itemId": "A", "patch": [
+        {"op": "replace", "path": "/dates/end", "value": "2026-08-01T00:00:00Z"},
+        {"op": "copy", "from": "/dates", "path": "/dynamicPricingPeriod"},
+        {"op": "add", "path": "/datesOfMine", "value": 1}
+    ]})) else {
+        panic!("a patch")
+    };
+    let paths = serde_json::to_value(&p).expect("a patch");
+    assert_eq!(paths[0]["path"], "/salesPeriod/end");
+    assert_eq!(paths[1]["from"], "/salesPeriod");
+    assert_eq!(paths[2]["path"], "/datesOfMine");
+    let DocChange::Update(u) = change(json!({"itemId": "A", "update": {"dates": period()}})) else {
+        panic!("an update")
+    };
+    assert_eq!(u.get("salesPeriod"), Some(&period()));
+    assert!(!u.contains_key("dates"));
+    // Item metadata is the client's: its `dates` stays `dates`.
+    let EntryKind::ItemMetadata { change, .. } = kind(entry(
+        "itemMetadata",
+        json!({"itemId": "A", "update": {"dates": 1}}),
+    )) else {
+        panic!("item metadata")
+    };
+    assert_eq!(
+        change,
+        DocChange::Update(json!({"dates": 1}).as_object().cloned().unwrap_or_default())
+    );
+}
+
+#[test]
 fn item_registration_required_fields() {
     let e = single(item_reg(unset(item_data(), "/salesPeriod")));
     assert_eq!(

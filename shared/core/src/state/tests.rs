@@ -741,6 +741,59 @@ fn deprecated_item_quantity_is_accepted_and_ignored() {
 }
 
 #[test]
+fn dates_alias_takes_effect_in_patches_and_updates() {
+    let june = || json!({"start": "2026-06-01T00:00:00Z", "end": "2026-07-01T00:00:00Z"});
+    let period = |a: &str, b: &str| Period::new(ts(a), ts(b)).expect("a period");
+    let mut t = T::standard();
+    t.ok(&item_props(
+        "A",
+        json!([{"op": "replace", "path": "/dates", "value": {"start": "2026-05-01T00:00:00Z", "end": "2026-08-01T00:00:00Z"}}]),
+    ));
+    let a = t.item("A");
+    assert_eq!(
+        a.properties.sales_period,
+        period("2026-05-01T00:00:00Z", "2026-08-01T00:00:00Z")
+    );
+    assert!(a.properties.extra.is_empty());
+    t.ok(&item_props(
+        "A",
+        json!([
+            {"op": "test", "path": "/dates/start", "value": "2026-05-01T00:00:00Z"},
+            {"op": "replace", "path": "/dates/end", "value": "2026-09-01T00:00:00Z"}
+        ]),
+    ));
+    assert_eq!(
+        t.item("A").properties.sales_period,
+        period("2026-05-01T00:00:00Z", "2026-09-01T00:00:00Z")
+    );
+    // The deprecated update: dates alone takes effect; salesPeriod wins over it.
+    t.ok(&entry(
+        "itemProperties",
+        json!({"itemId": "B", "update": {"dates": {"start": "2026-04-01T00:00:00Z", "end": "2026-05-01T00:00:00Z"}}}),
+    ));
+    assert_eq!(
+        t.item("B").properties.sales_period,
+        period("2026-04-01T00:00:00Z", "2026-05-01T00:00:00Z")
+    );
+    t.ok(&entry(
+        "itemProperties",
+        json!({"itemId": "B", "update": {"dates": {"start": "2020-01-01T00:00:00Z", "end": "2020-02-01T00:00:00Z"}, "salesPeriod": june()}}),
+    ));
+    let b = t.item("B");
+    assert_eq!(
+        b.properties.sales_period,
+        period("2026-06-01T00:00:00Z", "2026-07-01T00:00:00Z")
+    );
+    assert!(b.properties.extra.is_empty());
+    // A broken period under the old name is refused like one under the new.
+    let r = t.err(&item_props(
+        "A",
+        json!([{"op": "replace", "path": "/dates/end", "value": "2020-01-01T00:00:00Z"}]),
+    ));
+    assert!(r.message.contains("at /salesPeriod/end:"), "{}", r.message);
+}
+
+#[test]
 fn patched_item_properties_must_keep_the_rules() {
     let mut t = T::standard();
     t.ok(&item_props(
