@@ -3,13 +3,15 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Form, Json, Router};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use pricing_api::ApiError;
 use pricing_api::auth::LocalTokens;
 use serde::Deserialize;
 use serde_json::json;
@@ -31,10 +33,34 @@ pub struct TokenForm {
     client_secret: Option<String>,
 }
 
+/// The token route. Like every route of the API it answers with `Api-Version` and refuses
+/// a requested version it does not implement (400); it sits outside the API router, whose
+/// layers do not reach it.
 pub fn router(endpoint: Arc<TokenEndpoint>) -> Router {
     Router::new()
         .route("/oauth2/token", post(token))
+        .layer(middleware::from_fn(api_version))
         .with_state(endpoint)
+}
+
+async fn api_version(request: Request, next: Next) -> Response {
+    let requested = request
+        .headers()
+        .get("api-version")
+        .map(|v| v.to_str().unwrap_or("?").to_owned());
+    let mut response = match requested {
+        Some(v) if !pricing_api::version_supported(&v) => ApiError::bad_request(format!(
+            "Api-Version {v} is not supported; this service implements {}",
+            pricing_core::API_VERSION
+        ))
+        .into_response(),
+        _ => next.run(request).await,
+    };
+    response.headers_mut().insert(
+        "api-version",
+        header::HeaderValue::from_static(pricing_core::API_VERSION),
+    );
+    response
 }
 
 fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
@@ -136,6 +162,69 @@ async fn token(
                 "server_error",
                 "cannot sign a token",
             )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    fn form(body: String, version: Option<&str>) -> Request<Body> {
+        let mut request = Request::post("/oauth2/token")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+        if let Some(v) = version {
+            request = request.header("api-version", v);
+        }
+        request.body(Body::from(body)).expect("a request")
+    }
+
+    #[tokio::test]
+    async fn token_answers_carry_the_api_version() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let (clients, fresh) = Clients::load_or_create(dir.path()).expect("clients");
+        let client = fresh.expect("the first start creates a client");
+        let router = router(Arc::new(TokenEndpoint {
+            tokens: Arc::new(LocalTokens::new(b"0123456789abcdef0123456789abcdef")),
+            clients,
+        }));
+        let good = format!(
+            "grant_type=client_credentials&client_id={}&client_secret={}",
+            client.client_id,
+            client
+                .client_secret
+                .replace('+', "%2B")
+                .replace('/', "%2F")
+                .replace('=', "%3D")
+        );
+        let cases = [
+            (form(good.clone(), None), StatusCode::OK),
+            (form(good.clone(), Some("3.1")), StatusCode::OK),
+            (
+                form("grant_type=password".into(), None),
+                StatusCode::BAD_REQUEST,
+            ),
+            (
+                form(
+                    "grant_type=client_credentials&client_id=x&client_secret=y".into(),
+                    None,
+                ),
+                StatusCode::UNAUTHORIZED,
+            ),
+            // Another major: refused like on every other route, before the credentials.
+            (form(good, Some("4")), StatusCode::BAD_REQUEST),
+        ];
+        for (request, status) in cases {
+            let response = router.clone().oneshot(request).await.expect("an answer");
+            assert_eq!(response.status(), status);
+            assert_eq!(
+                response.headers().get("api-version").map(|v| v.as_bytes()),
+                Some(pricing_core::API_VERSION.as_bytes()),
+                "{status}"
+            );
         }
     }
 }
