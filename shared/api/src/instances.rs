@@ -20,7 +20,7 @@ use crate::extract::{Caller, JsonBody, MAX_PAGE, page_request};
 use crate::paging::{MAX_INLINE_BYTES, store_page};
 use crate::projects::owned_project;
 use crate::summaries::{item_page, product_item_ids, product_page};
-use crate::util::{check_time_zone, now, reject_unknown_fields};
+use crate::util::{check_time_zone, now, reject_nulls, reject_unknown_fields};
 
 pub fn instance_view(i: &Instance) -> Value {
     let now = now();
@@ -82,6 +82,7 @@ pub async fn create<P: Ports>(
         &[],
         &mut errors,
     );
+    reject_nulls(&o, &["timeZone", "deactivationDate"], &mut errors);
     let instance_id = o.opt_id::<InstanceId>("instanceId", &mut errors);
     let name = o
         .opt_str("name", &mut errors)
@@ -259,7 +260,21 @@ pub async fn update<P: Ports>(
         &["addMeta", "replaceMeta", "meta"],
         &mut errors,
     );
+    reject_nulls(
+        &o,
+        &[
+            "timeZone",
+            "deactivationDate",
+            "addMeta",
+            "replaceMeta",
+            "meta",
+        ],
+        &mut errors,
+    );
     let name = o.opt_str("name", &mut errors).map(str::to_owned);
+    if name.as_ref().is_some_and(|n| n.len() > 256) {
+        errors.push("/name", codes::RANGE, "must be at most 256 characters");
+    }
     let active = o.opt_bool("active", &mut errors);
     let time_zone = check_time_zone(&o, "timeZone", &mut errors);
     let deactivation_date = if o.map.contains_key("deactivationDate") {

@@ -17,7 +17,7 @@ use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, JsonBody};
 use crate::instances::owned_instance;
-use crate::util::reject_unknown_fields;
+use crate::util::{reject_nulls, reject_unknown_fields};
 
 /// Most rules per instance.
 pub const MAX_RULES: usize = 1_000;
@@ -50,6 +50,7 @@ fn parse_rule(body: &Value) -> Result<PriceMatch, ApiError> {
         &[],
         &mut errors,
     );
+    reject_nulls(&o, &[], &mut errors);
     let match_id = o.opt_id::<MatchId>("matchId", &mut errors);
     let item_id = o.req_id::<ItemId>("itemId", &mut errors);
     let source = o.req_id::<ItemId>("sourceItemId", &mut errors);

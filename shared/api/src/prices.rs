@@ -21,7 +21,7 @@ use crate::extract::{Caller, JsonBody, page_request};
 use crate::instances::owned_instance;
 use crate::paging::{Budget, MAX_PAGE_BYTES, json_len, store_page};
 use crate::projects::owned_project;
-use crate::util::reject_unknown_fields;
+use crate::util::{reject_nulls, reject_unknown_fields};
 
 /// Largest `metadata` of a calculation request (DESIGN.md section 3).
 pub const MAX_METADATA_BYTES: usize = 8 * 1024;
@@ -78,6 +78,7 @@ pub async fn calculate<P: Ports>(
         return Err(ApiError::validation(errors.list));
     };
     reject_unknown_fields(&o, &["instanceIds", "metadata"], &[], &mut errors);
+    reject_nulls(&o, &[], &mut errors);
     let metadata = o.get("metadata").cloned();
     if let Some(m) = &metadata {
         let size = serde_json::to_vec(m).map_or(usize::MAX, |v| v.len());

@@ -15,7 +15,7 @@ use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, JsonBody, page_request};
 use crate::paging::store_page;
-use crate::util::{now, reject_unknown_fields};
+use crate::util::{now, reject_nulls, reject_unknown_fields};
 
 pub fn project_view(p: &Project) -> Value {
     json!({
@@ -53,6 +53,7 @@ pub async fn create<P: Ports>(
     let (project_id, name) = match object(&body, "", &mut errors) {
         Some(o) => {
             reject_unknown_fields(&o, &["projectId", "name"], &[], &mut errors);
+            reject_nulls(&o, &[], &mut errors);
             let id = o.opt_id::<ProjectId>("projectId", &mut errors);
             let name = o.opt_str("name", &mut errors).map(str::to_owned);
             if name.as_ref().is_some_and(|n| n.len() > 256) {

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, JsonBody};
-use crate::util::{now, reject_unknown_fields};
+use crate::util::{now, reject_nulls, reject_unknown_fields};
 
 /// Longest webhook id looked up (ours are 29 characters).
 pub const MAX_WEBHOOK_ID_LEN: usize = 128;
@@ -35,6 +35,7 @@ pub fn parse_report(body: &Value) -> Result<ErrorReport, ApiError> {
         return Err(ApiError::validation(errors.list));
     };
     reject_unknown_fields(&o, &["webhookId", "message", "status"], &[], &mut errors);
+    reject_nulls(&o, &[], &mut errors);
     let webhook_id = o.req_str("webhookId", &mut errors);
     if let Some(id) = webhook_id
         && (id.is_empty() || id.chars().count() > MAX_WEBHOOK_ID_LEN)
@@ -55,7 +56,22 @@ pub fn parse_report(body: &Value) -> Result<ErrorReport, ApiError> {
         ),
         _ => {}
     }
-    let status = match o.opt_u64("status", &mut errors) {
+    // An integer, also written with a zero fraction (500.0 is the integer 500 in JSON Schema).
+    let status = match o.get("status") {
+        Some(Value::Number(n)) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+            n.as_f64().map(|f| f as i64)
+        }
+        Some(Value::Number(_)) => {
+            errors.push("/status", codes::RANGE, "must be an integer");
+            None
+        }
+        Some(_) => {
+            errors.push("/status", codes::TYPE, "must be an integer");
+            None
+        }
+        None => None,
+    };
+    let status = match status {
         Some(s) if (100..=599).contains(&s) => u16::try_from(s).ok(),
         Some(_) => {
             errors.push(

@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use pricing_core::ids::{InstanceId, ProjectKey, SubscriptionId};
 use pricing_core::model::Message;
 use pricing_core::ports::{DeliveryStore, Enqueue, StoreError, SubscriptionStore};
-use pricing_core::validate::codes;
+use pricing_core::validate::{Errors, codes, object};
 use pricing_core::webhooks::{
     DeliverySummary, NewSubscription, Subscription, SubscriptionStatus, WebhookSecret,
 };
@@ -23,7 +23,7 @@ use crate::extract::{Caller, JsonBody, page_request};
 use crate::instances::owned_instance;
 use crate::paging::store_page;
 use crate::projects::owned_project;
-use crate::util::now;
+use crate::util::{now, reject_nulls};
 
 /// A subscription as listings and reads show it: never with its secrets (they are not
 /// part of its serialized form).
@@ -64,6 +64,13 @@ async fn create_in_scope<P: Ports>(
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let body = body
         .ok_or_else(|| ApiError::invalid_field("", codes::REQUIRED, "a JSON object is required"))?;
+    let mut errors = Errors::default();
+    if let Some(o) = object(&body, "", &mut errors) {
+        reject_nulls(&o, &[], &mut errors);
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors.list));
+    }
     let request =
         NewSubscription::parse(&body, &app.callback_policy).map_err(ApiError::validation)?;
     let subscription = request.into_subscription(project, instance_id, now());

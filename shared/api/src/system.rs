@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{HeaderValue, Method, header};
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
@@ -31,22 +31,49 @@ pub async fn signature_keys<P: Ports>(
     Ok(Json(app.keys.jwks()))
 }
 
-pub async fn gone_public_keys() -> ApiError {
-    ApiError::gone(
+/// A removed endpoint: its documented methods answer 410 naming the replacement; any other
+/// method is a 405 with `Allow` (HEAD goes with GET), as on every other path.
+fn removed(method: &Method, methods: &[Method], allow: &'static str, detail: &str) -> ApiError {
+    let documented =
+        methods.contains(method) || (*method == Method::HEAD && methods.contains(&Method::GET));
+    if documented {
+        ApiError::gone(detail)
+    } else {
+        ApiError::method_not_allowed().with_header(header::ALLOW, HeaderValue::from_static(allow))
+    }
+}
+
+/// GET and POST /projects/{projectId}/publicKeys (removed in 3.0.0).
+pub async fn gone_public_keys(method: Method) -> ApiError {
+    removed(
+        &method,
+        &[Method::GET, Method::POST],
+        "GET,HEAD,POST",
         "public keys were removed in 3.0.0: the service no longer verifies entry signatures; \
          verify ours with GET /webhooks/signatureVerificationKeys",
     )
 }
 
-pub async fn gone_items() -> ApiError {
-    ApiError::gone(
+/// POST /projects/{projectId}/instances/{instanceId}/items (removed in 2.0.0): the fallback
+/// of the GET route, so it sees every method but GET and HEAD.
+pub async fn gone_items(method: Method) -> ApiError {
+    removed(
+        &method,
+        &[Method::POST],
+        "GET,HEAD,POST",
         "this endpoint was removed in 2.0.0: register items with itemRegistration entries at \
          POST /projects/{projectId}/instances/{instanceId}/entries",
     )
 }
 
-pub async fn gone_subprojects() -> ApiError {
-    ApiError::gone("subprojects were removed in 3.0.0: create a project with POST /projects")
+/// POST /projects/{projectId}/subprojects (removed in 3.0.0).
+pub async fn gone_subprojects(method: Method) -> ApiError {
+    removed(
+        &method,
+        &[Method::POST],
+        "POST",
+        "subprojects were removed in 3.0.0: create a project with POST /projects",
+    )
 }
 
 pub async fn not_found() -> ApiError {

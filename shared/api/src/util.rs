@@ -24,6 +24,21 @@ pub fn reject_unknown_fields(o: &Obj<'_>, known: &[&str], reported: &[&str], err
     }
 }
 
+/// Management requests are strict about null too: a field given as null is a 400 `type`
+/// (it is not read as absent, as in entries), except the `nullable` ones, where null has a
+/// meaning of its own (`timeZone: null` removes the time zone).
+pub fn reject_nulls(o: &Obj<'_>, nullable: &[&str], errors: &mut Errors) {
+    for (key, value) in o.map {
+        if value.is_null() && !nullable.contains(&key.as_str()) {
+            errors.push(
+                o.ptr_of(key),
+                codes::TYPE,
+                "must not be null (leave the field out instead)",
+            );
+        }
+    }
+}
+
 /// Whether `name` is a time zone of the bundled IANA database, spelled exactly as there
 /// (`Europe/Berlin`, links such as `US/Eastern` too; the lookup itself ignores case).
 pub fn is_iana_name(name: &str) -> bool {
