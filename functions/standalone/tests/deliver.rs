@@ -517,3 +517,106 @@ async fn a_large_project_trigger_goes_on_page_by_page() {
         Message::Trigger { instance_id: Some(i), .. } if i.as_str() == "i0500"
     ));
 }
+
+#[tokio::test]
+async fn a_trigger_resends_rejections_whose_delivery_failed_once_per_trigger() {
+    use pricing_core::ids::InstanceKey;
+    use pricing_core::ports::EventStore;
+    use pricing_core::webhooks::manual_trigger;
+    use pricing_core::webhooks::trigger::resent_event_id;
+
+    let f = fixture().await;
+    f.instance("i").await;
+    let project = project_p();
+    let i = InstanceId::parse("i").unwrap();
+    let key = InstanceKey::new(
+        project.tenant.clone(),
+        project.project_id.clone(),
+        i.clone(),
+    );
+    let event = |id: &str, kind: &str| Event {
+        id: id.into(),
+        event_type: kind.into(),
+        project_id: ProjectId::parse("p").unwrap(),
+        instance_id: i.clone(),
+        created_at: f.t0,
+        data: json!({"errors": [{"transactionId": id, "code": "unknownItem"}]}),
+    };
+    // lost: its delivery failed for good; late: still retrying; old: before the
+    // subscription (no delivery); price: a failed prices.updated (prices are resent from
+    // the latest calculation, not from events).
+    let lost = event("evt_lost", "entries.rejected");
+    let late = event("evt_late", "entries.rejected");
+    let old = event("evt_old", "entries.rejected");
+    let price = event("evt_price", "prices.updated");
+    f.store
+        .append_events(
+            &key,
+            &[lost.clone(), late.clone(), old.clone(), price.clone()],
+        )
+        .await
+        .unwrap();
+    let delivery = |e: &Event, status: DeliveryStatus| Delivery {
+        status,
+        ..Delivery::new(e, &f.subscription, f.t0)
+    };
+    f.store
+        .create_deliveries(&[
+            delivery(&lost, DeliveryStatus::Failed),
+            delivery(&late, DeliveryStatus::Retrying),
+            delivery(&price, DeliveryStatus::Failed),
+        ])
+        .await
+        .unwrap();
+
+    let sub = &f.subscription.subscription_id;
+    let trigger = |id: &'static str| {
+        manual_trigger(&f.store, &f.store, &project, sub, id, Some(&i), None, f.t0)
+    };
+    let report = trigger("trg_1").await.unwrap();
+    assert_eq!((report.rejections, report.deliveries), (1, 1), "{report:?}");
+    let resent_id = resent_event_id("trg_1", &lost);
+    let resent = f
+        .store
+        .get_delivery(&pricing_core::webhooks::webhook_id(&resent_id, sub))
+        .await
+        .unwrap()
+        .expect("the lost rejection is a new delivery");
+    assert_eq!(resent.event.event_type, "entries.rejected");
+    assert_eq!(resent.event.data, lost.data, "the same rejection, resent");
+    assert_eq!(resent.status, DeliveryStatus::Pending);
+
+    // The same trigger again (a redelivered message) creates nothing new; another
+    // trigger resends it once more.
+    assert_eq!(trigger("trg_1").await.unwrap().rejections, 0);
+    assert_eq!(trigger("trg_2").await.unwrap().rejections, 1);
+
+    // A subscription that does not take entries.rejected gets none of them.
+    let prices_only = NewSubscription::parse(
+        &json!({"callbackUrl": "https://hooks.example.com/p", "events": ["prices.updated"]}),
+        &CallbackPolicy::STRICT,
+    )
+    .unwrap()
+    .into_subscription(project.clone(), None, f.t0);
+    assert!(f.store.create_subscription(&prices_only, 20).await.unwrap());
+    f.store
+        .create_deliveries(&[Delivery {
+            status: DeliveryStatus::Failed,
+            ..Delivery::new(&lost, &prices_only, f.t0)
+        }])
+        .await
+        .unwrap();
+    let report = manual_trigger(
+        &f.store,
+        &f.store,
+        &project,
+        &prices_only.subscription_id,
+        "trg_3",
+        Some(&i),
+        None,
+        f.t0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.rejections, 0);
+}

@@ -9,8 +9,8 @@ use pricing_core::ids::TenantId;
 use pricing_core::jws::{PublishedKeys, Signer};
 use pricing_core::limits::Quotas;
 use pricing_core::ports::{
-    Admission, DeliveryStore, Enqueue, EntryLog, InstanceStore, PriceMatchStore, PriceStore,
-    ProjectStore, RateLimit, StateStore, StoreResult, SubscriptionStore,
+    Admission, DeliveryStore, Enqueue, EntryLog, EventStore, InstanceStore, PriceMatchStore,
+    PriceStore, ProjectStore, RateLimit, StateStore, StoreResult, SubscriptionStore,
 };
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::CallbackPolicy;
@@ -27,6 +27,7 @@ pub trait Ports: Send + Sync + 'static {
     type Matches: PriceMatchStore;
     type Subscriptions: SubscriptionStore;
     type Deliveries: DeliveryStore;
+    type Events: EventStore;
     type Queue: Enqueue;
 
     fn projects(&self) -> &Self::Projects;
@@ -37,6 +38,7 @@ pub trait Ports: Send + Sync + 'static {
     fn matches(&self) -> &Self::Matches;
     fn subscriptions(&self) -> &Self::Subscriptions;
     fn deliveries(&self) -> &Self::Deliveries;
+    fn events(&self) -> &Self::Events;
     fn queue(&self) -> &Self::Queue;
 }
 
@@ -55,7 +57,8 @@ where
         + PriceStore
         + PriceMatchStore
         + SubscriptionStore
-        + DeliveryStore,
+        + DeliveryStore
+        + EventStore,
     Q: Enqueue,
 {
     type Projects = S;
@@ -66,6 +69,7 @@ where
     type Matches = S;
     type Subscriptions = S;
     type Deliveries = S;
+    type Events = S;
     type Queue = Q;
 
     fn projects(&self) -> &S {
@@ -90,6 +94,9 @@ where
         &self.store
     }
     fn deliveries(&self) -> &S {
+        &self.store
+    }
+    fn events(&self) -> &S {
         &self.store
     }
     fn queue(&self) -> &Q {

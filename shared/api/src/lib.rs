@@ -6,6 +6,7 @@ pub mod auth;
 pub mod console;
 pub mod entries;
 pub mod error;
+pub mod events;
 pub mod extract;
 pub mod instances;
 pub mod matches;
@@ -65,6 +66,7 @@ pub const ROUTES: &[(&str, &str)] = &[
         "GET",
         "/projects/{projectId}/instances/{instanceId}/entries",
     ),
+    ("GET", "/projects/{projectId}/instances/{instanceId}/events"),
     ("POST", "/projects/{projectId}/calculatePrices"),
     ("GET", "/projects/{projectId}/instancePrices"),
     (
@@ -158,6 +160,10 @@ pub fn router<P: Ports>(app: Arc<App<P>>) -> Router {
         .route(
             "/projects/{projectId}/instances/{instanceId}/entries",
             get(entries::log::<P>).post(entries::submit::<P>),
+        )
+        .route(
+            "/projects/{projectId}/instances/{instanceId}/events",
+            get(events::list::<P>),
         )
         .route(
             "/projects/{projectId}/calculatePrices",

@@ -2576,3 +2576,115 @@ async fn a_delivery_page_stays_under_1_mib() {
     listed.reverse();
     assert_eq!(listed, ids, "every delivery once, newest first");
 }
+
+#[tokio::test]
+async fn an_instances_events_are_read_filtered_and_paged() {
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    // Two rejections in two processing runs, and a valid entry between them.
+    for (n, tx) in ["lost-1", "lost-2"].iter().enumerate() {
+        let body = json!({"entries": [
+            {"type": "itemSale", "transactionId": tx, "data": {"itemId": "ghost", "price": 10}},
+            {"type": "productRegistration", "transactionId": format!("ok-{n}"),
+             "data": {"productId": format!("ga{n}"), "capacity": 5}},
+        ]});
+        let r = h
+            .call(
+                "POST",
+                "/projects/p/instances/i/entries",
+                Some("acme"),
+                Some(body),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        h.process("p", "i").await;
+    }
+    let h = &h;
+    let get = |query: &str| {
+        let path = format!("/projects/p/instances/i/events{query}");
+        async move { h.call("GET", &path, Some("acme"), None).await }
+    };
+    let r = get("?type=entries.rejected").await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let items = r.body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{:?}", r.body);
+    assert_eq!(r.body["next"], Value::Null);
+    let first = &items[0];
+    assert_eq!(first["type"], "entries.rejected");
+    assert_eq!(first["projectId"], "p");
+    assert_eq!(first["instanceId"], "i");
+    let error = &first["data"]["errors"][0];
+    assert_eq!(error["transactionId"], "lost-1");
+    assert_eq!(error["code"], "unknownItem");
+    assert_eq!(error["pointer"], "/data/itemId");
+    assert!(error["message"].is_string(), "{error}");
+    assert_eq!(items[1]["data"]["errors"][0]["transactionId"], "lost-2");
+
+    // Pages of one: the cursor (a `next`, or any event id of the instance) goes on.
+    let r = get("?type=entries.rejected&limit=1").await;
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 1);
+    let next = r.body["next"].as_str().unwrap().to_owned();
+    let r = get(&format!("?type=entries.rejected&limit=1&cursor={next}")).await;
+    assert_eq!(
+        r.body["items"][0]["data"]["errors"][0]["transactionId"],
+        "lost-2"
+    );
+    let id = first["id"].as_str().unwrap();
+    let r = get(&format!("?cursor={id}")).await;
+    assert_eq!(
+        r.body["items"][0]["data"]["errors"][0]["transactionId"],
+        "lost-2"
+    );
+
+    // Time filters: nothing was created before 2000 or after 2999.
+    let r = get("?until=2000-01-01T00:00:00Z").await;
+    assert_eq!(r.body["items"], json!([]));
+    let r = get("?since=2999-01-01T00:00:00Z").await;
+    assert_eq!(r.body["items"], json!([]));
+    let r = get("?type=instance.deactivated").await;
+    assert_eq!(r.body["items"], json!([]));
+
+    // Bad queries are 400s; other tenants and unknown instances 404.
+    for bad in [
+        "?type=entries.lost",
+        "?since=yesterday",
+        "?until=2026-13-01T00:00:00Z",
+        "?cursor=evt_unknown",
+        "?limit=0",
+        "?limit=x",
+    ] {
+        assert_problem(&get(bad).await, StatusCode::BAD_REQUEST);
+    }
+    let long = "x".repeat(300);
+    assert_problem(
+        &get(&format!("?cursor={long}")).await,
+        StatusCode::BAD_REQUEST,
+    );
+    h.project("other", "p").await;
+    h.instance("other", "p", "i").await;
+    let r = h
+        .call("GET", "/projects/p/instances/i/events", Some("other"), None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(
+        r.body["items"],
+        json!([]),
+        "another tenant's p/i is its own"
+    );
+    assert_problem(
+        &h.call(
+            "GET",
+            "/projects/p/instances/nope/events",
+            Some("acme"),
+            None,
+        )
+        .await,
+        StatusCode::NOT_FOUND,
+    );
+    assert_problem(
+        &h.call("GET", "/projects/p/instances/i/events", None, None)
+            .await,
+        StatusCode::UNAUTHORIZED,
+    );
+}

@@ -23,12 +23,15 @@ fn ids(events: &[Event]) -> Vec<&str> {
 /// events written after a mark are undispatched, and
 /// `instances_with_undispatched_events` lists exactly the instances with undispatched
 /// events (at most `limit`).
+/// The API's read of an instance's events (`read_events`, see `event_reads.rs`) filters
+/// by type and time and pages by event id on the store.
 pub async fn event_store_contract<S: StateStore + EventStore + PriceStore>(store: &S) {
     let run = Run::new("events");
     listing(store, &run).await;
     appending(store, &run).await;
     outbox(store, &run).await;
     undispatched_instances(store, &run).await;
+    crate::event_reads::event_reads(store, &run).await;
 }
 
 /// Commits' events listed in insertion order, per instance, paged by event id.

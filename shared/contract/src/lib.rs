@@ -35,6 +35,7 @@
 mod active;
 mod backlog;
 mod deliveries;
+mod event_reads;
 mod events;
 pub mod fixtures;
 mod instances;

@@ -201,7 +201,9 @@ impl Message {
                 cursor,
                 ..
             } => match (instance_id, cursor) {
-                (Some(i), _) => format!("trigger:{trigger_id}:{i}"),
+                // An instance's continuation (its events after `c`) is another message.
+                (Some(i), Some(c)) => format!("trigger:{trigger_id}:{i}:after:{c}"),
+                (Some(i), None) => format!("trigger:{trigger_id}:{i}"),
                 (None, Some(c)) => format!("trigger:{trigger_id}:after:{c}"),
                 (None, None) => format!("trigger:{trigger_id}"),
             },

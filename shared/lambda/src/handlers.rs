@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use pricing_core::jws::Signer;
 use pricing_core::model::Message;
 use pricing_core::ports::{
-    Backlog, DeliveryStore, Enqueue, InstanceStore, PriceStore, SubscriptionStore, WebhookTransport,
+    Backlog, DeliveryStore, Enqueue, EventStore, InstanceStore, PriceStore, SubscriptionStore,
+    WebhookTransport,
 };
 use pricing_core::process::{Processor, SweepReport, sweep};
 use pricing_core::scheduler::{self, Budgets, RunReport, RunTime, SchedulerStore};
@@ -45,7 +46,7 @@ pub async fn webhook_message<S, Q, T>(
     message: Message,
 ) -> Result<Settle, String>
 where
-    S: DeliveryStore + SubscriptionStore + InstanceStore + PriceStore,
+    S: DeliveryStore + SubscriptionStore + InstanceStore + PriceStore + EventStore,
     Q: Enqueue,
     T: WebhookTransport,
 {

@@ -30,7 +30,7 @@ pub async fn handle<S, Q, T>(
     now: Timestamp,
 ) -> StoreResult<Settle>
 where
-    S: DeliveryStore + SubscriptionStore + InstanceStore + PriceStore,
+    S: DeliveryStore + SubscriptionStore + InstanceStore + PriceStore + EventStore,
     Q: Enqueue,
     T: WebhookTransport,
 {

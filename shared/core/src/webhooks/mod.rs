@@ -12,6 +12,7 @@ pub mod address;
 pub mod deliver;
 pub mod delivery;
 pub mod dispatch;
+pub mod history;
 pub mod lane;
 pub mod secret;
 pub mod sign;
@@ -25,6 +26,7 @@ pub use delivery::{
     RETRY_DELAYS, webhook_id,
 };
 pub use dispatch::{DispatchReport, dispatch};
+pub use history::{EventPage, EventQuery, MAX_EVENTS_EXAMINED, read_events};
 pub use lane::{OVERDUE_GRACE, WebhookSweepReport, handle, sweep};
 pub use secret::{ROTATION_GRACE, SubscriptionSecrets, WebhookSecret};
 pub use sign::{envelope, http_date, signed_request, signing_input};
