@@ -47,3 +47,11 @@ if [ "$fuzz_seconds" != 0 ]; then
   echo "== fuzz smoke: ${fuzz_seconds} s per target"
   infra/fuzz.sh smoke "$fuzz_seconds"
 fi
+
+# The post-deploy smoke script (docs/operations.md, "After a deploy") against the standalone
+# binary built above, so that it cannot rot: a project, entries, a calculation and a signed
+# prices.updated verified by the example receiver, then clean-up. SMOKE=0 skips.
+if [ "${SMOKE:-1}" != 0 ]; then
+  echo "== infra/smoke.sh --standalone"
+  infra/smoke.sh --standalone
+fi
