@@ -6,6 +6,7 @@
 #  4. builds the workspace once and runs every test suite (embedded and AWS adapters,
 #     router, Lambda handlers on the emulator, end-to-end tests of the standalone binary,
 #     the fuzz corpus replay)
+#  5. checks the API against its OpenAPI document (infra/apifuzz.sh; APIFUZZ=0 skips)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +31,14 @@ export PRICING_EMULATOR_ENDPOINT="http://127.0.0.1:$port"
 echo "== AWS emulator (moto) at $PRICING_EMULATOR_ENDPOINT"
 
 cargo test --workspace --all-targets --locked "$@"
+
+# The API contract (docs/api.md, "The OpenAPI document"): openapi-spec-validator on
+# shared/api/openapi.json, then Schemathesis with every check against the standalone binary
+# the cargo test above built (fixed seed, 50 examples per operation; about a minute in a
+# debug build, failing after APIFUZZ_TIMEOUT, default 240 s). APIFUZZ=0 skips.
+if [ "${APIFUZZ:-1}" != 0 ]; then
+  infra/apifuzz.sh
+fi
 
 # The web console in headless chromium (docs/console.md): installs chromium and the npm
 # test tools if missing, bounded by CONSOLE_TIMEOUT (default 600 s). CONSOLE_TESTS=0 skips.

@@ -249,6 +249,10 @@ async fn openapi_describes_exactly_the_routes() {
     let doc: Value = serde_json::from_str(pricing_api::system::OPENAPI).unwrap();
     let mut documented = Vec::new();
     for (path, item) in doc["paths"].as_object().unwrap() {
+        // The standalone binary routes the token endpoint itself (tests/openapi.rs).
+        if path == "/oauth2/token" {
+            continue;
+        }
         for method in item.as_object().unwrap().keys() {
             documented.push((method.to_uppercase(), path.clone()));
         }
