@@ -82,6 +82,7 @@ where
             due: created,
             time_zone: Some("Europe/Vienna".into()),
             deactivation_date: None,
+            active: true,
             schedule: Some(Schedule::IntervalSeconds(900)),
         }
     );
@@ -168,6 +169,47 @@ where
         keys_due(store, &b, soon).await.is_empty(),
         "an unchanged schedule keeps the due time"
     );
+
+    // Inactive instances awaiting their deactivation event (issue 11, item 4): indexed
+    // until the event, due at their date, marked inactive; a changed schedule does not
+    // move them; written at or after the date (the deactivation) they leave the index.
+    let c = run.tenant("c");
+    store
+        .create_project(&project(&run.project_id("pc"), &c, "P"))
+        .await
+        .expect("project");
+    let date = plus(Timestamp::now(), 2 * 86_400);
+    let (waits, announced) = (run.key_of(&c, "pc", "w"), run.key_of(&c, "pc", "x"));
+    for (key, deactivation) in [(&waits, date), (&announced, plus(created, -1))] {
+        let mut inst = instance(key, "I");
+        inst.active = false;
+        inst.deactivation_date = Some(deactivation);
+        store
+            .create_instance(&inst, &header(0, serde_json::json!({})))
+            .await
+            .expect("create");
+    }
+    assert!(keys_due(store, &c, plus(date, -1)).await.is_empty());
+    let due = store.due_instances(&c, date, 10).await.expect("due");
+    assert_eq!(due.items.len(), 1, "only the one awaiting its event");
+    let w = &due.items[0];
+    assert_eq!(
+        (&w.key, w.due, w.deactivation_date, w.active),
+        (&waits, date, Some(date), false)
+    );
+    let mut h = header(1, serde_json::json!({}));
+    h.schedule = Some(Schedule::IntervalSeconds(300));
+    store.commit(&waits, commit(0, h)).await.expect("commit");
+    assert!(
+        keys_due(store, &c, soon).await.is_empty(),
+        "a changed schedule does not make an inactive instance due"
+    );
+    let mut done = instance(&waits, "I");
+    done.active = false;
+    done.deactivation_date = Some(date);
+    done.updated_at = date;
+    store.put_instance(&done).await.expect("put");
+    assert!(keys_due(store, &c, plus(date, 60)).await.is_empty());
 }
 
 /// SchedulerCursors: none before the first save, then the last one saved, per step.

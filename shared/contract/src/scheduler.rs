@@ -186,4 +186,84 @@ where
         );
     }
     assert_eq!(counts.get(&b_key), Some(&1));
+    inactive_instances_get_their_deactivation_event(store, &run, now).await;
+}
+
+/// `instance.deactivated` is sent for every instance whose deactivation date passes,
+/// active or not (issue 11, item 4): an inactive one is due at its date, gets its event
+/// once and leaves the index; one written after its date passed was not waiting.
+async fn inactive_instances_get_their_deactivation_event<S>(store: &S, run: &Run, now: Timestamp)
+where
+    S: SchedulerStore + ProjectStore,
+{
+    let d = run.tenant("d");
+    store
+        .create_project(&project(&run.project_id("pd"), &d, "P"))
+        .await
+        .expect("project");
+    let (passed, later) = (
+        run.key_of(&d, "pd", "passed"),
+        run.key_of(&d, "pd", "later"),
+    );
+    for (key, date) in [(&passed, plus(now, -60)), (&later, plus(now, 3_600))] {
+        let mut inst = instance(key, "I");
+        inst.active = false;
+        inst.updated_at = plus(now, -600);
+        inst.deactivation_date = Some(date);
+        store
+            .create_instance(&inst, &header(0, serde_json::json!({})))
+            .await
+            .expect("create");
+    }
+    let due = store.due_instances(&d, now, 10).await.expect("due");
+    let keys: Vec<_> = due.items.iter().map(|e| e.key.clone()).collect();
+    assert_eq!(
+        keys,
+        vec![passed.clone()],
+        "only the date that passed is due"
+    );
+    let queue = Recorder::default();
+    let entry = &due.items[0];
+    assert_eq!(
+        scheduler::handle_due(store, &queue, entry, now)
+            .await
+            .expect("due"),
+        scheduler::Due::Deactivated
+    );
+    let events = store.list_events(&passed, None, 10).await.expect("events");
+    let types: Vec<_> = events.iter().map(|e| e.event_type.as_str()).collect();
+    assert_eq!(types, vec!["instance.deactivated"]);
+    assert_eq!(
+        queue.take(),
+        vec![Message::ProcessInstance {
+            key: passed.clone()
+        }],
+        "a wake-up dispatches the event"
+    );
+    let stored = store.get_instance(&passed).await.expect("get").expect("it");
+    assert!(!stored.active);
+    assert!(
+        store
+            .due_instances(&d, now, 10)
+            .await
+            .expect("due")
+            .items
+            .is_empty(),
+        "announced, it leaves the index"
+    );
+    // A stale index read does not announce it twice.
+    assert_eq!(
+        scheduler::handle_due(store, &queue, entry, now)
+            .await
+            .expect("due"),
+        scheduler::Due::Taken
+    );
+    assert!(queue.take().is_empty());
+    // The later one waits for its date.
+    let due = store
+        .due_instances(&d, plus(now, 3_600), 10)
+        .await
+        .expect("due");
+    assert_eq!(due.items.len(), 1);
+    assert_eq!((&due.items[0].key, due.items[0].active), (&later, false));
 }

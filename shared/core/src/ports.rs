@@ -460,10 +460,11 @@ pub struct SkippedRecord {
     pub error: String,
 }
 
-/// An active instance as the scheduler's index holds it: what deciding needs, without
-/// reading the instance record. Adapters write the entry with the instance (creation and
-/// every `put_instance`: the entry exists exactly while the active flag is set) and keep
-/// it ordered by `due` within its tenant.
+/// An instance as the scheduler's index holds it: what deciding needs, without reading
+/// the instance record. Adapters write the entry with the instance (creation and every
+/// `put_instance`: the entry exists exactly while [`crate::lifecycle::indexed`] holds: the
+/// active flag is set, or a deactivation date awaits its `instance.deactivated` event) and
+/// keep it ordered by `due` within its tenant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScheduleEntry {
     pub key: InstanceKey,
@@ -471,10 +472,14 @@ pub struct ScheduleEntry {
     pub tenant: TenantId,
     /// When the scheduler next looks at the instance: the start of its next schedule slot
     /// or its deactivation date, whichever comes first. Writing the instance sets it to
-    /// the instance's `updated_at` (earlier when the deactivation date is); a commit that
+    /// [`crate::lifecycle::index_due`] (the instance's `updated_at`, earlier when the
+    /// deactivation date is; an inactive instance's deactivation date); a commit that
     /// changes the pricing schedule moves it to the commit time, so a new schedule takes
     /// effect at the next run.
     pub due: Timestamp,
+    /// The instance's flag. An inactive instance is indexed only until its deactivation
+    /// date, for its `instance.deactivated` event; it gets no scheduled calculations.
+    pub active: bool,
     pub time_zone: Option<String>,
     pub deactivation_date: Option<Timestamp>,
     /// The pricing schedule of the state header (`None` = the default, every 60 minutes),

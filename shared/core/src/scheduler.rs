@@ -9,7 +9,8 @@
 //!    are re-enqueued;
 //! 3. due instances: the scheduler's index ([`ActiveInstances`]) holds every active
 //!    instance under its tenant, ordered by when it is next due (its next schedule slot or
-//!    its deactivation date). Tenants are served round robin from a persisted cursor
+//!    its deactivation date), and every inactive one whose deactivation date still awaits
+//!    its `instance.deactivated` event (due at that date). Tenants are served round robin from a persisted cursor
 //!    ([`SchedulerCursors`]), at most [`Budgets::per_tenant`] due instances each per
 //!    pass; a due instance is deactivated, or gets its scheduled calculation and its due
 //!    time moved to the next slot.
@@ -381,7 +382,7 @@ where
 /// What happened to one due instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Due {
-    /// Past its deactivation date: deactivated (or found inactive already).
+    /// Past its deactivation date: deactivated, its `instance.deactivated` event emitted.
     Deactivated,
     /// Its scheduled calculation was enqueued and its due time moved to its next slot.
     Scheduled,
@@ -411,6 +412,16 @@ where
         } else {
             Due::Taken
         });
+    }
+    if !entry.active {
+        // Indexed only for its deactivation event: no scheduled calculation; it is due
+        // again at its date (a changed pricing schedule may have made it due earlier).
+        if let Some(d) = entry.deactivation_date
+            && d != entry.due
+        {
+            store.reschedule(key, entry.due, d).await?;
+        }
+        return Ok(Due::Taken);
     }
     let slots = schedule_slots(entry.schedule.as_ref(), entry.time_zone.as_deref(), now);
     let next = match entry.deactivation_date {

@@ -1,11 +1,14 @@
-//! ActiveInstances and SchedulerCursors: the scheduler's index of active instances, one
-//! row per active instance in `schedule_index`, ordered by (tenant, due time).
+//! ActiveInstances and SchedulerCursors: the scheduler's index, one row per active
+//! instance (and per inactive one awaiting its deactivation event) in `schedule_index`,
+//! ordered by (tenant, due time).
 //!
-//! Triggers keep the index with the instance rows (schema v5, [`SCHEMA_V5`]): an instance
-//! written with its flag set has a row (tenant from its project, due at its `updatedAt`
-//! or its deactivation date if earlier, its time zone and deactivation date), one written
-//! without has none; a state header whose schedule changes moves the due time to the
-//! commit time. So the index changes in the same transaction as what it mirrors.
+//! Triggers keep the index with the instance rows (schema v5, [`SCHEMA_V5`]; v7,
+//! [`SCHEMA_V7`]): an instance written with its flag set has a row (tenant from its
+//! project, due at its `updatedAt` or its deactivation date if earlier, its time zone,
+//! deactivation date and flag); one written without has a row only while its deactivation
+//! date awaits its event (due at that date); a state header whose schedule changes moves
+//! the due time to the commit time. So the index changes in the same transaction as what
+//! it mirrors.
 
 use pricing_core::entry::Schedule;
 use pricing_core::ids::{InstanceKey, TenantId};
@@ -102,6 +105,87 @@ BEGIN
 END;
 "#;
 
+/// Version 7: the index also holds every inactive instance whose deactivation date awaits
+/// its `instance.deactivated` event ([`pricing_core::lifecycle::indexed`]: a date is set
+/// and the instance was not written since it), due at that date; rows record the flag
+/// (`active`; rows written before this version are active ones), and a changed pricing
+/// schedule moves only active rows. Inactive instances that await their event are indexed
+/// at once (one whose date passed gets it at the next run).
+pub(crate) const SCHEMA_V7: &str = r#"
+DROP TRIGGER instances_index_insert;
+DROP TRIGGER instances_index_update;
+DROP TRIGGER headers_schedule_changed;
+
+CREATE TRIGGER headers_schedule_changed AFTER UPDATE OF record ON state_headers
+WHEN json_extract(old.record, '$.schedule') IS NOT json_extract(new.record, '$.schedule')
+BEGIN
+    UPDATE schedule_index
+    SET due_ms = MIN(due_ms, CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))
+    WHERE project_id = new.project_id AND instance_id = new.instance_id
+      AND json_extract(record, '$.active') IS NOT 0;
+END;
+
+INSERT INTO schedule_index (project_id, instance_id, tenant, due_ms, record)
+SELECT i.project_id, i.instance_id, COALESCE(p.tenant, '?'),
+       CAST(ROUND((julianday(json_extract(i.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER),
+       json_object('timeZone', json_extract(i.record, '$.timeZone'),
+                   'deactivationDate', json_extract(i.record, '$.deactivationDate'),
+                   'active', json('false'))
+FROM instances i LEFT JOIN projects p ON p.project_id = i.project_id
+WHERE json_extract(i.record, '$.active') IS NOT 1
+  AND json_extract(i.record, '$.deactivationDate') IS NOT NULL
+  AND CAST(ROUND((julianday(json_extract(i.record, '$.updatedAt')) - 2440587.5) * 86400000.0) AS INTEGER) < CAST(ROUND((julianday(json_extract(i.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER)
+ON CONFLICT (project_id, instance_id) DO NOTHING;
+
+CREATE TRIGGER instances_index_insert AFTER INSERT ON instances
+WHEN (json_extract(new.record, '$.active') = 1
+     OR (json_extract(new.record, '$.deactivationDate') IS NOT NULL
+         AND CAST(ROUND((julianday(json_extract(new.record, '$.updatedAt')) - 2440587.5) * 86400000.0) AS INTEGER) < CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER)))
+BEGIN
+    INSERT INTO schedule_index (project_id, instance_id, tenant, due_ms, record)
+    VALUES (
+        new.project_id, new.instance_id,
+        COALESCE((SELECT tenant FROM projects WHERE project_id = new.project_id), '?'),
+        CASE WHEN json_extract(new.record, '$.active') = 1 THEN MIN(
+            COALESCE(CAST(ROUND((julianday(json_extract(new.record, '$.updatedAt')) - 2440587.5) * 86400000.0) AS INTEGER), 0),
+            COALESCE(CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER), 9223372036854775807))
+        ELSE CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER) END,
+        json_object('timeZone', json_extract(new.record, '$.timeZone'),
+                    'deactivationDate', json_extract(new.record, '$.deactivationDate'),
+                    'active', json(CASE WHEN json_extract(new.record, '$.active') = 1
+                                   THEN 'true' ELSE 'false' END))
+    )
+    ON CONFLICT (project_id, instance_id) DO UPDATE SET
+        tenant = excluded.tenant, due_ms = excluded.due_ms, record = excluded.record;
+END;
+
+CREATE TRIGGER instances_index_update AFTER UPDATE OF record ON instances
+BEGIN
+    DELETE FROM schedule_index
+    WHERE project_id = new.project_id AND instance_id = new.instance_id
+      AND NOT (json_extract(new.record, '$.active') = 1
+     OR (json_extract(new.record, '$.deactivationDate') IS NOT NULL
+         AND CAST(ROUND((julianday(json_extract(new.record, '$.updatedAt')) - 2440587.5) * 86400000.0) AS INTEGER) < CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER)));
+    INSERT INTO schedule_index (project_id, instance_id, tenant, due_ms, record)
+    SELECT
+        new.project_id, new.instance_id,
+        COALESCE((SELECT tenant FROM projects WHERE project_id = new.project_id), '?'),
+        CASE WHEN json_extract(new.record, '$.active') = 1 THEN MIN(
+            COALESCE(CAST(ROUND((julianday(json_extract(new.record, '$.updatedAt')) - 2440587.5) * 86400000.0) AS INTEGER), 0),
+            COALESCE(CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER), 9223372036854775807))
+        ELSE CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER) END,
+        json_object('timeZone', json_extract(new.record, '$.timeZone'),
+                    'deactivationDate', json_extract(new.record, '$.deactivationDate'),
+                    'active', json(CASE WHEN json_extract(new.record, '$.active') = 1
+                                   THEN 'true' ELSE 'false' END))
+    WHERE (json_extract(new.record, '$.active') = 1
+     OR (json_extract(new.record, '$.deactivationDate') IS NOT NULL
+         AND CAST(ROUND((julianday(json_extract(new.record, '$.updatedAt')) - 2440587.5) * 86400000.0) AS INTEGER) < CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER)))
+    ON CONFLICT (project_id, instance_id) DO UPDATE SET
+        tenant = excluded.tenant, due_ms = excluded.due_ms, record = excluded.record;
+END;
+"#;
+
 /// The instance fields an index row keeps.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -110,6 +194,13 @@ struct IndexRecord {
     time_zone: Option<String>,
     #[serde(default)]
     deactivation_date: Option<Timestamp>,
+    /// Rows written before schema version 7 are active instances'.
+    #[serde(default = "active_before_v7")]
+    active: bool,
+}
+
+fn active_before_v7() -> bool {
+    true
 }
 
 impl ActiveInstances for EmbeddedStore {
@@ -251,6 +342,7 @@ fn entry(
         due,
         time_zone: record.time_zone,
         deactivation_date: record.deactivation_date,
+        active: record.active,
         schedule,
     })
 }
@@ -361,5 +453,54 @@ mod tests {
             store.scheduled_tenants(None, 10).await.unwrap(),
             vec![tenant]
         );
+    }
+
+    /// Upgrading to version 7 indexes the inactive instances whose deactivation date awaits
+    /// its event (due at that date), not those written after their date.
+    #[tokio::test]
+    async fn a_version_6_database_indexes_inactive_instances_awaiting_deactivation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v6.db");
+        let run = Run::new("upgrade7");
+        let tenant = run.tenant("t");
+        let (waits, announced) = (
+            run.key_of(&tenant, "p", "waits"),
+            run.key_of(&tenant, "p", "announced"),
+        );
+        let date = Timestamp::parse("2030-01-01T00:00:00Z").unwrap();
+        {
+            let store = EmbeddedStore::open(&path).unwrap();
+            store
+                .create_project(&project(&run.project_id("p"), &tenant, "P"))
+                .await
+                .unwrap();
+            for (key, deactivation) in [
+                (&waits, date),
+                (
+                    &announced,
+                    Timestamp::parse("2020-01-01T00:00:00Z").unwrap(),
+                ),
+            ] {
+                let mut inst = instance(key, "I");
+                inst.active = false;
+                inst.deactivation_date = Some(deactivation);
+                store
+                    .create_instance(&inst, &header(0, json!({})))
+                    .await
+                    .unwrap();
+            }
+            // Version 6 indexed active instances only.
+            lock(&store.inner.writer)
+                .execute_batch("DELETE FROM schedule_index; PRAGMA user_version = 6;")
+                .unwrap();
+        }
+        let store = EmbeddedStore::open(&path).unwrap();
+        let page = store.due_instances(&tenant, date, 10).await.unwrap();
+        let got: Vec<_> = page
+            .items
+            .iter()
+            .map(|e| (e.key.clone(), e.due, e.active))
+            .collect();
+        assert_eq!(got, vec![(waits, date, false)]);
     }
 }

@@ -6,16 +6,18 @@
 //! | `SCHEDULER` | `T#{tenant}` | the tenant directory: tenants that have had an active instance |
 //! | `SCHEDULER` | `CURSOR#{step}` | `cursor` S: where a scheduler step stopped |
 //!
-//! The `SCHED` item exists while the instance's flag is set: `create_instance` and
-//! `put_instance` write it (and the directory entry) in the transaction that writes the
-//! instance, with `due` = the instance's `updatedAt` (its deactivation date if earlier);
-//! `put_instance` with the flag off deletes it. A commit that changes the pricing schedule
+//! The `SCHED` item exists while the instance's flag is set, or while its deactivation
+//! date awaits its `instance.deactivated` event (`pricing_core::lifecycle::indexed`; such
+//! an item has `inactive` = true): `create_instance` and `put_instance` write it (and the
+//! directory entry) in the transaction that writes the instance, with `due` =
+//! `pricing_core::lifecycle::index_due` (the instance's `updatedAt`, its deactivation date
+//! if earlier or if the instance is inactive); `put_instance` otherwise deletes it. A commit that changes the pricing schedule
 //! moves `due` to the commit time afterwards (a hint: if it is lost, the new schedule
 //! takes effect at the old one's next slot). The scheduler moves `due` to the next slot
 //! with a conditional update. Every read of the index (eventually consistent) is checked
 //! by a conditional write or a consistent read before anything is done.
 
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use pricing_core::ids::{InstanceKey, TenantId};
 use pricing_core::model::Instance;
 use pricing_core::ports::{
@@ -33,6 +35,8 @@ use crate::error::store_error;
 /// The index item's sort key in the instance partition (outside the state range
 /// `HEAD ..= PROD$` and the transaction markers `T#…`).
 pub(crate) const SCHED_SK: &str = "SCHED";
+/// Set (true) on the `SCHED` item of an inactive instance awaiting its deactivation event.
+const INACTIVE: &str = "inactive";
 /// The partition of the tenant directory and the cursors.
 const SCHEDULER_PK: &str = "SCHEDULER";
 const TENANT_PREFIX: &str = "T#";
@@ -64,21 +68,25 @@ struct IndexRecord {
     time_zone: Option<String>,
     #[serde(default)]
     deactivation_date: Option<Timestamp>,
+    /// Items written before inactive instances were indexed are active instances'.
+    #[serde(default = "active_before")]
+    active: bool,
 }
 
-/// When a freshly written instance is due: at once (its `updatedAt`), or at its
-/// deactivation date if that is earlier.
+fn active_before() -> bool {
+    true
+}
+
+/// When a freshly written instance is due (see [`pricing_core::lifecycle::index_due`]).
 fn written_due(instance: &Instance) -> i64 {
-    let updated = instance.updated_at.millis();
-    instance
-        .deactivation_date
-        .map_or(updated, |d| d.millis().min(updated))
+    pricing_core::lifecycle::index_due(instance).millis()
 }
 
 impl DynamoStore {
     /// The writes that keep the index with an instance written in the same transaction:
-    /// the `SCHED` item and the directory entry while active; with `remove`, a delete of
-    /// the `SCHED` item while inactive (`create_instance` has nothing to remove).
+    /// the `SCHED` item and the directory entry while it is indexed (active, or awaiting
+    /// its deactivation event); with `remove`, a delete of the `SCHED` item otherwise
+    /// (`create_instance` has nothing to remove).
     pub(crate) async fn index_writes(
         &self,
         op: &str,
@@ -87,7 +95,7 @@ impl DynamoStore {
     ) -> StoreResult<Vec<TransactWriteItem>> {
         let key = instance.key();
         let pk = keys::instance_pk(&key);
-        if !instance.active {
+        if !pricing_core::lifecycle::indexed(instance) {
             if !remove {
                 return Ok(Vec::new());
             }
@@ -106,20 +114,22 @@ impl DynamoStore {
             tenant: tenant.clone(),
             time_zone: instance.time_zone.clone(),
             deactivation_date: instance.deactivation_date,
+            active: instance.active,
         };
         let due = written_due(instance);
-        let entry = built(
-            op,
-            Put::builder()
-                .table_name(self.table())
-                .item(PK, s(pk))
-                .item(SK, s(SCHED_SK))
-                .item(RECORD, s(super::encode(op, &record)?))
-                .item("due", n(u64::try_from(due).unwrap_or(0)))
-                .item(GSI1PK, s(active_pk(&tenant)))
-                .item(GSI1SK, s(due_sk(due, &key)))
-                .build(),
-        )?;
+        let mut put = Put::builder()
+            .table_name(self.table())
+            .item(PK, s(pk))
+            .item(SK, s(SCHED_SK))
+            .item(RECORD, s(super::encode(op, &record)?))
+            .item("due", n(u64::try_from(due).unwrap_or(0)))
+            .item(GSI1PK, s(active_pk(&tenant)))
+            .item(GSI1SK, s(due_sk(due, &key)));
+        if !instance.active {
+            // Indexed for its deactivation event only: a changed schedule does not move it.
+            put = put.item(INACTIVE, AttributeValue::Bool(true));
+        }
+        let entry = built(op, put.build())?;
         let directory = built(
             op,
             Put::builder()
@@ -145,7 +155,9 @@ impl DynamoStore {
             .key(PK, s(keys::instance_pk(key)))
             .key(SK, s(SCHED_SK))
             .update_expression("SET due = :now, gsi1sk = :sk")
-            .condition_expression("attribute_exists(gsi1pk) AND due > :now")
+            .condition_expression(
+                "attribute_exists(gsi1pk) AND attribute_not_exists(inactive) AND due > :now",
+            )
             .expression_attribute_values(":now", n(u64::try_from(now_ms).unwrap_or(0)))
             .expression_attribute_values(":sk", s(due_sk(now_ms, key)))
             .send()
@@ -224,6 +236,7 @@ impl DynamoStore {
             due,
             time_zone: record.time_zone,
             deactivation_date: record.deactivation_date,
+            active: record.active,
             schedule,
         }))
     }
