@@ -52,6 +52,49 @@ fn the_document_lists_exactly_the_routes() {
 }
 
 #[test]
+fn every_operation_takes_the_api_version_and_may_refuse_it() {
+    let doc = doc();
+    let pattern = doc["components"]["parameters"]["ApiVersion"]["schema"]["pattern"]
+        .as_str()
+        .expect("a pattern");
+    assert_eq!(
+        pattern, r"^\+?0*3(?:\.\+?0*[01](?:\.\+?0*[0-9]{1,9})?)?$",
+        "the pattern states what pricing_api::version_supported accepts"
+    );
+    for ok in [
+        "3",
+        "3.1",
+        "3.1.0",
+        "3.0.2",
+        "03.01",
+        "+3.1",
+        "3.1.999999999",
+    ] {
+        assert!(pricing_api::version_supported(ok), "{ok}");
+    }
+    for bad in [
+        "2",
+        "3.2",
+        "4.0",
+        "3.1.0.0",
+        "",
+        "v3",
+        "3.-1",
+        "3.1.99999999999",
+    ] {
+        assert!(!pricing_api::version_supported(bad), "{bad}");
+    }
+    for (method, path, op) in operations(&doc) {
+        let takes = op["parameters"].as_array().is_some_and(|ps| {
+            ps.iter()
+                .any(|p| p["$ref"] == "#/components/parameters/ApiVersion")
+        });
+        assert!(takes, "{method} {path}");
+        assert!(op["responses"].get("400").is_some(), "{method} {path}");
+    }
+}
+
+#[test]
 fn every_operation_declares_its_path_parameters_and_an_id() {
     let doc = doc();
     let mut ids = BTreeSet::new();
@@ -97,17 +140,15 @@ fn every_response_carries_the_api_version_and_every_error_is_a_problem() {
             );
             if status.starts_with('4') || status.starts_with('5') {
                 let content = response["content"].as_object().expect("content");
-                // RFC 6749 prescribes its own error shape for the token endpoint.
-                let expected = if path == "/oauth2/token" {
-                    "application/json"
-                } else {
-                    "application/problem+json"
+                let types: Vec<&str> = content.keys().map(String::as_str).collect();
+                // RFC 6749 prescribes its own error shape for the token endpoint; its
+                // version check answers a problem like every route.
+                let expected: &[&str] = match (path.as_str(), status.as_str()) {
+                    ("/oauth2/token", "400") => &["application/json", "application/problem+json"],
+                    ("/oauth2/token", _) => &["application/json"],
+                    _ => &["application/problem+json"],
                 };
-                assert_eq!(
-                    content.keys().collect::<Vec<_>>(),
-                    [expected],
-                    "{method} {path} {status}"
-                );
+                assert_eq!(types, expected, "{method} {path} {status}");
             }
         }
     }
