@@ -18,6 +18,44 @@ infra/venv.sh
 spec=shared/api/openapi.json
 echo "== openapi-spec-validator $spec"
 .venv/bin/openapi-spec-validator "$spec"
+echo "== every example of $spec against its schema"
+.venv/bin/python - "$spec" <<'PY'
+import json, sys
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+doc = json.load(open(sys.argv[1]))
+registry = Registry().with_resource("urn:doc", Resource(contents=doc, specification=DRAFT202012))
+
+def local(schema):
+    return {"$ref": "urn:doc" + schema["$ref"]} if "$ref" in schema else schema
+
+checked, failed = 0, []
+def check(where, schema, example):
+    global checked
+    checked += 1
+    errors = [e.message for e in Draft202012Validator(local(schema), registry=registry).iter_errors(example)]
+    if errors:
+        failed.append(f"{where}: {errors[:3]}")
+
+for name, schema in doc["components"]["schemas"].items():
+    if "example" in schema:
+        check(f"schema {name}", {"$ref": f"#/components/schemas/{name}"}, schema["example"])
+parameters = doc["components"].get("parameters", {})
+for path, item in doc["paths"].items():
+    for method, op in item.items():
+        for p in op.get("parameters", []):
+            p = parameters[p["$ref"].rsplit("/", 1)[1]] if "$ref" in p else p
+            if "example" in p:
+                check(f"{method} {path} {p['name']}", p["schema"], p["example"])
+        for ct, media in op.get("requestBody", {}).get("content", {}).items():
+            if "example" in media:
+                check(f"{method} {path} body", media["schema"], media["example"])
+if failed:
+    sys.exit("examples that do not fit their schemas:\n" + "\n".join(failed))
+print(f"{checked} examples fit their schemas")
+PY
 
 bin=${APIFUZZ_BIN:-}
 if [ -z "$bin" ]; then
