@@ -75,7 +75,7 @@ impl InstanceStore for EmbeddedStore {
     async fn get_instance(&self, key: &InstanceKey) -> StoreResult<Option<Instance>> {
         let project = key.project_storage_key();
         let id = key.instance_id.to_string();
-        self.on_reader("get_instance", move |conn| {
+        self.on_reader_inline("get_instance", move |conn| {
             let record: Option<String> = conn
                 .prepare_cached(
                     "SELECT record FROM instances WHERE project_id = ?1 AND instance_id = ?2",

@@ -1,10 +1,18 @@
 //! Embedded adapters: every port of `pricing_core::ports` on one SQLite file (rusqlite,
 //! bundled SQLite), plus the data-dir helpers for key material ([`keys`]).
 //!
-//! [`EmbeddedStore`] is cheap to clone (an `Arc` inside). SQLite work runs on tokio's
-//! blocking pool (`spawn_blocking`), never on the async workers: writes go through one
-//! writer connection behind a mutex (SQLite allows one writer at a time anyway), reads go
-//! through a few read-only connections, which WAL mode lets run beside the writer.
+//! [`EmbeddedStore`] is cheap to clone (an `Arc` inside). Writes go through one writer
+//! connection behind a mutex (SQLite allows one writer at a time anyway); reads go through
+//! a few read-only connections, which WAL mode lets run beside the writer. SQLite work runs
+//! off the async workers, with two exceptions on the request path:
+//! - the small writes of requests (entry appends, queue sends) are jobs of the group
+//!   writer thread (`group.rs`): it drains the queue of pending jobs into one transaction,
+//!   each job in a savepoint of its own, commits once and only then answers each job;
+//! - point reads by key (a project, an instance) run on the calling thread when a reader is
+//!   free (microseconds, less than a hand-off).
+//!
+//! Everything else (the processor's reads and commits, queue receives, listings) runs on
+//! tokio's blocking pool (`spawn_blocking`).
 //!
 //! Ports implemented: ProjectStore, InstanceStore, EntryLog, StateStore, EventStore (with
 //! the outbox), WorkQueue, Backlog, PriceStore, PriceMatchStore, ActiveInstances,
@@ -41,6 +49,7 @@ mod backlog;
 mod db;
 mod deliveries;
 mod events;
+mod group;
 mod instances;
 pub mod keys;
 mod limiter;
@@ -103,9 +112,16 @@ pub struct EmbeddedStore {
 
 struct Inner {
     writer: Mutex<Connection>,
+    /// The queue of the group writer, which runs the small writes of requests (appends,
+    /// queue sends) in shared transactions on `writer` (see [`group`]).
+    group: group::GroupQueue,
     /// Empty for an in-memory store: reads then use the writer.
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
+    /// Dedupe keys of queued messages never received, as committed (see
+    /// `queue::PendingKeys`): a `send` whose message would merge into one of them writes
+    /// nothing. Changed only while holding `writer`.
+    pending: queue::PendingKeys,
     /// Woken by `send`, `ack` and `retry_later` on the instance-work lane (see
     /// `wait_for_work`).
     work: Notify,
@@ -151,7 +167,14 @@ impl EmbeddedStore {
             .map(|_| db::open_reader(path).map(Mutex::new))
             .collect::<Result<Vec<_>, _>>()
             .map_err(db_err)?;
-        let store = Self::from_parts(writer, readers, Some(path.to_path_buf()));
+        let store =
+            Self::from_parts(writer, readers, Some(path.to_path_buf())).map_err(|source| {
+                EmbeddedError::Io {
+                    op: "start the writer thread for",
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
         db::spawn_checkpointer(path, Arc::downgrade(&store.inner))?;
         Ok(store)
     }
@@ -164,24 +187,33 @@ impl EmbeddedStore {
             source,
         })?;
         db::migrate(&mut writer, path)?;
-        Ok(Self::from_parts(writer, Vec::new(), None))
+        Self::from_parts(writer, Vec::new(), None).map_err(|source| EmbeddedError::Io {
+            op: "start the writer thread for",
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     fn from_parts(
         writer: Connection,
         readers: Vec<Mutex<Connection>>,
         path: Option<PathBuf>,
-    ) -> Self {
-        EmbeddedStore {
+    ) -> std::io::Result<Self> {
+        let (group, group_writer) = group::GroupQueue::new();
+        let store = EmbeddedStore {
             inner: Arc::new(Inner {
                 writer: Mutex::new(writer),
+                group,
+                pending: queue::PendingKeys::default(),
                 readers,
                 next_reader: AtomicUsize::new(0),
                 work: Notify::new(),
                 webhooks: Notify::new(),
                 path,
             }),
-        }
+        };
+        group_writer.start(Arc::downgrade(&store.inner))?;
+        Ok(store)
     }
 
     /// The database file (`None` for an in-memory store).
@@ -199,6 +231,17 @@ impl EmbeddedStore {
         run_blocking(op, move || f(&mut lock(&inner.writer))).await
     }
 
+    /// Runs `f` in the next group transaction on the writer (see [`group`]): for the small
+    /// writes of requests. `f` must not open a transaction; it answers once the transaction
+    /// holding it committed, and its error (or panic) rolls back its own writes only.
+    async fn in_group<T, F>(&self, op: &'static str, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> DbResult<T> + Send + 'static,
+    {
+        self.inner.group.run(op, f, None).await
+    }
+
     /// Runs `f` on a reader connection (the writer for an in-memory store).
     async fn on_reader<T, F>(&self, op: &'static str, f: F) -> StoreResult<T>
     where
@@ -208,22 +251,54 @@ impl EmbeddedStore {
         let inner = self.inner.clone();
         run_blocking(op, move || f(&mut inner.reader())).await
     }
+
+    /// Runs a point read (one small row by its key) on a free reader right here, on the
+    /// calling task's thread: it takes microseconds, less than a hand-off to the blocking
+    /// pool and back. When no reader is free it goes to the blocking pool like any read.
+    async fn on_reader_inline<T, F>(&self, op: &'static str, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> DbResult<T> + Send + 'static,
+    {
+        match self.inner.try_on_free_reader(f) {
+            Ok(result) => result.map_err(|e| e.into_store(op)),
+            Err(f) => self.on_reader(op, f).await,
+        }
+    }
 }
 
 impl Inner {
+    /// Runs `f` on a free reader now, or hands `f` back if none is free.
+    fn try_on_free_reader<T, F>(&self, f: F) -> Result<DbResult<T>, F>
+    where
+        F: FnOnce(&mut Connection) -> DbResult<T>,
+    {
+        match self.free_reader() {
+            Some(mut conn) => Ok(f(&mut conn)),
+            None => Err(f),
+        }
+    }
+
+    /// A reader no one is using (the writer for an in-memory store), without waiting.
+    fn free_reader(&self) -> Option<MutexGuard<'_, Connection>> {
+        if self.readers.is_empty() {
+            return self.writer.try_lock().ok();
+        }
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        let n = self.readers.len();
+        (0..n).find_map(|i| self.readers[(start + i) % n].try_lock().ok())
+    }
+
     /// A free reader if there is one, else waits on the next one in turn.
     fn reader(&self) -> MutexGuard<'_, Connection> {
         if self.readers.is_empty() {
             return lock(&self.writer);
         }
-        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
-        let n = self.readers.len();
-        for i in 0..n {
-            if let Ok(guard) = self.readers[(start + i) % n].try_lock() {
-                return guard;
-            }
+        if let Some(free) = self.free_reader() {
+            return free;
         }
-        lock(&self.readers[start % n])
+        let n = self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len();
+        lock(&self.readers[n])
     }
 }
 

@@ -5,7 +5,7 @@ use pricing_core::ids::{InstanceKey, TransactionId};
 use pricing_core::model::{AppendOutcome, LogRecord, NewEntry};
 use pricing_core::ports::{EntryLog, StoreError, StoreResult};
 use pricing_core::time::Timestamp;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::EmbeddedStore;
 use crate::db::{DbResult, text, to_i64, to_u64};
@@ -21,7 +21,8 @@ impl EntryLog for EmbeddedStore {
         }
         let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
-        self.on_writer("append", move |conn| {
+        // A group-commit job: concurrent appends share a transaction (see `group`).
+        self.in_group("append", move |conn| {
             append(conn, &project, &instance, &entries)
         })
         .await
@@ -90,16 +91,16 @@ pub(crate) fn last_sequence(conn: &Connection, project: &str, instance: &str) ->
     to_u64(last.unwrap_or(0), "sequence")
 }
 
-/// One transaction: every entry is either accepted with the next sequence or found to be
-/// a duplicate (of a stored entry, or of an earlier one of the same call).
+/// Inside the caller's transaction (a group commit's savepoint): every entry is either
+/// accepted with the next sequence or found to be a duplicate (of a stored entry, of an
+/// earlier one of the same call, or of one appended earlier in the same group).
 fn append(
-    conn: &mut Connection,
+    tx: &Connection,
     project: &str,
     instance: &str,
     entries: &[NewEntry],
 ) -> DbResult<Vec<AppendOutcome>> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let first = last_sequence(&tx, project, instance)? + 1;
+    let first = last_sequence(tx, project, instance)? + 1;
     let mut next = first;
     let mut outcomes = Vec::with_capacity(entries.len());
     {
@@ -143,6 +144,5 @@ fn append(
             .execute(params![project, instance, to_i64(next - 1, "sequence")?])?;
         }
     }
-    tx.commit()?;
     Ok(outcomes)
 }

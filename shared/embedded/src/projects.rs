@@ -51,7 +51,7 @@ impl ProjectStore for EmbeddedStore {
 
     async fn get_project(&self, key: &ProjectKey) -> StoreResult<Option<Project>> {
         let id = key.storage_key();
-        self.on_reader("get_project", move |conn| {
+        self.on_reader_inline("get_project", move |conn| {
             let row = conn
                 .prepare_cached("SELECT tenant, record FROM projects WHERE project_id = ?1")?
                 .query_row(params![id], |r| {

@@ -29,6 +29,41 @@ use tokio::sync::Notify;
 use crate::EmbeddedStore;
 use crate::db::{DbResult, duration_ms, now_ms, text};
 
+/// The dedupe keys of queued messages that were never received, as committed: a `send`
+/// finding its key here merges into that message without touching the database.
+///
+/// Kept exact enough to be safe: a key is added only after the transaction that inserted
+/// (or found) its pending message committed, and removed by a receive that hands the message
+/// out (or parks it) before that receive commits, both while holding the writer connection.
+/// So while a key is here, no receive of its message has committed: the worker that will
+/// receive it reads the log after this `send`'s entries were committed. A key missing here
+/// only costs the database lookup. Assumes this process is the only one that receives from
+/// the database's queue (one `standalone serve` per data directory).
+#[derive(Debug, Default)]
+pub(crate) struct PendingKeys(std::sync::Mutex<HashSet<String>>);
+
+impl PendingKeys {
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        self.keys().contains(key)
+    }
+
+    fn insert(&self, key: String) {
+        self.keys().insert(key);
+    }
+
+    fn remove(&self, key: &str) {
+        self.keys().remove(key);
+    }
+
+    fn clear(&self) {
+        self.keys().clear();
+    }
+}
+
 /// `visible_at` of a message whose body cannot be decoded: kept for inspection, never
 /// handed out, and holding no group.
 const PARKED: i64 = i64::MAX;
@@ -83,31 +118,50 @@ impl EmbeddedStore {
     }
 
     async fn send_routed(&self, message: &Message) -> StoreResult<()> {
+        let dedupe = message.dedupe_key();
+        if self.inner.pending.contains(&dedupe) {
+            // Merges into a pending message: nothing to write, and its waiters were woken
+            // when it was sent.
+            return Ok(());
+        }
         let lane = QueueLane::of(message);
         let body =
             serde_json::to_string(message).map_err(|e| StoreError::Failed(format!("send: {e}")))?;
         let group = message.group();
-        let dedupe = message.dedupe_key();
-        self.on_writer("send", move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let pending = tx
-                .prepare_cached(
-                    "SELECT 1 FROM queue WHERE dedupe_key = ?1 AND receive_count = 0 LIMIT 1",
-                )?
-                .exists(params![dedupe])?;
-            if !pending {
-                let now = now_ms();
-                tx.prepare_cached(
-                    "INSERT INTO queue (lane, message_group, dedupe_key, body, sent_at, visible_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-                )?
-                .execute(params![lane.column(), group, dedupe, body, now])?;
-            }
-            tx.commit()?;
-            Ok(())
-        })
-        .await?;
-        self.lane_notify(lane).notify_waiters();
+        let key = dedupe.clone();
+        // A group-commit job, like appends: the wake-up a submission sends right after its
+        // append shares a transaction with other requests' writes.
+        let inserted = self
+            .inner
+            .group
+            .run(
+                "send",
+                move |tx| {
+                    let pending = tx
+                        .prepare_cached(
+                            "SELECT 1 FROM queue WHERE dedupe_key = ?1 AND receive_count = 0 LIMIT 1",
+                        )?
+                        .exists(params![dedupe])?;
+                    if !pending {
+                        let now = now_ms();
+                        tx.prepare_cached(
+                            "INSERT INTO queue (lane, message_group, dedupe_key, body, sent_at, visible_at)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+                        )?
+                        .execute(params![lane.column(), group, dedupe, body, now])?;
+                    }
+                    Ok(!pending)
+                },
+                Some(Box::new(move |inner: &crate::Inner, _: &bool| {
+                    inner.pending.insert(key);
+                })),
+            )
+            .await?;
+        if inserted {
+            // A waiter registers before it looks at the queue (`wait_lane`), so a merge,
+            // which changes nothing it could see, needs no wake-up.
+            self.lane_notify(lane).notify_waiters();
+        }
         Ok(())
     }
 
@@ -120,8 +174,11 @@ impl EmbeddedStore {
         if max == 0 {
             return Ok(Vec::new());
         }
-        self.on_writer("receive", move |conn| receive(conn, lane, max, visibility))
-            .await
+        let inner = self.inner.clone();
+        self.on_writer("receive", move |conn| {
+            receive(conn, lane, max, visibility, &inner.pending)
+        })
+        .await
     }
 
     async fn ack_lane(&self, lane: QueueLane, receipt: &str) -> StoreResult<()> {
@@ -322,6 +379,7 @@ fn receive(
     lane: QueueLane,
     max: usize,
     visibility: Duration,
+    pending: &PendingKeys,
 ) -> DbResult<Vec<Received>> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_ms();
@@ -385,9 +443,17 @@ fn receive(
             "UPDATE queue SET receipt = NULL, visible_at = ?2, receive_count = receive_count + 1
              WHERE id = ?1",
         )?;
+        if !parked.is_empty() {
+            // Their keys are not known here; the next sends look in the database.
+            pending.clear();
+        }
         for id in parked {
             park.execute(params![id, PARKED])?;
         }
+    }
+    // Before the commit (see `PendingKeys`): these are no longer pending.
+    for received in &out {
+        pending.remove(&received.message.dedupe_key());
     }
     tx.commit()?;
     Ok(out)

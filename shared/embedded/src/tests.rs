@@ -1093,3 +1093,163 @@ mod webhooks {
         }
     }
 }
+
+/// Group commit: jobs queued while the writer is busy share the next transaction, and each
+/// keeps its own outcome there (sequences, duplicates across requests, a failed or
+/// panicking job rolled back alone).
+mod group_commit {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::db::DbError;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_appends_share_a_transaction_and_keep_their_own_outcomes() {
+        let (_dir, store) = file_store();
+        let run = Run::new("group");
+        let key = run.key("p", "i");
+        store
+            .create_instance(&instance(&key, "I"), &header(0, json!({})))
+            .await
+            .unwrap();
+        // A first job holds the writer until every other job is queued, so that those
+        // land in one group.
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let gate = tokio::spawn({
+            let store = store.clone();
+            async move {
+                store
+                    .in_group("gate", move |_| {
+                        started_tx.send(()).unwrap();
+                        released.recv().unwrap();
+                        Ok(())
+                    })
+                    .await
+            }
+        });
+        tokio::task::spawn_blocking(move || started.recv().unwrap())
+            .await
+            .unwrap();
+
+        let queued = Arc::new(AtomicUsize::new(0));
+        let mut appends = Vec::new();
+        // 20 new transaction ids, then each of the first 5 again in a request of its own.
+        for n in (0..20).chain(0..5) {
+            let (store, key, queued) = (store.clone(), key.clone(), queued.clone());
+            appends.push(tokio::spawn(async move {
+                queued.fetch_add(1, Ordering::SeqCst);
+                let tid = format!("t{n}");
+                store.append(&key, vec![new_entry(Some(&tid), n)]).await
+            }));
+        }
+        // A job that writes, then fails: its write must be undone, nothing else.
+        let failing = tokio::spawn({
+            let (store, project, queued) =
+                (store.clone(), key.project_storage_key(), queued.clone());
+            async move {
+                queued.fetch_add(1, Ordering::SeqCst);
+                store
+                    .in_group("failing", move |conn| {
+                        conn.execute(
+                            "INSERT INTO entries (project_id, instance_id, seq, received_at, jwt)
+                             VALUES (?1, 'i', 1000, 'x', 'x')",
+                            rusqlite::params![project],
+                        )?;
+                        Err::<(), _>(DbError::Store(StoreError::Failed("refused".into())))
+                    })
+                    .await
+            }
+        });
+        let panicking = tokio::spawn({
+            let (store, queued) = (store.clone(), queued.clone());
+            async move {
+                queued.fetch_add(1, Ordering::SeqCst);
+                store
+                    .in_group("panicking", |conn| {
+                        conn.execute_batch("DELETE FROM log_heads")?;
+                        panic!("a job panics");
+                        #[allow(unreachable_code)]
+                        Ok(())
+                    })
+                    .await
+            }
+        });
+        while queued.load(Ordering::SeqCst) < 27 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        release.send(()).unwrap();
+        gate.await.unwrap().unwrap();
+
+        let mut first_seq = std::collections::HashMap::new();
+        let mut outcomes = Vec::new();
+        for (i, a) in appends.into_iter().enumerate() {
+            let out = a.await.unwrap().unwrap();
+            assert_eq!(out.len(), 1);
+            outcomes.push((i, out[0]));
+        }
+        for (i, out) in &outcomes[..20] {
+            match out {
+                AppendOutcome::Accepted { sequence } => first_seq.insert(*i, *sequence),
+                other => panic!("t{i}: {other:?}"),
+            };
+        }
+        let mut seqs: Vec<u64> = first_seq.values().copied().collect();
+        seqs.sort_unstable();
+        assert_eq!(seqs, (1..=20).collect::<Vec<u64>>(), "gapless, one each");
+        for (i, out) in &outcomes[20..] {
+            let original = i - 20;
+            assert_eq!(
+                out,
+                &AppendOutcome::Duplicate {
+                    sequence: first_seq[&original]
+                },
+                "t{original} again"
+            );
+        }
+        assert_eq!(
+            failing.await.unwrap(),
+            Err(StoreError::Failed("refused".into()))
+        );
+        assert!(matches!(
+            panicking.await.unwrap(),
+            Err(StoreError::Failed(_))
+        ));
+        // Committed: read back from the file by a reader, and the failed and panicking
+        // jobs' writes are gone.
+        let records = store.read(&key, 0, 100).await.unwrap();
+        assert_eq!(
+            records.iter().map(|r| r.sequence).collect::<Vec<_>>(),
+            (1..=20).collect::<Vec<u64>>()
+        );
+        assert_eq!(store.last_sequence(&key).await.unwrap(), 20);
+        let next = store
+            .append(&key, vec![new_entry(Some("after"), 99)])
+            .await
+            .unwrap();
+        assert_eq!(next, vec![AppendOutcome::Accepted { sequence: 21 }]);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_store_stops_its_writer() {
+        let (_dir, store) = file_store();
+        let run = Run::new("group-drop");
+        let key = run.key("p", "i");
+        store
+            .append(&key, vec![new_entry(Some("t"), 1)])
+            .await
+            .unwrap();
+        let weak = Arc::downgrade(&store.inner);
+        drop(store);
+        // The writer thread holds no strong reference between groups.
+        for _ in 0..100 {
+            if weak.upgrade().is_none() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the store outlived its last handle");
+    }
+}
