@@ -857,3 +857,58 @@ async fn a_deactivation_is_announced_once() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(receiver.hits("/ok").len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inactive_instance_is_announced_too() {
+    // issue 11, item 4: instance.deactivated goes out whether the instance is active or not.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let service = Service::start_with(&data, &["--schedule-tick", "1"]);
+    let token = token(&data, "hooks");
+    let client = reqwest::Client::new();
+    let base = service.base.clone();
+    let (receiver, addr) = start_receiver().await;
+    create(
+        &client,
+        format!("{base}/projects"),
+        &token,
+        json!({"projectId": "shop"}),
+    )
+    .await;
+    let now = pricing_core::time::Timestamp::now();
+    let soon = pricing_core::time::Timestamp::from_millis(now.millis() + 2000).unwrap();
+    create(
+        &client,
+        format!("{base}/projects/shop/instances"),
+        &token,
+        json!({"instanceId": "gig", "active": false,
+               "deactivationDate": soon.to_rfc3339()}),
+    )
+    .await;
+    subscribe(
+        &client,
+        format!("{base}/projects/shop/instances/gig/subscriptions"),
+        &token,
+        json!({"callbackUrl": format!("http://{addr}/ok"), "events": ["instance.deactivated"]}),
+    )
+    .await;
+    let hit = wait_hit(&receiver, "/ok", "instance.deactivated", |h| {
+        h.json()["type"] == "instance.deactivated"
+    })
+    .await;
+    assert_eq!(hit.json()["instanceId"], "gig");
+    let (s, instance) = send(
+        &client,
+        Method::GET,
+        format!("{base}/projects/shop/instances/gig"),
+        &token,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(s, 200);
+    assert_eq!(instance["active"], false);
+    // Later scheduler ticks do not announce it again.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(receiver.hits("/ok").len(), 1);
+}
