@@ -66,12 +66,12 @@ async function startService() {
 }
 
 /** Until every delivery of the subscription is final (the first was answered 500 and is
- *  retried after about 5 s) and the rejected entry's webhook is among them. */
+ *  retried after about 5 s) and the webhooks of both rejection runs are among them. */
 async function deliveriesSettled(subscriptionId) {
   for (let i = 0; i < 300; i++) {
     const d = await all(base, token, `/projects/festival/subscriptions/${subscriptionId}/deliveries`);
     const open = d.filter((x) => x.status === 'pending' || x.status === 'retrying');
-    if (d.length && !open.length && d.some((x) => x.eventType === 'entries.rejected')) return d;
+    if (d.length && !open.length && d.filter((x) => x.eventType === 'entries.rejected').length >= 2) return d;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error('deliveries did not settle');
@@ -297,6 +297,73 @@ test('webhooks: subscriptions, deliveries with attempts, rejected entries', asyn
     await card.locator('summary').first().click();
   }
   await shot('webhooks');
+});
+
+/** The rejected entries of day-1 as the API lists them: one row per error of each event. */
+async function rejectedRows(query = '') {
+  const events = await all(base, token, `/projects/festival/instances/day-1/events?type=entries.rejected${query}`);
+  return { events, rows: events.flatMap((e) => e.data.errors.map((x) => [e.id, String(x.sequence), x.transactionId, x.code, x.pointer ?? ''])) };
+}
+const shownRows = () => page.locator('table.rejections tbody tr').evaluateAll((trs) => trs.map((tr) => [
+  tr.dataset.event, tr.querySelector('td.num').dataset.value, tr.querySelector('td.transaction').textContent,
+  tr.querySelector('td.code').textContent, tr.querySelector('td.pointer code')?.textContent ?? '']));
+const settled = () => page.waitForFunction(() => !document.querySelector('.rejections-page[aria-busy]'));
+/** Clicks "Load more" until the listing's next is null; how many clicks it took. */
+async function readToTheEnd() {
+  let clicks = 0;
+  while (await page.locator('.rejections-summary').getAttribute('data-done') !== 'true') {
+    await page.getByRole('button', { name: 'Load more' }).click();
+    await settled();
+    clicks += 1;
+    assert.ok(clicks < 10);
+  }
+  return clicks;
+}
+
+test('rejected entries: every error of the entries.rejected events, paged, with time filters', async () => {
+  // From the webhooks page (and the instance page links it too).
+  await page.getByRole('link', { name: 'Every rejected entry of this instance' }).click();
+  await page.locator('main[data-ready="rejections"]').waitFor();
+  await settled();
+  const { events, rows } = await rejectedRows();
+  assert.equal(events.length, 2, 'two processing runs rejected entries');
+  assert.equal(rows.length, 3);
+  assert.deepEqual(await shownRows(), rows);
+  assert.deepEqual(rows.map((r) => r[3]).sort(), ['returnExceedsSold', 'unknownItem', 'unknownProduct']);
+  assert.match(await page.locator('.rejections-summary').textContent(), /^3 rejected entries in 2 entries\.rejected events; all read\./);
+  await shot('rejections');
+  // One event per request: a page at a time, "Load more" until the API's next is null.
+  await page.goto(`${base}/console/#/p/festival/i/day-1/rejections?limit=1`);
+  await page.locator('main[data-ready="rejections"]').waitFor();
+  await settled();
+  assert.deepEqual(await shownRows(), rows.filter((r) => r[0] === events[0].id));
+  assert.ok(await readToTheEnd() >= 1);
+  assert.deepEqual(await shownRows(), rows);
+  assert.ok(await page.getByRole('button', { name: 'Load more' }).isHidden());
+  // Time filters (UTC, to the second): until before the first rejection shows none; since
+  // the second rejection's second shows what the API lists for the same filter.
+  const second = events[1].createdAt.slice(0, 19);
+  await page.getByLabel('Until (UTC, exclusive)').fill('2020-01-01T00:00:00');
+  await page.getByRole('button', { name: 'Apply' }).click();
+  await settled();
+  await readToTheEnd();
+  assert.deepEqual(await shownRows(), []);
+  assert.equal(await page.locator('.rejections-summary').textContent(), 'No rejected entries in this time range.');
+  await page.getByLabel('Until (UTC, exclusive)').fill('');
+  await page.getByLabel('From (UTC, inclusive)').fill(second);
+  await page.getByRole('button', { name: 'Apply' }).click();
+  await settled();
+  await readToTheEnd();
+  const late = await rejectedRows(`&since=${encodeURIComponent(`${second}Z`)}`);
+  assert.ok(late.rows.length >= 2);
+  assert.deepEqual(await shownRows(), late.rows);
+  // The instance page links here too.
+  await page.goto(`${base}/console/#/p/festival/i/day-1`);
+  await page.locator('main[data-ready="instance"]').waitFor();
+  await page.getByRole('link', { name: 'Rejected entries' }).click();
+  await page.locator('main[data-ready="rejections"]').waitFor();
+  await page.goto(`${base}/console/#/p/festival/i/day-1/subscriptions`);
+  await page.locator('main[data-ready="subscriptions"]').waitFor();
 });
 
 test('sign out, then sign in with a pasted token', async () => {

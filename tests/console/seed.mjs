@@ -147,6 +147,15 @@ export async function seed(base, token, { items = 10_000, callbackUrl } = {}) {
     { type: 'itemSale', transactionId: 'order-bad', data: { itemId: 'no-such-seat', quantity: 1, price: 10 } },
   ] });
   await settle(base, token, project, instance);
+  // A second run with two rejections (its own entries.rejected event): a return of more
+  // than was sold and an unknown product.
+  await api(base, token, 'POST', entries, { entries: [
+    { type: 'itemSale', transactionId: 'return-bad', data: { itemId: 'vip-lounge', quantity: -1000, price: 150 } },
+    { type: 'itemRegistration', transactionId: 'i-orphan', data: {
+      itemId: 'orphan', productId: 'no-such-product', salesPeriod: period,
+      priceSettings: { min: 1, max: 2, default: 1 } } },
+  ] });
+  await settle(base, token, project, instance);
   return { project, instance, subscription };
 }
 

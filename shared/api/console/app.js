@@ -7,6 +7,7 @@ import { instancePage } from './pages/instance.js';
 import { itemPage } from './pages/item.js';
 import { productPage } from './pages/product.js';
 import { subscriptionsPage } from './pages/subscriptions.js';
+import { rejectionsPage } from './pages/rejections.js';
 
 const main = document.getElementById('main');
 const crumbs = document.getElementById('crumbs');
@@ -18,13 +19,14 @@ onChange(render);
 window.addEventListener('hashchange', render);
 
 function parse(hash) {
-  const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+  const parts = hash.split('?')[0].replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
   if (parts[0] === 'p' && parts[2] === 'i' && parts.length >= 4) {
     const [p, i] = [parts[1], parts[3]];
     if (parts.length === 4) return { page: 'instance', p, i };
     if (parts[4] === 'item' && parts[5]) return { page: 'item', p, i, x: parts[5] };
     if (parts[4] === 'product' && parts[5]) return { page: 'product', p, i, x: parts[5] };
     if (parts[4] === 'subscriptions') return { page: 'subscriptions', p, i };
+    if (parts[4] === 'rejections') return { page: 'rejections', p, i };
   }
   return { page: 'projects' };
 }
@@ -35,6 +37,7 @@ function breadcrumbs(r) {
   if (r.page === 'item') trail.push(link(route.item(r.p, r.i, r.x), `item ${r.x}`));
   if (r.page === 'product') trail.push(link(route.product(r.p, r.i, r.x), `product ${r.x}`));
   if (r.page === 'subscriptions') trail.push(link(route.subscriptions(r.p, r.i), 'Webhooks'));
+  if (r.page === 'rejections') trail.push(link(route.rejections(r.p, r.i), 'Rejected entries'));
   const last = trail[trail.length - 1];
   last.setAttribute('aria-current', 'page');
   crumbs.replaceChildren(h('ol', {}, trail.map((x) => h('li', {}, x))));
@@ -44,6 +47,7 @@ let generation = 0;
 
 async function render() {
   const mine = ++generation;
+  delete main.dataset.ready; // set again when this page is drawn
   const t = token();
   if (!t) {
     crumbs.replaceChildren();
@@ -61,7 +65,7 @@ async function render() {
   const r = parse(location.hash);
   breadcrumbs(r);
   main.replaceChildren(h('p', { class: 'muted', 'aria-busy': 'true' }, 'Loading…'));
-  const pages = { projects: projectsPage, instance: instancePage, item: itemPage, product: productPage, subscriptions: subscriptionsPage };
+  const pages = { projects: projectsPage, instance: instancePage, item: itemPage, product: productPage, subscriptions: subscriptionsPage, rejections: rejectionsPage };
   let content;
   try {
     content = await pages[r.page](r);

@@ -78,4 +78,5 @@ export const route = {
   item: (p, i, x) => `${route.instance(p, i)}/item/${encodeURIComponent(x)}`,
   product: (p, i, x) => `${route.instance(p, i)}/product/${encodeURIComponent(x)}`,
   subscriptions: (p, i) => `${route.instance(p, i)}/subscriptions`,
+  rejections: (p, i) => `${route.instance(p, i)}/rejections`,
 };

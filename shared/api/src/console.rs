@@ -51,6 +51,7 @@ static ASSETS: &[Asset] = &[
     asset!("pages/item.js", JS),
     asset!("pages/product.js", JS),
     asset!("pages/subscriptions.js", JS),
+    asset!("pages/rejections.js", JS),
     asset!("vendor/uPlot.esm.js", JS),
     asset!("vendor/uPlot.min.css", CSS),
     asset!("vendor/uPlot.LICENSE", "text/plain; charset=utf-8"),

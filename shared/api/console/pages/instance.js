@@ -15,7 +15,8 @@ export async function instancePage({ p, i }) {
   const main = (d.meta?.dates ?? []).find((x) => (x.tags ?? []).includes('main'));
   const section = h('section', { class: 'instance' },
     h('h1', {}, d.name || d.instanceId, ' ', h('code', {}, d.instanceId)),
-    h('p', { class: 'actions' }, link(route.subscriptions(p, i), 'Webhooks: subscriptions, deliveries, rejected entries')),
+    h('p', { class: 'actions' }, link(route.subscriptions(p, i), 'Webhooks: subscriptions, deliveries, attempts'), ' · ',
+      link(route.rejections(p, i), 'Rejected entries')),
     dl([
       ['Project', d.projectId],
       ['Scheduled pricing', d.active ? 'active' : (d.deactivated ? 'deactivated' : 'inactive'), 'active'],

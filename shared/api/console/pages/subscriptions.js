@@ -4,7 +4,7 @@
 // record of each).
 
 import { all, page, seg, instancePath } from '../api.js';
-import { h, fmt, num, table, dl, errorBox } from '../dom.js';
+import { h, fmt, num, table, dl, link, route, errorBox } from '../dom.js';
 
 const PAGE = 25;
 
@@ -16,7 +16,8 @@ export async function subscriptionsPage({ p, i }) {
   const subs = [...own, ...project];
   const rejected = h('section', { class: 'rejected', 'aria-labelledby': 'rejected-title' },
     h('h2', { id: 'rejected-title' }, 'Rejected entries'),
-    h('p', { class: 'muted' }, 'Entries that failed when applied (an unknown item, a total below sold and reserved…) reach your receivers as entries.rejected webhooks; the API keeps no other list of them. These are those webhooks for this instance, from the delivery logs below; each carries the entries\' sequences, transaction ids and error codes.'));
+    h('p', {}, link(route.rejections(p, i), 'Every rejected entry of this instance'), ' (sequence, transaction id, code, pointer, message), from the events the API keeps, with time filters.'),
+    h('p', { class: 'muted' }, 'Below: their entries.rejected webhooks in the delivery logs of this page\'s subscriptions, and how each delivery went.'));
   const rejectedRows = [];
   const section = h('section', { class: 'subscriptions' },
     h('h1', {}, 'Webhooks of ', h('code', {}, i)),
