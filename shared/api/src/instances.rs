@@ -10,7 +10,9 @@ use pricing_core::ids::{InstanceId, ItemId, ProductId};
 use pricing_core::meta::check_instance_meta;
 use pricing_core::model::Instance;
 use pricing_core::ports::{EntryLog, InstanceStore, StateStore, StoreError};
+use pricing_core::pricing::dynamic_pricing_periods;
 use pricing_core::state::{Header, InstanceState};
+use pricing_core::time::Period;
 use pricing_core::validate::{Errors, codes, object};
 use serde_json::{Map, Value, json};
 
@@ -337,11 +339,16 @@ pub async fn item<P: Ports>(
     let totals = state.product_totals();
     let c = state.item_counts(item, &totals);
     let price_matches = crate::matches::rules_of_item(&app, &instance.key(), &id).await?;
+    // Where scheduled pricing applies: its own dynamicPricingPeriod, else its sales period
+    // within each window of the deprecated instanceActions.
+    let periods: Vec<Period> =
+        dynamic_pricing_periods(&item.properties, state.header.action_windows()).collect();
     Ok(Json(json!({
         "itemId": item.item_id,
         "productId": item.product_id,
         "properties": item.properties,
         "metadata": item.metadata,
+        "dynamicPricingPeriods": periods,
         "sold": c.sold,
         "reserved": c.reserved,
         "available": c.available,

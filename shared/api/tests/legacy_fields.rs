@@ -58,8 +58,8 @@ async fn call(
     )
 }
 
-#[tokio::test]
-async fn deprecated_quantity_is_ignored_and_dates_takes_effect() {
+/// A router on an in-memory store with project `p` and instance `i` of tenant `acme`.
+async fn setup() -> (EmbeddedStore, Router, Arc<LocalTokens>) {
     let store = EmbeddedStore::open_in_memory().expect("store");
     let key = StoredKey::generate("test-key".into(), Timestamp::now()).expect("key");
     let signer = Arc::new(Signer::from_keys(&[key]).expect("signer"));
@@ -92,6 +92,25 @@ async fn deprecated_quantity_is_ignored_and_dates_takes_effect() {
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
+    (store, router, tokens)
+}
+
+async fn process(store: &EmbeddedStore) {
+    let key = InstanceKey::new(
+        TenantId::from_claim("acme").expect("tenant"),
+        ProjectId::parse("p").expect("project id"),
+        InstanceId::parse("i").expect("instance id"),
+    );
+    let report = Processor::new()
+        .process(store, store, &key, Timestamp::now())
+        .await
+        .expect("processing");
+    assert_eq!(report.rejected, 0, "{report:?}");
+}
+
+#[tokio::test]
+async fn deprecated_quantity_is_ignored_and_dates_takes_effect() {
+    let (store, router, tokens) = setup().await;
     let entries = "/projects/p/instances/i/entries";
     let period = |a: &str, b: &str| json!({"start": a, "end": b});
     let (status, body) = call(&router, &tokens, "POST", entries, Some(json!({"entries": [
@@ -117,16 +136,7 @@ async fn deprecated_quantity_is_ignored_and_dates_takes_effect() {
     ]}))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["accepted"], 5, "{body}");
-    let key = InstanceKey::new(
-        TenantId::from_claim("acme").expect("tenant"),
-        ProjectId::parse("p").expect("project id"),
-        InstanceId::parse("i").expect("instance id"),
-    );
-    let report = Processor::new()
-        .process(&store, &store, &key, Timestamp::now())
-        .await
-        .expect("processing");
-    assert_eq!(report.rejected, 0, "{report:?}");
+    process(&store).await;
     for (item, start) in [("a", "2026-03-01T00:00:00Z"), ("b", "2026-05-01T00:00:00Z")] {
         let (status, body) = call(
             &router,
@@ -154,4 +164,58 @@ async fn deprecated_quantity_is_ignored_and_dates_takes_effect() {
     )
     .await;
     assert_eq!(body["available"], 40, "{body}");
+}
+
+#[tokio::test]
+async fn instance_actions_become_the_items_dynamic_pricing_periods() {
+    let (store, router, tokens) = setup().await;
+    let period = |a: &str, b: &str| json!({"start": a, "end": b});
+    let action = |a: &str, d: &str| json!({"action": a, "date": d});
+    let (status, body) = call(
+        &router,
+        &tokens,
+        "POST",
+        "/projects/p/instances/i/entries",
+        Some(json!({"entries": [
+            {"type": "productRegistration", "data": {"productId": "ga", "capacity": 10}},
+            {"type": "itemRegistration", "data": {"itemId": "a", "productId": "ga",
+                "salesPeriod": period("2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z"),
+                "priceSettings": {"min": 10, "max": 90, "default": 40}}},
+            {"type": "itemRegistration", "data": {"itemId": "own", "productId": "ga",
+                "salesPeriod": period("2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z"),
+                "dynamicPricingPeriod": period("2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"),
+                "priceSettings": {"min": 10, "max": 90, "default": 40}}},
+            // Two windows: March, and from October on (given out of order).
+            {"type": "instanceActions", "data": {"actions": [
+                action("enable", "2026-10-01T00:00:00Z"),
+                action("enable", "2026-03-01T00:00:00Z"),
+                action("disable", "2026-04-01T00:00:00Z"),
+            ]}},
+        ]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    process(&store).await;
+    let item = |id: &'static str| {
+        let (router, tokens) = (&router, &tokens);
+        async move {
+            let path = format!("/projects/p/instances/i/items/{id}");
+            let (status, body) = call(router, tokens, "GET", &path, None).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            body["dynamicPricingPeriods"].clone()
+        }
+    };
+    assert_eq!(
+        item("a").await,
+        json!([
+            period("2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z"),
+            period("2026-10-01T00:00:00Z", "2027-01-01T00:00:00Z"),
+        ]),
+        "every window, each within the sales period"
+    );
+    assert_eq!(
+        item("own").await,
+        json!([period("2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z")]),
+        "an item's own dynamicPricingPeriod wins"
+    );
 }

@@ -33,9 +33,25 @@ pub struct Header {
     pub applied_seq: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Schedule>,
-    /// Scheduled-pricing window from deprecated instanceActions entries.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Scheduled-pricing windows from the last deprecated instanceActions entry: each
+    /// enable until the next disable, in date order (DESIGN.md: they become the
+    /// dynamicPricingPeriods of the items without their own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions_windows: Vec<ActionsWindow>,
+    /// The one window states stored before `actions_windows` kept (read, never written:
+    /// the next instanceActions entry replaces it).
+    #[serde(default, skip_serializing)]
     pub actions_window: Option<ActionsWindow>,
+}
+
+impl Header {
+    /// The instanceActions windows in force (none: no instanceActions entry).
+    pub fn action_windows(&self) -> &[ActionsWindow] {
+        match (&self.actions_window, self.actions_windows.is_empty()) {
+            (Some(legacy), true) => std::slice::from_ref(legacy),
+            _ => &self.actions_windows,
+        }
+    }
 }
 
 /// A possibly open-ended window; applies to items without their own dynamicPricingPeriod.
@@ -439,7 +455,8 @@ impl InstanceState {
                 dirty.header = true;
             }
             EntryKind::InstanceActions(actions) => {
-                self.header.actions_window = Some(actions_window(actions));
+                self.header.actions_windows = actions_windows(actions);
+                self.header.actions_window = None;
                 dirty.header = true;
             }
         }
@@ -653,31 +670,36 @@ fn checked_document(doc: &Map<String, Value>, pointer: &str) -> Result<(), Rejec
     })
 }
 
-/// Converts deprecated enable/disable actions into one window: the last enable and the
-/// first disable after it (or the last disable when nothing enables).
-fn actions_window(actions: &[InstanceAction]) -> ActionsWindow {
+/// Converts deprecated enable/disable actions into the windows they enable, in date
+/// order: an enable opens a window, the next disable closes it; a disable before any
+/// enable closes a window open since the beginning; repeated enables or disables change
+/// nothing; a window still open at the last action stays open.
+fn actions_windows(actions: &[InstanceAction]) -> Vec<ActionsWindow> {
     let mut sorted = actions.to_vec();
     sorted.sort_by_key(|a| a.date);
-    let last_enable = sorted
-        .iter()
-        .rev()
-        .find(|a| a.action == ActionKind::Enable)
-        .map(|a| a.date);
-    let until = match last_enable {
-        Some(from) => sorted
-            .iter()
-            .find(|a| a.action == ActionKind::Disable && a.date > from)
-            .map(|a| a.date),
-        None => sorted
-            .iter()
-            .rev()
-            .find(|a| a.action == ActionKind::Disable)
-            .map(|a| a.date),
+    let mut windows = Vec::new();
+    // The open window's start (`Some(None)`: open since the beginning).
+    let mut open: Option<Option<Timestamp>> = match sorted.first() {
+        Some(first) if first.action == ActionKind::Disable => Some(None),
+        _ => None,
     };
-    ActionsWindow {
-        from: last_enable,
-        until,
+    for action in &sorted {
+        match (action.action, open) {
+            (ActionKind::Enable, None) => open = Some(Some(action.date)),
+            (ActionKind::Disable, Some(from)) => {
+                windows.push(ActionsWindow {
+                    from,
+                    until: Some(action.date),
+                });
+                open = None;
+            }
+            _ => {}
+        }
     }
+    if let Some(from) = open {
+        windows.push(ActionsWindow { from, until: None });
+    }
+    windows
 }
 
 /// Money helper for summaries.

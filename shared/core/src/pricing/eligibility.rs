@@ -6,20 +6,46 @@ use crate::entry::ItemProps;
 use crate::state::{ActionsWindow, Header, ItemState};
 use crate::time::{Period, Timestamp};
 
-/// The period in which scheduled pricing applies to an item: its own dynamicPricingPeriod,
-/// else its salesPeriod clipped to the instance actions window (deprecated instanceActions)
-/// when there is one. `None` when that clipping leaves nothing.
-pub fn dynamic_pricing_period(props: &ItemProps, window: Option<&ActionsWindow>) -> Option<Period> {
-    if let Some(p) = props.dynamic_pricing_period {
-        return Some(p);
-    }
+/// The periods in which scheduled pricing applies to an item: its own
+/// dynamicPricingPeriod, else its salesPeriod, clipped to each window of the deprecated
+/// instanceActions when there are any (a window that leaves nothing of the sales period
+/// gives no period). In date order; nothing is allocated.
+pub fn dynamic_pricing_periods<'a>(
+    props: &'a ItemProps,
+    windows: &'a [ActionsWindow],
+) -> impl Iterator<Item = Period> + 'a {
+    let own = props.dynamic_pricing_period;
     let sales = props.sales_period;
-    let Some(w) = window else {
-        return Some(sales);
-    };
-    let start = w.from.map_or(sales.start, |f| f.max(sales.start));
-    let end = w.until.map_or(sales.end, |u| u.min(sales.end));
-    Period::new(start, end)
+    let plain = (own.is_none() && windows.is_empty()).then_some(sales);
+    let clipped = windows
+        .iter()
+        .filter(move |_| own.is_none())
+        .filter_map(move |w| {
+            let start = w.from.map_or(sales.start, |f| f.max(sales.start));
+            let end = w.until.map_or(sales.end, |u| u.min(sales.end));
+            Period::new(start, end)
+        });
+    own.into_iter().chain(plain).chain(clipped)
+}
+
+/// The period `now` falls in, or the one to report when it falls in none: the next one
+/// to start, else the last one. `Err(None)` when there is no period at all.
+fn period_at(
+    periods: impl Iterator<Item = Period>,
+    now: Timestamp,
+) -> Result<Period, Option<Period>> {
+    let mut next: Option<Period> = None;
+    let mut last = None;
+    for p in periods {
+        if p.contains(now) {
+            return Ok(p);
+        }
+        if p.start > now && next.is_none_or(|n| p.start < n.start) {
+            next = Some(p);
+        }
+        last = Some(p);
+    }
+    Err(next.or(last))
 }
 
 /// Whether `trigger` calculates a (live) item now, or why it keeps its price.
@@ -45,12 +71,11 @@ pub fn eligibility(
             if !item.properties.dynamic_pricing {
                 return Err((KeptReason::DynamicPricingOff, None));
             }
-            match dynamic_pricing_period(&item.properties, header.actions_window.as_ref()) {
-                None => Err((KeptReason::NoDynamicPricingPeriod, None)),
-                Some(p) if !p.contains(now) => {
-                    Err((KeptReason::OutsideDynamicPricingPeriod, Some(p)))
-                }
-                Some(_) => Ok(()),
+            let periods = dynamic_pricing_periods(&item.properties, header.action_windows());
+            match period_at(periods, now) {
+                Ok(_) => Ok(()),
+                Err(None) => Err((KeptReason::NoDynamicPricingPeriod, None)),
+                Err(Some(p)) => Err((KeptReason::OutsideDynamicPricingPeriod, Some(p))),
             }
         }
     }
@@ -83,24 +108,106 @@ mod tests {
         }
     }
 
+    fn periods(props: &ItemProps, windows: &[ActionsWindow]) -> Vec<(Timestamp, Timestamp)> {
+        dynamic_pricing_periods(props, windows)
+            .map(|p| (p.start, p.end))
+            .collect()
+    }
+
     #[test]
-    fn the_period_defaults_to_the_sales_period_clipped_to_the_actions_window() {
+    fn the_periods_default_to_the_sales_period_clipped_to_each_actions_window() {
         let plain = item(None);
         let sales = plain.properties.sales_period;
-        assert_eq!(dynamic_pricing_period(&plain.properties, None), Some(sales));
+        let props = &plain.properties;
+        assert_eq!(periods(props, &[]), [(sales.start, sales.end)]);
         let w = window(Some("2026-03-01T00:00:00Z"), Some("2026-09-01T00:00:00Z"));
-        let p = dynamic_pricing_period(&plain.properties, Some(&w)).unwrap();
-        assert_eq!((p.start, p.end), (ts("2026-03-01T00:00:00Z"), sales.end));
+        assert_eq!(
+            periods(props, &[w]),
+            [(ts("2026-03-01T00:00:00Z"), sales.end)]
+        );
         let w = window(None, Some("2026-02-01T00:00:00Z"));
-        let p = dynamic_pricing_period(&plain.properties, Some(&w)).unwrap();
-        assert_eq!((p.start, p.end), (sales.start, ts("2026-02-01T00:00:00Z")));
+        assert_eq!(
+            periods(props, &[w]),
+            [(sales.start, ts("2026-02-01T00:00:00Z"))]
+        );
         // No overlap: no period.
-        let w = window(Some("2026-08-01T00:00:00Z"), None);
-        assert_eq!(dynamic_pricing_period(&plain.properties, Some(&w)), None);
-        // An item's own period wins over the window.
+        let late = window(Some("2026-08-01T00:00:00Z"), None);
+        assert_eq!(periods(props, &[late]), []);
+        // Every window of several, each clipped, those outside the sales period dropped.
+        let windows = [
+            window(None, Some("2026-02-01T00:00:00Z")),
+            window(Some("2026-04-01T00:00:00Z"), Some("2026-05-01T00:00:00Z")),
+            late,
+        ];
+        assert_eq!(
+            periods(props, &windows),
+            [
+                (sales.start, ts("2026-02-01T00:00:00Z")),
+                (ts("2026-04-01T00:00:00Z"), ts("2026-05-01T00:00:00Z")),
+            ]
+        );
+        // An item's own period wins over the windows.
         let own = item(Some(("2026-08-01T00:00:00Z", "2026-09-01T00:00:00Z")));
-        let p = dynamic_pricing_period(&own.properties, Some(&w)).unwrap();
-        assert_eq!(p.start, ts("2026-08-01T00:00:00Z"));
+        assert_eq!(
+            periods(&own.properties, &windows),
+            [(ts("2026-08-01T00:00:00Z"), ts("2026-09-01T00:00:00Z"))]
+        );
+    }
+
+    #[test]
+    fn an_item_is_priced_inside_any_window_and_told_the_next_one_outside() {
+        let mut it = item(None);
+        it.properties.dynamic_pricing = true;
+        let header = Header {
+            actions_windows: vec![
+                window(None, Some("2026-02-01T00:00:00Z")),
+                window(Some("2026-04-01T00:00:00Z"), Some("2026-05-01T00:00:00Z")),
+                window(Some("2026-06-01T00:00:00Z"), None),
+            ],
+            ..Header::default()
+        };
+        let at = |t: &str| eligibility(&it, &header, true, Trigger::Schedule, ts(t));
+        assert_eq!(at("2026-01-15T00:00:00Z"), Ok(()));
+        assert_eq!(at("2026-04-15T00:00:00Z"), Ok(()));
+        assert_eq!(at("2026-06-15T00:00:00Z"), Ok(()));
+        let (reason, period) = at("2026-03-01T00:00:00Z").unwrap_err();
+        assert_eq!(reason, KeptReason::OutsideDynamicPricingPeriod);
+        assert_eq!(
+            period.unwrap().start,
+            ts("2026-04-01T00:00:00Z"),
+            "the next"
+        );
+        let (_, period) = at("2026-08-01T00:00:00Z").unwrap_err();
+        assert_eq!(
+            period.unwrap().start,
+            ts("2026-06-01T00:00:00Z"),
+            "the last"
+        );
+        // A state stored with the one window of earlier versions still reads it.
+        let legacy = Header {
+            actions_window: Some(window(Some("2026-04-01T00:00:00Z"), None)),
+            ..Header::default()
+        };
+        assert!(
+            eligibility(
+                &it,
+                &legacy,
+                true,
+                Trigger::Schedule,
+                ts("2026-03-01T00:00:00Z")
+            )
+            .is_err()
+        );
+        assert!(
+            eligibility(
+                &it,
+                &legacy,
+                true,
+                Trigger::Schedule,
+                ts("2026-04-02T00:00:00Z")
+            )
+            .is_ok()
+        );
     }
 
     #[test]

@@ -36,7 +36,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use eligibility::{dynamic_pricing_period, eligibility};
+pub use eligibility::{dynamic_pricing_periods, eligibility};
 pub use explain::{
     BoundApplied, Explanation, Kept, KeptReason, KeptSource, MatchApplied, MatchSkipped,
     ModelExplanation, ModelNote, RoundingApplied, StepCap, StepPoint,

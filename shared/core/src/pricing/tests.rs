@@ -527,10 +527,10 @@ fn a_manual_trigger_calculates_nothing() {
 #[test]
 fn the_actions_window_clips_the_sales_period() {
     let mut b = eligibility_state();
-    b.state.header.actions_window = Some(ActionsWindow {
+    b.state.header.actions_windows = vec![ActionsWindow {
         from: Some(ts("2026-06-05T00:00:00Z")),
         until: None,
-    });
+    }];
     let c = run(&b.state, Trigger::Schedule);
     // "on" now starts on 2026-06-05; "own-period" has its own period and is unaffected;
     // "sales-over" ends before the window opens: no period at all.
@@ -553,10 +553,10 @@ fn the_actions_window_clips_the_sales_period() {
         KeptReason::NoDynamicPricingPeriod
     );
     // A window that closed before now.
-    b.state.header.actions_window = Some(ActionsWindow {
+    b.state.header.actions_windows = vec![ActionsWindow {
         from: None,
         until: Some(ts("2026-05-15T00:00:00Z")),
-    });
+    }];
     let c = run(&b.state, Trigger::Schedule);
     assert_eq!(
         c.calculated()

@@ -1107,59 +1107,60 @@ fn pricing_schedule_is_kept_in_the_header() {
 }
 
 #[test]
-fn instance_actions_become_a_window() {
-    let window = |actions: Value| {
+fn instance_actions_become_every_window_they_enable() {
+    let windows = |actions: Value| {
         let mut t = T::new();
         t.ok(&entry("instanceActions", json!({ "actions": actions })));
-        t.s.header.actions_window.expect("a window")
+        t.s.header.actions_windows
     };
     let at = |d: &str| Some(ts(&format!("2026-06-{d}T00:00:00Z")));
     let enable = |d: &str| json!({"action": "enable", "date": format!("2026-06-{d}T00:00:00Z")});
     let disable = |d: &str| json!({"action": "disable", "date": format!("2026-06-{d}T00:00:00Z")});
     let w = |from, until| ActionsWindow { from, until };
     assert_eq!(
-        window(json!([enable("01"), disable("30")])),
-        w(at("01"), at("30"))
+        windows(json!([enable("01"), disable("30")])),
+        [w(at("01"), at("30"))]
+    );
+    // In date order, whatever the order given.
+    assert_eq!(
+        windows(json!([disable("30"), enable("01")])),
+        [w(at("01"), at("30"))]
+    );
+    assert_eq!(windows(json!([enable("05")])), [w(at("05"), None)]);
+    assert_eq!(windows(json!([disable("05")])), [w(None, at("05"))]);
+    // Repeats change nothing.
+    assert_eq!(
+        windows(json!([disable("02"), disable("09")])),
+        [w(None, at("02"))]
     );
     assert_eq!(
-        window(json!([disable("30"), enable("01")])),
-        w(at("01"), at("30"))
-    );
-    assert_eq!(window(json!([enable("05")])), w(at("05"), None));
-    assert_eq!(window(json!([disable("05")])), w(None, at("05")));
-    assert_eq!(
-        window(json!([disable("02"), disable("09")])),
-        w(None, at("09"))
+        windows(json!([enable("01"), enable("10")])),
+        [w(at("01"), None)]
     );
     assert_eq!(
-        window(json!([enable("10"), disable("01")])),
-        w(at("10"), None)
+        windows(json!([enable("10"), disable("01")])),
+        [w(None, at("01")), w(at("10"), None)]
     );
+    // Every enable/disable window, not only the last.
     assert_eq!(
-        window(json!([
+        windows(json!([
             enable("01"),
             disable("05"),
             enable("10"),
             disable("20"),
             disable("25")
         ])),
-        w(at("10"), at("20"))
+        [w(at("01"), at("05")), w(at("10"), at("20"))]
     );
-    assert_eq!(
-        window(json!([enable("01"), enable("10")])),
-        w(at("10"), None)
-    );
-    // A later entry replaces the window.
+    // A later entry replaces the windows, and a stored state's single window with them.
     let mut t = T::new();
+    t.s.header.actions_window = Some(w(at("01"), None));
     t.ok(&entry(
         "instanceActions",
-        json!({"actions": [enable("01")]}),
+        json!({ "actions": [enable("07")] }),
     ));
-    t.ok(&entry(
-        "instanceActions",
-        json!({"actions": [disable("03")]}),
-    ));
-    assert_eq!(t.s.header.actions_window, Some(w(None, at("03"))));
+    assert_eq!(t.s.header.actions_window, None);
+    assert_eq!(t.s.header.action_windows(), [w(at("07"), None)]);
 }
 
 // ---------------------------------------------------------------------------------------
