@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""moto server for the chaos runs (tests/chaos.rs): moto with a cheaper TransactWriteItems.
+
+moto backs up every table a TransactWriteItems touches with a deep copy of the whole table
+before it starts (to roll back a cancelled transaction), so each transaction costs time in
+proportion to the table's size: ~0.4 ms per stored item, seconds per transaction once a
+chaos run has stored tens of thousands of items. Here the backup holds only the items the
+transaction names, and a cancelled transaction puts those back. That is the same rollback
+as long as no other request runs meanwhile, which the chaos runs' fault proxy guarantees
+(it forwards one DynamoDB request at a time).
+
+Usage: moto_lean.py PORT   (serves on 127.0.0.1:PORT)
+"""
+import copy
+import sys
+
+import moto.dynamodb.models as models
+from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.dynamodb.models.table import Table
+
+
+class _NoTableCopy:
+    """Stands in for the `copy` module inside moto.dynamodb.models: deep copies of whole
+    tables become the table itself (so moto's own rollback is a no-op)."""
+
+    def __getattr__(self, name):
+        return getattr(copy, name)
+
+    @staticmethod
+    def deepcopy(x, memo=None):
+        if isinstance(x, Table):
+            return x
+        return copy.deepcopy(x, memo)
+
+
+models.copy = _NoTableCopy()
+_original = models.DynamoDBBackend.transact_write_items
+
+
+def _key_of(table, op_type, op):
+    attrs = op["Item"] if op_type == "Put" else op.get("Key", {})
+    h = DynamoType(attrs[table.hash_key_attr])
+    r = DynamoType(attrs[table.range_key_attr]) if table.range_key_attr else None
+    return h, r
+
+
+def transact_write_items(self, transact_items):
+    backup = []
+    for item in transact_items:
+        try:
+            op_type, op = next(iter(item.items()))
+            table = self.tables.get(op.get("TableName"))
+            if table is None:
+                continue
+            h, r = _key_of(table, op_type, op)
+            current = table.get_item(h, r)
+            backup.append((table, h, r, copy.deepcopy(current)))
+        except Exception:  # a malformed action: moto reports it, nothing to back up
+            continue
+    try:
+        return _original(self, transact_items)
+    except Exception:
+        for table, h, r, old in reversed(backup):
+            if r is None:
+                if old is None:
+                    table.items.pop(h, None)
+                else:
+                    table.items[h] = old
+            else:
+                if old is None:
+                    table.items.get(h, {}).pop(r, None)
+                    if h in table.items and not table.items[h]:
+                        del table.items[h]
+                else:
+                    table.items[h][r] = old
+        raise
+
+
+models.DynamoDBBackend.transact_write_items = transact_write_items
+
+if __name__ == "__main__":
+    from moto.server import main
+
+    port = sys.argv[1]
+    main(["-H", "127.0.0.1", "-p", port])
