@@ -1,10 +1,9 @@
 //! Group commit: the small writes of concurrent requests (entry appends, queue sends) share
 //! one SQLite transaction.
 //!
-//! One thread, the group writer, drains a queue of pending jobs: it takes every job waiting
-//! (at most [`MAX_GROUP`]), opens one `BEGIN IMMEDIATE` transaction on the writer
-//! connection, runs each job inside a savepoint of its own, commits once, and only then
-//! answers each job. So:
+//! A job is queued, then run in a group: every job waiting (at most [`MAX_GROUP`]) in one
+//! `BEGIN IMMEDIATE` transaction on the writer connection, each inside a savepoint of its
+//! own, one commit, and only then is each job answered. So:
 //!
 //! - an acknowledged write is in a committed transaction, exactly as before (durability is
 //!   the connection's: see [`crate::Durability`]);
@@ -16,16 +15,19 @@
 //! - if the commit itself fails, every job of the group is answered with that error and
 //!   nothing of the group is stored.
 //!
-//! On the request path this replaces, per call, a hand-off to tokio's blocking pool and a
-//! contended mutex with a push onto a channel: under load the writer is busy and needs no
-//! wake-up, and one commit (one WAL append) serves many requests.
+//! Who runs a group: the caller that queued a job and then finds the writer connection
+//! free runs the queued group itself, on its own thread (no hand-off at all); a caller that
+//! finds the writer taken (by a group in progress, or by the processor's writes) wakes the
+//! group writer thread, which runs what is queued as soon as the writer is free. Either way
+//! one commit (one WAL append) serves every request queued meanwhile.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Weak;
+use std::sync::{Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
 
 use pricing_core::ports::{StoreError, StoreResult};
 use rusqlite::Connection;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::Inner;
 use crate::db::DbResult;
@@ -93,91 +95,132 @@ where
     }
 }
 
-/// The sending side of the group writer's queue; the writer thread ends once it is dropped.
+/// The queue of pending jobs and the handle of the group writer thread.
 pub(crate) struct GroupQueue {
-    jobs: mpsc::UnboundedSender<Box<dyn Job>>,
-}
-
-/// The group writer's end of the queue, until [`GroupWriter::start`] hands it to its thread.
-pub(crate) struct GroupWriter {
-    rx: mpsc::UnboundedReceiver<Box<dyn Job>>,
+    jobs: Mutex<Vec<Box<dyn Job>>>,
+    thread: OnceLock<std::thread::Thread>,
 }
 
 impl GroupQueue {
-    pub(crate) fn new() -> (GroupQueue, GroupWriter) {
-        let (jobs, rx) = mpsc::unbounded_channel();
-        (GroupQueue { jobs }, GroupWriter { rx })
+    pub(crate) fn new() -> Self {
+        GroupQueue {
+            jobs: Mutex::new(Vec::new()),
+            thread: OnceLock::new(),
+        }
     }
 
-    /// Runs `f` in the next group transaction; answers after that transaction committed.
-    /// `f` must not open a transaction of its own (it runs inside one).
-    /// `after`, if any, runs once that transaction committed, before the writer connection
-    /// is released (see [`Job::committed`]).
-    pub(crate) async fn run<T, F>(
-        &self,
-        op: &'static str,
-        f: F,
-        after: Option<AfterCommit<T>>,
-    ) -> StoreResult<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> DbResult<T> + Send + 'static,
-    {
-        let (answer, answered) = oneshot::channel();
-        let job = Box::new(Pending {
-            op,
-            f: Some(f),
-            after,
-            result: None,
-            answer,
-        });
-        self.jobs
-            .send(job)
-            .map_err(|_| StoreError::Failed(format!("{op}: the store's writer has stopped")))?;
-        answered
-            .await
-            .unwrap_or_else(|_| Err(StoreError::Failed(format!("{op}: the writer stopped"))))
+    fn jobs(&self) -> MutexGuard<'_, Vec<Box<dyn Job>>> {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
 
-impl GroupWriter {
-    /// Starts the group writer thread on the writer connection of the store `inner`
-    /// refers to. It holds no strong reference: it ends once the store is dropped.
-    pub(crate) fn start(self, inner: Weak<Inner>) -> std::io::Result<()> {
-        std::thread::Builder::new()
+    /// Starts the group writer thread of the store `inner` refers to. It holds no strong
+    /// reference between groups: it ends once the store is dropped.
+    pub(crate) fn start(inner: Weak<Inner>) -> std::io::Result<()> {
+        let Some(strong) = inner.upgrade() else {
+            return Ok(());
+        };
+        let thread = std::thread::Builder::new()
             .name("sqlite-group-writer".into())
-            .spawn(move || run(&inner, self.rx))?;
+            .spawn(move || writer_thread(&inner))?;
+        let _ = strong.group.thread.set(thread.thread().clone());
         Ok(())
     }
+
+    fn wake_writer(&self) {
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
+    }
 }
 
-/// The group writer: one transaction per batch of queued jobs, until the store is dropped.
-fn run(inner: &Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Box<dyn Job>>) {
-    let mut group: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_GROUP);
-    while let Some(first) = rx.blocking_recv() {
-        group.push(first);
-        while group.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(job) => group.push(job),
-                Err(_) => break,
-            }
+/// Runs `f` in the next group transaction of `inner`'s writer; answers after that
+/// transaction committed. `f` must not open a transaction of its own (it runs inside one).
+/// `after`, if any, runs once that transaction committed, before the writer connection is
+/// released (see [`Job::committed`]).
+///
+/// The job is queued; then, if the writer connection is free, the caller leads: it runs
+/// the queued group (its own job among them) right here, without a hand-off. Otherwise
+/// someone holds the writer and the writer thread takes the queue once it is free.
+pub(crate) async fn run<T, F>(
+    inner: &Inner,
+    op: &'static str,
+    f: F,
+    after: Option<AfterCommit<T>>,
+) -> StoreResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> DbResult<T> + Send + 'static,
+{
+    let (answer, answered) = oneshot::channel();
+    inner.group.jobs().push(Box::new(Pending {
+        op,
+        f: Some(f),
+        after,
+        result: None,
+        answer,
+    }));
+    lead_or_hand_over(inner);
+    answered
+        .await
+        .unwrap_or_else(|_| Err(StoreError::Failed(format!("{op}: the writer stopped"))))
+}
+
+/// Runs one group on this thread if the writer is free, else wakes the writer thread. A
+/// job queued while a leader runs its group finds the writer taken and wakes the thread,
+/// so no job waits for a next caller.
+fn lead_or_hand_over(inner: &Inner) {
+    match inner.writer.try_lock() {
+        Ok(mut conn) => run_queued(inner, &mut conn),
+        Err(std::sync::TryLockError::Poisoned(e)) => run_queued(inner, &mut e.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => inner.group.wake_writer(),
+    }
+}
+
+/// Takes the queued jobs (at most [`MAX_GROUP`]) and runs them as one group on `conn`, the
+/// writer connection, which the caller holds.
+fn run_queued(inner: &Inner, conn: &mut Connection) {
+    let (mut group, more) = {
+        let mut jobs = inner.group.jobs();
+        if jobs.len() <= MAX_GROUP {
+            (std::mem::take(&mut *jobs), false)
+        } else {
+            (jobs.drain(..MAX_GROUP).collect::<Vec<_>>(), true)
         }
-        let Some(inner) = inner.upgrade() else {
-            return; // The store is gone; dropping the jobs answers their callers.
+    };
+    if group.is_empty() {
+        return;
+    }
+    let committed = run_group(conn, &mut group);
+    if committed.is_ok() {
+        for job in &mut group {
+            job.committed(inner);
+        }
+    }
+    let committed = committed.map_err(|e| e.into_store("group commit"));
+    for job in group {
+        job.finish(&committed);
+    }
+    if more {
+        inner.group.wake_writer();
+    }
+}
+
+/// The group writer thread: runs the queued jobs whenever the callers that queued them
+/// found the writer taken, until the store is dropped.
+fn writer_thread(inner: &Weak<Inner>) {
+    loop {
+        let Some(strong) = inner.upgrade() else {
+            return;
         };
-        let committed = {
-            let mut conn = crate::lock(&inner.writer);
-            let committed = run_group(&mut conn, &mut group);
-            if committed.is_ok() {
-                for job in &mut group {
-                    job.committed(&inner);
-                }
-            }
-            committed.map_err(|e| e.into_store("group commit"))
-        };
-        drop(inner);
-        for job in group.drain(..) {
-            job.finish(&committed);
+        if strong.group.jobs().is_empty() {
+            drop(strong);
+            // Woken by `wake_writer`; the timeout notices a dropped store.
+            std::thread::park_timeout(Duration::from_millis(200));
+            continue;
+        }
+        {
+            let mut conn = crate::lock(&strong.writer);
+            run_queued(&strong, &mut conn);
         }
     }
 }

@@ -5,11 +5,13 @@
 //! connection behind a mutex (SQLite allows one writer at a time anyway); reads go through
 //! a few read-only connections, which WAL mode lets run beside the writer. SQLite work runs
 //! off the async workers, with two exceptions on the request path:
-//! - the small writes of requests (entry appends, queue sends) are jobs of the group
-//!   writer thread (`group.rs`): it drains the queue of pending jobs into one transaction,
-//!   each job in a savepoint of its own, commits once and only then answers each job;
-//! - point reads by key (a project, an instance) run on the calling thread when a reader is
-//!   free (microseconds, less than a hand-off).
+//! - the small writes of requests (entry appends, queue sends) are group-commit jobs
+//!   (`group.rs`): a queue of pending jobs drained into one transaction, each job in a
+//!   savepoint of its own, committed once, each job answered only after that commit; the
+//!   caller that finds the writer free runs the group itself, else the group writer thread
+//!   does once the writer is free;
+//! - point reads by key (a project, an instance) run on the calling thread when the writer
+//!   or a reader is free (microseconds, less than a hand-off).
 //!
 //! Everything else (the processor's reads and commits, queue receives, listings) runs on
 //! tokio's blocking pool (`spawn_blocking`).
@@ -199,11 +201,10 @@ impl EmbeddedStore {
         readers: Vec<Mutex<Connection>>,
         path: Option<PathBuf>,
     ) -> std::io::Result<Self> {
-        let (group, group_writer) = group::GroupQueue::new();
         let store = EmbeddedStore {
             inner: Arc::new(Inner {
                 writer: Mutex::new(writer),
-                group,
+                group: group::GroupQueue::new(),
                 pending: queue::PendingKeys::default(),
                 readers,
                 next_reader: AtomicUsize::new(0),
@@ -212,7 +213,7 @@ impl EmbeddedStore {
                 path,
             }),
         };
-        group_writer.start(Arc::downgrade(&store.inner))?;
+        group::GroupQueue::start(Arc::downgrade(&store.inner))?;
         Ok(store)
     }
 
@@ -239,7 +240,7 @@ impl EmbeddedStore {
         T: Send + 'static,
         F: FnOnce(&Connection) -> DbResult<T> + Send + 'static,
     {
-        self.inner.group.run(op, f, None).await
+        group::run(&self.inner, op, f, None).await
     }
 
     /// Runs `f` on a reader connection (the writer for an in-memory store).
@@ -252,9 +253,12 @@ impl EmbeddedStore {
         run_blocking(op, move || f(&mut inner.reader())).await
     }
 
-    /// Runs a point read (one small row by its key) on a free reader right here, on the
-    /// calling task's thread: it takes microseconds, less than a hand-off to the blocking
-    /// pool and back. When no reader is free it goes to the blocking pool like any read.
+    /// Runs a point read (one small row by its key) right here, on the calling task's
+    /// thread, on the writer connection if it is free, else on a free reader: it takes
+    /// microseconds, less than a hand-off to the blocking pool and back. The writer comes
+    /// first: its page cache is current, while a reader discards its cache whenever the
+    /// database changed since its last read (after every commit, under load). When no
+    /// connection is free the read goes to the blocking pool like any read.
     async fn on_reader_inline<T, F>(&self, op: &'static str, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
@@ -268,12 +272,14 @@ impl EmbeddedStore {
 }
 
 impl Inner {
-    /// Runs `f` on a free reader now, or hands `f` back if none is free.
+    /// Runs `f` now on the writer connection if it is free (outside any transaction: it
+    /// reads what is committed), else on a free reader; hands `f` back if none is free.
     fn try_on_free_reader<T, F>(&self, f: F) -> Result<DbResult<T>, F>
     where
         F: FnOnce(&mut Connection) -> DbResult<T>,
     {
-        match self.free_reader() {
+        let free = self.writer.try_lock().ok().or_else(|| self.free_reader());
+        match free {
             Some(mut conn) => Ok(f(&mut conn)),
             None => Err(f),
         }

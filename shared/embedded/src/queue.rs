@@ -131,10 +131,8 @@ impl EmbeddedStore {
         let key = dedupe.clone();
         // A group-commit job, like appends: the wake-up a submission sends right after its
         // append shares a transaction with other requests' writes.
-        let inserted = self
-            .inner
-            .group
-            .run(
+        let inserted = crate::group::run(
+                &self.inner,
                 "send",
                 move |tx| {
                     let pending = tx
