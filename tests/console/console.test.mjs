@@ -5,7 +5,9 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import http from 'node:http';
 import { mkdtempSync, rmSync, mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import net from 'node:net';
@@ -21,7 +23,8 @@ const ITEMS = Number(process.env.CONSOLE_ITEMS ?? 10_000);
 const SHOTS = path.join(root, 'docs/console');
 const money = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 });
 
-let server, dataDir, base, client, token, hook, browser, page, seeded;
+let server, dataDir, base, client, token, hook, browser, page, seeded, idp;
+const CONSOLE_CLIENT = 'console-test-client';
 const problems = [];
 
 function freePort() {
@@ -33,13 +36,73 @@ function freePort() {
   });
 }
 
+const b64url = (buf) => Buffer.from(buf).toString('base64url');
+
+/** A small authorization server standing in for the Cognito hosted UI: /oauth2/authorize
+ *  (the user "signs in" at once) answers a code bound to the S256 code_challenge, the
+ *  redirect URI and the client; /oauth2/token exchanges it once, only with the verifier
+ *  whose SHA-256 is that challenge, for a token the standalone accepts (minted with
+ *  `standalone token` for the tenant of the test's client). */
+function authorizationServer() {
+  const codes = new Map();
+  const seen = { authorize: [], exchanged: 0, refused: [] };
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url, 'http://idp');
+    const fail = (status, error) => {
+      seen.refused.push(error);
+      res.writeHead(status, { 'content-type': 'application/json', 'access-control-allow-origin': base });
+      res.end(JSON.stringify({ error }));
+    };
+    if (req.method === 'GET' && url.pathname === '/oauth2/authorize') {
+      const q = url.searchParams;
+      seen.authorize.push(Object.fromEntries(q));
+      if (q.get('response_type') !== 'code' || q.get('client_id') !== CONSOLE_CLIENT) return fail(400, 'unauthorized_client');
+      if (q.get('redirect_uri') !== `${base}/console/`) return fail(400, 'invalid_request: redirect_uri');
+      if (q.get('code_challenge_method') !== 'S256' || !/^[A-Za-z0-9_-]{43}$/.test(q.get('code_challenge') ?? '')) return fail(400, 'invalid_request: code_challenge');
+      if (!q.get('state')) return fail(400, 'invalid_request: state');
+      const code = randomBytes(16).toString('hex');
+      codes.set(code, { challenge: q.get('code_challenge'), redirect: q.get('redirect_uri') });
+      const back = new URL(q.get('redirect_uri'));
+      back.search = new URLSearchParams({ code, state: q.get('state') });
+      res.writeHead(302, { location: back.href });
+      return res.end();
+    }
+    if (req.method === 'POST' && url.pathname === '/oauth2/token') {
+      let body = '';
+      req.on('data', (c) => { body += c; });
+      req.on('end', () => {
+        const f = new URLSearchParams(body);
+        const granted = codes.get(f.get('code'));
+        codes.delete(f.get('code')); // one use
+        if (f.get('grant_type') !== 'authorization_code' || f.get('client_id') !== CONSOLE_CLIENT) return fail(400, 'unauthorized_client');
+        if (!granted || granted.redirect !== f.get('redirect_uri')) return fail(400, 'invalid_grant');
+        const verifier = f.get('code_verifier') ?? '';
+        if (!/^[A-Za-z0-9._~-]{43,128}$/.test(verifier)
+          || b64url(createHash('sha256').update(verifier).digest()) !== granted.challenge) return fail(400, 'invalid_grant: code_verifier');
+        const tenant = JSON.parse(Buffer.from(token.split('.')[1], 'base64url')).tenant;
+        const out = execFileSync(BIN, ['token', '--data', dataDir, '--tenant', tenant, '--ttl', '3600']).toString().trim().split('\n');
+        seen.exchanged += 1;
+        seen.accessToken = out[out.length - 1];
+        res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store', 'access-control-allow-origin': base });
+        res.end(JSON.stringify({ access_token: seen.accessToken, token_type: 'Bearer', expires_in: 3600 }));
+      });
+      return undefined;
+    }
+    return fail(404, 'not_found');
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ server, seen, url: `http://127.0.0.1:${server.address().port}` })));
+}
+
 async function startService() {
   dataDir = mkdtempSync(path.join(tmpdir(), 'console-test-'));
   const port = await freePort();
   base = `http://127.0.0.1:${port}`;
+  idp = await authorizationServer();
+  // The console's hosted sign-in (docs/console.md): the standalone reads the same
+  // variables as the management-api function on AWS.
   server = spawn(BIN, ['serve', '--listen', `127.0.0.1:${port}`, '--data', dataDir], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, RUST_LOG: 'warn' },
+    env: { ...process.env, RUST_LOG: 'warn', CONSOLE_AUTH_URL: idp.url, CONSOLE_CLIENT_ID: CONSOLE_CLIENT },
   });
   let out = '';
   server.stderr.on('data', () => {});
@@ -104,6 +167,7 @@ before(async () => {
 after(async () => {
   await browser?.close();
   hook?.close();
+  idp?.server.close();
   server?.kill('SIGTERM');
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
@@ -134,7 +198,7 @@ test('sign in with the client id and secret; the token stays out of the URL', as
   await shot('sign-in');
   await page.getByLabel('Client id', { exact: true }).fill(client.id);
   await page.getByLabel('Client secret', { exact: true }).fill('wrong');
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
   await page.getByRole('alert').filter({ hasText: 'unknown client or wrong secret' }).waitFor();
   await page.getByLabel('Client secret', { exact: true }).fill(client.secret);
   await page.getByLabel('Client secret', { exact: true }).press('Enter'); // keyboard submits
@@ -373,6 +437,51 @@ test('sign out, then sign in with a pasted token', async () => {
   await page.getByLabel('Bearer token', { exact: true }).fill(token);
   await page.getByRole('button', { name: 'Use this token' }).click();
   await page.locator('main[data-ready="subscriptions"]').waitFor();
+});
+
+test('sign in on the hosted page: authorization code with PKCE (S256), state checked, no token in a URL', async () => {
+  const config = await (await fetch(`${base}/console/config.json`)).json();
+  assert.equal(config.hostedSignIn.clientId, CONSOLE_CLIENT);
+  assert.equal(config.hostedSignIn.authorizeUrl, `${idp.url}/oauth2/authorize`);
+  const csp = (await fetch(`${base}/console/`)).headers.get('content-security-policy');
+  assert.match(csp, new RegExp(`connect-src 'self' ${idp.url};`));
+  const urls = [];
+  page.on('request', (r) => urls.push(r.url()));
+  page.on('framenavigated', (f) => urls.push(f.url()));
+  // A return this tab did not start (a forged code and state) signs nobody in.
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.goto(`${base}/console/?code=forged&state=forged#/p/festival/i/day-1/subscriptions`);
+  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+  await page.getByText('A sign-in came back that this tab did not start').waitFor();
+  assert.equal(new URL(page.url()).search, '');
+  assert.equal(idp.seen.exchanged, 0);
+  // The real round trip, by keyboard.
+  await page.getByRole('button', { name: 'Sign in with your account' }).focus();
+  await page.keyboard.press('Enter');
+  await page.locator('main[data-ready="subscriptions"]').waitFor();
+  assert.equal(idp.seen.exchanged, 1);
+  assert.deepEqual(idp.seen.refused, []);
+  const asked = idp.seen.authorize.at(-1);
+  assert.equal(asked.code_challenge_method, 'S256');
+  assert.equal(asked.scope, 'openid pricing/api');
+  assert.equal(asked.redirect_uri, `${base}/console/`);
+  const stored = await page.evaluate(() => sessionStorage.getItem('pricing-console.token'));
+  assert.equal(stored, idp.seen.accessToken);
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('pricing-console.pkce')), null, 'the verifier is gone');
+  // The code left the address bar (history.replaceState); the token was never in a URL.
+  assert.equal(new URL(page.url()).search, '');
+  assert.ok(urls.some((u) => u.includes('code=')), 'the code came back in the redirect');
+  assert.deepEqual(urls.filter((u) => u.includes(stored) || u.includes(stored.split('.')[2])), []);
+  assert.equal(await page.evaluate(() => localStorage.length), 0);
+  assert.deepEqual(await page.context().cookies(), []);
+  // A code is good once: replaying the return URL is refused by the server, and the tab
+  // (its verifier gone) signs nobody in with it.
+  const replay = urls.find((u) => u.includes('code='));
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.goto(replay);
+  await page.getByText('A sign-in came back that this tab did not start').waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('pricing-console.token')), null);
+  assert.equal(idp.seen.exchanged, 1);
 });
 
 test('no script errors or policy violations on any page', () => {

@@ -1,6 +1,6 @@
 // The console's entry point: hash routes (#/p/P/i/I/...), sign-in, breadcrumbs.
 
-import { token, decodeClaims, onChange, signOut, signInPage } from './auth.js';
+import { token, decodeClaims, onChange, signOut, signInPage, loadConfig, completeHostedSignIn } from './auth.js';
 import { h, link, errorBox, route } from './dom.js';
 import { projectsPage } from './pages/projects.js';
 import { instancePage } from './pages/instance.js';
@@ -80,4 +80,5 @@ async function render() {
   main.dataset.ready = r.page;
 }
 
-render();
+// Which sign-in the service offers, then (back from a hosted sign-in page) the code exchange.
+loadConfig().then(completeHostedSignIn).finally(render);

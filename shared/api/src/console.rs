@@ -57,22 +57,123 @@ static ASSETS: &[Asset] = &[
     asset!("vendor/uPlot.LICENSE", "text/plain; charset=utf-8"),
 ];
 
-/// The console's routes; merged into the API router (no state, no authentication).
+/// Sign-in with a hosted authorization server (the Cognito hosted UI on AWS): the
+/// authorization code grant with PKCE, for a public client. Read from the environment of
+/// the process that serves the console (the management-api function; the standalone too):
+/// `CONSOLE_AUTH_URL` (the server's base URL, e.g. `https://x.auth.eu-west-1.amazoncognito.com`;
+/// `/oauth2/authorize` and `/oauth2/token` below it), `CONSOLE_CLIENT_ID`, and optionally
+/// `CONSOLE_REDIRECT_URI` (default: the console's own address, `https://API/console/`) and
+/// `CONSOLE_SCOPE` (default `openid pricing/api`). Without a URL and a client id there is
+/// none and the console offers the client-credentials and pasted-token forms only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostedSignIn {
+    pub auth_url: String,
+    pub client_id: String,
+    pub redirect_uri: Option<String>,
+    pub scope: String,
+}
+
+impl HostedSignIn {
+    /// From `CONSOLE_AUTH_URL`, `CONSOLE_CLIENT_ID`, `CONSOLE_REDIRECT_URI`, `CONSOLE_SCOPE`.
+    pub fn from_env() -> Option<Self> {
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// From any variable lookup; `None` unless the URL (http or https, no query) and the
+    /// client id are set.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Option<Self> {
+        let set = |k: &str| {
+            var(k)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let auth_url = set("CONSOLE_AUTH_URL")?.trim_end_matches('/').to_owned();
+        let client_id = set("CONSOLE_CLIENT_ID")?;
+        let origin_ok = (auth_url.starts_with("https://") || auth_url.starts_with("http://"))
+            && auth_url
+                .chars()
+                .all(|c| c.is_ascii_graphic() && !"?#'\";,\\".contains(c));
+        if !origin_ok {
+            tracing::warn!(
+                "CONSOLE_AUTH_URL is not an http(s) URL: the console offers no hosted sign-in"
+            );
+            return None;
+        }
+        Some(Self {
+            auth_url,
+            client_id,
+            redirect_uri: set("CONSOLE_REDIRECT_URI"),
+            scope: set("CONSOLE_SCOPE").unwrap_or_else(|| "openid pricing/api".to_owned()),
+        })
+    }
+
+    /// The origin (scheme, host, port) of the authorization server: the console's
+    /// Content-Security-Policy lets it post the code exchange there.
+    pub fn origin(&self) -> &str {
+        let rest = self.auth_url.split_once("://").map_or("", |(_, r)| r);
+        let host_len = rest.find('/').unwrap_or(rest.len());
+        &self.auth_url[..self.auth_url.len() - rest.len() + host_len]
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "hostedSignIn": {
+                "authorizeUrl": format!("{}/oauth2/authorize", self.auth_url),
+                "tokenUrl": format!("{}/oauth2/token", self.auth_url),
+                "logoutUrl": format!("{}/logout", self.auth_url),
+                "clientId": self.client_id,
+                "redirectUri": self.redirect_uri,
+                "scope": self.scope,
+            }
+        })
+    }
+}
+
+/// The console's routes; merged into the API router (no state, no authentication). The
+/// hosted sign-in is read from the environment once.
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    with_sign_in(HostedSignIn::from_env())
+}
+
+/// The console's routes with the given hosted sign-in (or none).
+pub fn with_sign_in<S: Clone + Send + Sync + 'static>(sign_in: Option<HostedSignIn>) -> Router<S> {
+    let policy = sign_in
+        .as_ref()
+        .and_then(|s| {
+            let p = CONTENT_SECURITY_POLICY.replace(
+                "connect-src 'self'",
+                &format!("connect-src 'self' {}", s.origin()),
+            );
+            HeaderValue::from_str(&p).ok()
+        })
+        .unwrap_or(HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    let config = match &sign_in {
+        None => serde_json::json!({ "hostedSignIn": null }),
+        Some(s) => s.json(),
+    };
+    let config = axum::body::Bytes::from(config.to_string());
+    let (p1, p2, p3) = (policy.clone(), policy.clone(), policy);
     Router::new()
+        .route(
+            "/console/config.json",
+            get(move || async move { respond("application/json", config.clone(), p1.clone()) }),
+        )
         // Relative asset URLs resolve under `/console/`, whatever prefix the API has.
         .route(
             "/console",
             get(|| async { Redirect::permanent("console/") }),
         )
-        .route("/console/", get(|| async { serve("index.html") }))
+        .route(
+            "/console/",
+            get(move || async move { serve("index.html", p2.clone()) }),
+        )
         .route(
             "/console/{*path}",
-            get(|Path(path): Path<String>| async move { serve(&path) }),
+            get(move |Path(path): Path<String>| async move { serve(&path, p3.clone()) }),
         )
 }
 
-fn serve(path: &str) -> Response {
+fn serve(path: &str, policy: HeaderValue) -> Response {
     let Some(asset) = ASSETS.iter().find(|a| a.path == path) else {
         return (
             StatusCode::NOT_FOUND,
@@ -81,10 +182,14 @@ fn serve(path: &str) -> Response {
         )
             .into_response();
     };
-    let mut response = ([(header::CONTENT_TYPE, asset.content_type)], asset.body).into_response();
+    respond(asset.content_type, asset.body.into(), policy)
+}
+
+fn respond(content_type: &'static str, body: axum::body::Bytes, policy: HeaderValue) -> Response {
+    let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
     let headers = response.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, policy);
     for (name, value) in [
-        (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::REFERRER_POLICY, "no-referrer"),
         // Small files, embedded: revalidating costs little and a new binary shows at once.
@@ -103,7 +208,7 @@ mod tests {
     use tower::ServiceExt;
 
     async fn get(path: &str) -> Response {
-        let router: Router = routes();
+        let router: Router = with_sign_in(None);
         router
             .oneshot(Request::get(path).body(Body::empty()).unwrap())
             .await
@@ -122,6 +227,112 @@ mod tests {
             );
             assert_eq!(r.headers()[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
             assert!(!asset.body.is_empty(), "{}", asset.path);
+        }
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let map: std::collections::HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    async fn body(r: Response) -> serde_json::Value {
+        let bytes = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[tokio::test]
+    async fn config_without_hosted_sign_in() {
+        assert_eq!(HostedSignIn::from_vars(vars(&[])), None);
+        // Both the URL and the client id are needed; a URL must be http(s), one origin.
+        assert_eq!(
+            HostedSignIn::from_vars(vars(&[("CONSOLE_CLIENT_ID", "c")])),
+            None
+        );
+        for bad in [
+            "ftp://x",
+            "https://x/?a",
+            "https://x y",
+            "https://x;'unsafe-inline'",
+        ] {
+            let v = vars(&[("CONSOLE_AUTH_URL", bad), ("CONSOLE_CLIENT_ID", "c")]);
+            assert_eq!(HostedSignIn::from_vars(v), None, "{bad}");
+        }
+        let router: Router = with_sign_in(None);
+        let r = router
+            .oneshot(
+                Request::get("/console/config.json")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(
+            r.headers()[header::CONTENT_SECURITY_POLICY],
+            CONTENT_SECURITY_POLICY
+        );
+        assert_eq!(body(r).await, serde_json::json!({ "hostedSignIn": null }));
+    }
+
+    #[tokio::test]
+    async fn config_with_hosted_sign_in_and_its_origin_in_the_policy() {
+        let s = HostedSignIn::from_vars(vars(&[
+            (
+                "CONSOLE_AUTH_URL",
+                "https://pricing-1.auth.eu-west-1.amazoncognito.com/",
+            ),
+            ("CONSOLE_CLIENT_ID", "abc123"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            s.origin(),
+            "https://pricing-1.auth.eu-west-1.amazoncognito.com"
+        );
+        let local = HostedSignIn::from_vars(vars(&[
+            ("CONSOLE_AUTH_URL", "http://127.0.0.1:9000/idp"),
+            ("CONSOLE_CLIENT_ID", "c"),
+            ("CONSOLE_REDIRECT_URI", "http://127.0.0.1:8080/console/"),
+            ("CONSOLE_SCOPE", "openid"),
+        ]))
+        .unwrap();
+        assert_eq!(local.origin(), "http://127.0.0.1:9000");
+        assert_eq!(
+            local.redirect_uri.as_deref(),
+            Some("http://127.0.0.1:8080/console/")
+        );
+        let router: Router = with_sign_in(Some(s));
+        for path in ["/console/config.json", "/console/", "/console/app.js"] {
+            let r = router
+                .clone()
+                .oneshot(Request::get(path).body(Body::empty()).unwrap())
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{path}");
+            let csp = r.headers()[header::CONTENT_SECURITY_POLICY]
+                .to_str()
+                .unwrap();
+            assert!(
+                csp.contains(
+                    "connect-src 'self' https://pricing-1.auth.eu-west-1.amazoncognito.com;"
+                ),
+                "{csp}"
+            );
+            if path.ends_with("config.json") {
+                assert_eq!(
+                    body(r).await,
+                    serde_json::json!({ "hostedSignIn": {
+                        "authorizeUrl": "https://pricing-1.auth.eu-west-1.amazoncognito.com/oauth2/authorize",
+                        "tokenUrl": "https://pricing-1.auth.eu-west-1.amazoncognito.com/oauth2/token",
+                        "logoutUrl": "https://pricing-1.auth.eu-west-1.amazoncognito.com/logout",
+                        "clientId": "abc123",
+                        "redirectUri": null,
+                        "scope": "openid pricing/api",
+                    }})
+                );
+            }
         }
     }
 
