@@ -28,6 +28,7 @@ use axum::http::{HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, delete, get, post};
+use tracing::Instrument;
 
 pub use app::{App, Limits, Ports, Stores};
 pub use error::ApiError;
@@ -226,7 +227,46 @@ pub fn router<P: Ports>(app: Arc<App<P>>) -> Router {
         .method_not_allowed_fallback(system::method_not_allowed)
         .layer(middleware::from_fn(api_version))
         .layer(middleware::from_fn(access_log))
+        .layer(middleware::from_fn(request_id))
         .with_state(app)
+}
+
+/// The request id header: the caller's own, or one the service makes up.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// Whether `id` may be a request id as the caller sent it: 1 to 128 characters of
+/// `A-Z a-z 0-9 . _ : -` (nothing that could forge a log line or a header).
+pub fn is_request_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
+/// Gives every request an id, the caller's `x-request-id` when it is a plain token, else a
+/// new ULID: every log line about the request carries it (the `request` span around
+/// everything the request does), and the response returns it in `x-request-id`. On
+/// Lambda the same lines also carry the runtime's requestId and xrayTraceId, which the
+/// queued work continues (docs/operations.md, "Tracing").
+async fn request_id(mut request: Request, next: Next) -> Response {
+    let given = request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| is_request_id(v))
+        .and_then(|v| HeaderValue::from_str(v).ok());
+    let value = match given {
+        Some(v) => v,
+        None => match HeaderValue::from_str(&ulid::Ulid::new().to_string()) {
+            Ok(v) => v,
+            Err(_) => return next.run(request).await,
+        },
+    };
+    let span = tracing::info_span!("request", request_id = value.to_str().unwrap_or_default());
+    request.headers_mut().insert(REQUEST_ID, value.clone());
+    let mut response = next.run(request).instrument(span).await;
+    response.headers_mut().insert(REQUEST_ID, value);
+    response
 }
 
 /// Checks a requested `Api-Version` (3, 3.1 or 3.1.0; older minors of 3 are fine) and
@@ -284,6 +324,16 @@ async fn access_log(request: Request, next: Next) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_ids_are_plain_tokens() {
+        for ok in ["a", "01JABCDEF", "req-1.2_3:4", &"x".repeat(128)] {
+            assert!(is_request_id(ok), "{ok}");
+        }
+        for bad in ["", "a b", "a\nb", "é", "a/b", "<x>", &"x".repeat(129)] {
+            assert!(!is_request_id(bad), "{bad:?}");
+        }
+    }
 
     #[test]
     fn api_versions() {

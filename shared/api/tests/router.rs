@@ -2692,3 +2692,43 @@ async fn an_instances_events_are_read_filtered_and_paged() {
         StatusCode::UNAUTHORIZED,
     );
 }
+
+#[tokio::test]
+async fn every_answer_carries_a_request_id_the_callers_own_when_plain() {
+    let h = harness();
+    let id_of = |r: &Reply| {
+        r.headers
+            .get("x-request-id")
+            .expect("x-request-id")
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    // Made up when absent: a ULID, another one per request; on errors too.
+    let a = id_of(&h.call("GET", "/health", None, None).await);
+    let b = id_of(&h.call("GET", "/projects", None, None).await);
+    assert_eq!(a.len(), 26, "{a}");
+    assert_ne!(a, b);
+    let with = |id: &str| {
+        Request::builder()
+            .uri("/projects/nope")
+            .header("authorization", format!("Bearer {}", h.token("acme")))
+            .header("x-request-id", id)
+            .body(Body::empty())
+            .unwrap()
+    };
+    let r = h.raw(with("order-4711:retry.2")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        id_of(&r),
+        "order-4711:retry.2",
+        "the caller's own id is kept"
+    );
+    // One that could forge a log line or is too long is replaced.
+    for bad in ["two words", &"x".repeat(129)] {
+        let r = h.raw(with(bad)).await;
+        let id = id_of(&r);
+        assert_ne!(id, bad);
+        assert_eq!(id.len(), 26, "{id}");
+    }
+}

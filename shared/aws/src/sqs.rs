@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::types::MessageSystemAttributeName;
+use aws_sdk_sqs::types::{
+    MessageSystemAttributeName, MessageSystemAttributeNameForSends, MessageSystemAttributeValue,
+};
 use pricing_core::model::{Lane, Message};
 use pricing_core::ports::{Received, StoreResult, WorkQueue};
 
@@ -93,14 +95,26 @@ fn is_stale_receipt<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> b
     }
 }
 
+/// The X-Ray trace header of the work under way (`_X_AMZN_TRACE_ID`, which the Lambda
+/// runtime sets for each invocation): a message sent carries it as its `AWSTraceHeader`,
+/// so the function that handles the message continues the trace and logs the same trace
+/// id (docs/operations.md, "Tracing"). None outside Lambda.
+pub fn trace_header() -> Option<String> {
+    std::env::var("_X_AMZN_TRACE_ID")
+        .ok()
+        .filter(|t| !t.is_empty() && t.len() <= 1024)
+}
+
 /// Whole seconds, rounded up, within what SQS accepts.
 fn whole_seconds(d: Duration) -> i32 {
     let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
     i32::try_from(secs.min(MAX_VISIBILITY_SECS)).unwrap_or(i32::MAX)
 }
 
-impl WorkQueue for SqsQueue {
-    async fn send(&self, message: &Message) -> StoreResult<()> {
+impl SqsQueue {
+    /// Sends `message` with the X-Ray trace header `trace` as its `AWSTraceHeader` (none:
+    /// no trace). [`WorkQueue::send`] passes the invocation's own ([`trace_header`]).
+    pub async fn send_traced(&self, message: &Message, trace: Option<&str>) -> StoreResult<()> {
         let body = serde_json::to_string(message).map_err(|e| {
             pricing_core::ports::StoreError::Failed(format!("send: encoding the message: {e}"))
         })?;
@@ -114,8 +128,26 @@ impl WorkQueue for SqsQueue {
                 .message_group_id(message.group())
                 .message_deduplication_id(ulid::Ulid::new().to_string());
         }
+        if let Some(trace) = trace {
+            req = req.message_system_attributes(
+                MessageSystemAttributeNameForSends::AwsTraceHeader,
+                MessageSystemAttributeValue::builder()
+                    .data_type("String")
+                    .string_value(trace)
+                    .build()
+                    .map_err(|e| {
+                        pricing_core::ports::StoreError::Failed(format!("send: trace header: {e}"))
+                    })?,
+            );
+        }
         req.send().await.map_err(|e| store_error("send", e))?;
         Ok(())
+    }
+}
+
+impl WorkQueue for SqsQueue {
+    async fn send(&self, message: &Message) -> StoreResult<()> {
+        self.send_traced(message, trace_header().as_deref()).await
     }
 
     async fn receive(&self, max: usize, visibility: Duration) -> StoreResult<Vec<Received>> {

@@ -567,3 +567,56 @@ async fn sdk_errors_map_onto_store_errors() {
         Err(StoreError::Conflict(_))
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sent_message_carries_the_trace_of_the_work_that_sent_it() {
+    let stack = Stack::new("trace").await;
+    let run = Run::new("trace");
+    let trace = "Root=1-67891233-abcdef012345678912345678;Parent=53995c3f42cd8ad8;Sampled=1";
+    for queue in [stack.process_queue(), stack.recalc_queue()] {
+        let message = Message::ProcessInstance {
+            key: run.key("p", "traced"),
+        };
+        queue
+            .send_traced(&message, Some(trace))
+            .await
+            .expect("send");
+        queue.send_traced(&message, None).await.expect("send");
+        // As the Lambda event source reads them: with the system attributes.
+        let client = aws_sdk_sqs::Client::new(&stack.sdk);
+        let url = if queue.is_fifo() {
+            &stack.config.process_queue_url
+        } else {
+            &stack.config.recalc_queue_url
+        };
+        let mut headers = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while headers.len() < 2 && tokio::time::Instant::now() < deadline {
+            let out = client
+                .receive_message()
+                .queue_url(url)
+                .max_number_of_messages(10)
+                .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+                .send()
+                .await
+                .expect("receive");
+            for m in out.messages() {
+                headers.push(
+                    m.attributes()
+                        .and_then(|a| {
+                            a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::AwsTraceHeader)
+                        })
+                        .cloned(),
+                );
+                client
+                    .delete_message()
+                    .queue_url(url)
+                    .receipt_handle(m.receipt_handle().unwrap_or_default())
+                    .send()
+                    .await
+                    .expect("delete");
+            }
+        }
+        assert_eq!(headers, [Some(trace.to_owned()), None], "{url}");
+    }
+}

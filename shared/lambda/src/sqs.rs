@@ -9,6 +9,23 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use pricing_core::model::Message;
 use pricing_core::ports::WorkQueue;
 use pricing_core::webhooks::Settle;
+use tracing::Instrument;
+
+/// The span of one record's work: its message id and the X-Ray trace it continues (the
+/// `AWSTraceHeader` its sender attached: the trace of the API request or the function
+/// run that queued it), so every log line about the message names both.
+fn message_span(record: &SqsMessage) -> tracing::Span {
+    let trace = record
+        .attributes
+        .get("AWSTraceHeader")
+        .map(String::as_str)
+        .unwrap_or_default();
+    tracing::info_span!(
+        "message",
+        message_id = record.message_id.as_deref().unwrap_or_default(),
+        trace
+    )
+}
 
 /// Handles each record's `Message`; failed and unreadable records are reported by id.
 pub async fn handle_batch<F, Fut, E>(event: SqsEvent, mut handle: F) -> SqsBatchResponse
@@ -21,8 +38,12 @@ where
     for record in event.records {
         let id = record.message_id.clone().unwrap_or_default();
         let message = read(&record);
+        let span = message_span(&record);
         let outcome = match message {
-            Ok(message) => handle(message).await.map_err(|e| e.to_string()),
+            Ok(message) => handle(message)
+                .instrument(span.clone())
+                .await
+                .map_err(|e| e.to_string()),
             Err(e) => Err(format!("unreadable message: {e}")),
         };
         if let Err(error) = outcome {
@@ -31,7 +52,9 @@ where
                 .get("ApproximateReceiveCount")
                 .cloned()
                 .unwrap_or_default();
-            tracing::warn!(message_id = %id, %attempt, %error, "message failed; SQS will redeliver it");
+            span.in_scope(|| {
+                tracing::warn!(%attempt, %error, "message failed; SQS will redeliver it");
+            });
             response.add_failure(id);
         }
     }
@@ -57,8 +80,9 @@ where
     let outcomes = futures_util::future::join_all(event.records.iter().map(|record| {
         let handle = &handle;
         async move {
+            let span = message_span(record);
             let outcome = match read(record) {
-                Ok(message) => handle(message).await,
+                Ok(message) => handle(message).instrument(span).await,
                 Err(e) => Err(format!("unreadable message: {e}")),
             };
             (record, outcome)
@@ -94,4 +118,92 @@ fn read(record: &SqsMessage) -> Result<Message, String> {
         .as_deref()
         .ok_or_else(|| "the message has no body".to_owned())
         .and_then(|b| serde_json::from_str::<Message>(b).map_err(|e| e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Log output kept in memory.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Lines {
+        type Writer = Lines;
+        fn make_writer(&'a self) -> Lines {
+            self.clone()
+        }
+    }
+
+    fn record(id: &str, body: &str, trace: &str) -> serde_json::Value {
+        serde_json::json!({
+            "messageId": id, "receiptHandle": "r", "body": body,
+            "attributes": {"AWSTraceHeader": trace, "ApproximateReceiveCount": "1"},
+            "messageAttributes": {}, "eventSource": "aws:sqs", "awsRegion": "us-east-1",
+        })
+    }
+
+    #[test]
+    fn every_line_about_a_message_names_its_message_id_and_trace() {
+        let body = serde_json::to_string(&Message::Deliver {
+            webhook_id: "wh_1".into(),
+        })
+        .unwrap();
+        let event: SqsEvent = serde_json::from_value(serde_json::json!({"Records": [
+            record("m-ok", &body, "Root=1-aaaa-1"),
+            record("m-failing", &body, "Root=1-bbbb-2"),
+            record("m-unreadable", "{", "Root=1-cccc-3"),
+        ]}))
+        .unwrap();
+        let lines = Lines::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(lines.clone())
+            .with_ansi(false)
+            .finish();
+        let response = tracing::subscriber::with_default(subscriber, || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let mut calls = 0;
+            runtime.block_on(handle_batch(event, |_| {
+                calls += 1;
+                let fail = calls == 2;
+                async move {
+                    tracing::info!("handling");
+                    if fail { Err("boom") } else { Ok(()) }
+                }
+            }))
+        });
+        assert_eq!(response.batch_item_failures.len(), 2);
+        let out = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        let line = |needle: &str| {
+            out.lines()
+                .filter(|l| l.contains(needle))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        for (id, trace) in [("m-ok", "Root=1-aaaa-1"), ("m-failing", "Root=1-bbbb-2")] {
+            let about = line(&format!("message_id=\"{id}\""));
+            assert!(!about.is_empty(), "{out}");
+            assert!(about.iter().all(|l| l.contains(trace)), "{about:?}");
+        }
+        assert!(
+            line("message failed").iter().all(|l| l.contains("Root=1-")),
+            "{out}"
+        );
+        assert_eq!(line("message failed").len(), 2, "{out}");
+    }
 }
