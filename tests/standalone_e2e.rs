@@ -1,44 +1,44 @@
-//! End-to-end: the real `standalone` binary over HTTP. Submits entries under load, kills the
-//! process with SIGKILL mid-load, restarts it on the same data directory, and shows that
-//! nothing accepted was lost or applied twice.
+//! End-to-end: the real `standalone` binary over HTTP, driven through the typed client
+//! (`pricing-client`). Submits entries under load, kills the process with SIGKILL mid-load,
+//! restarts it on the same data directory, and shows that nothing accepted was lost or
+//! applied twice.
 
 mod support;
+#[path = "support/client.rs"]
+mod support_client;
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use support::{Service, send, token, wait_for};
+use pricing_client::types::{
+    CalculationRequest, Entry, EntrySubmission, InstanceDetails, InstanceRequest, ItemPrice,
+    LogQuery, PageQuery, PriceHistoryEntry, ProjectRequest, Trigger,
+};
+use pricing_client::{Client, Error};
+use serde_json::json;
+use support::{Service, token};
+use support_client::{api, poll};
 
-fn sale_batch(batch: usize, size: usize) -> Value {
-    let entries: Vec<Value> = (0..size)
-        .map(|i| {
-            json!({"type": "itemSale", "transactionId": format!("sale-{batch}-{i}"),
-                   "data": {"itemId": format!("item-{}", i % 4), "quantity": 1, "price": 25.5}})
-        })
-        .collect();
-    json!({ "entries": entries })
+fn sale_batch(batch: usize, size: usize) -> EntrySubmission {
+    EntrySubmission::new((0..size).map(|i| {
+        Entry::new(
+            "itemSale",
+            json!({"itemId": format!("item-{}", i % 4), "quantity": 1, "price": 25.5}),
+        )
+        .with_transaction(format!("sale-{batch}-{i}"))
+    }))
 }
 
-async fn wait_until_applied(client: &reqwest::Client, base: &str, token: &str) -> Value {
+async fn wait_until_applied(api: &Client) -> InstanceDetails {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let (status, details) = send(
-            client,
-            reqwest::Method::GET,
-            format!("{base}/projects/e2e/instances/show"),
-            token,
-            None,
-        )
-        .await
-        .expect("details");
-        assert_eq!(status, 200, "{details}");
-        let p = &details["processing"];
-        if p["appliedSequence"] == p["lastSequence"] {
+        let details = api.instance("e2e", "show").await.expect("details");
+        let p = details.processing;
+        if p.applied_sequence == p.last_sequence {
             return details;
         }
         assert!(
             Instant::now() < deadline,
-            "processing did not catch up: {p}"
+            "processing did not catch up: {p:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -58,51 +58,39 @@ async fn nothing_accepted_is_lost_or_applied_twice_across_sigkill() {
         service.stdout_lines
     );
     let token = token(&data, "e2e-tenant");
-    let client = reqwest::Client::new();
-    let base = service.base.clone();
-    use reqwest::Method;
+    let client = api(&service.base, &token);
 
-    let (s, _) = send(
-        &client,
-        Method::POST,
-        format!("{base}/projects"),
-        &token,
-        Some(json!({"projectId": "e2e"})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(s, 201);
-    let (s, _) = send(
-        &client,
-        Method::POST,
-        format!("{base}/projects/e2e/instances"),
-        &token,
-        Some(json!({"instanceId": "show"})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(s, 201);
+    // The client checks each route's documented status: 201 here, 200 for entries.
+    client
+        .create_project(&ProjectRequest::id("e2e"))
+        .await
+        .expect("201");
+    client
+        .create_instance("e2e", &InstanceRequest::id("show"))
+        .await
+        .expect("201");
     let mut setup = vec![
-        json!({"type": "productRegistration", "transactionId": "prod", "data": {"productId": "ga", "capacity": 100000}}),
+        Entry::new(
+            "productRegistration",
+            json!({"productId": "ga", "capacity": 100000}),
+        )
+        .with_transaction("prod"),
     ];
     for i in 0..4 {
         setup.push(
-            json!({"type": "itemRegistration", "transactionId": format!("reg-{i}"), "data": {
-            "itemId": format!("item-{i}"), "productId": "ga",
-            "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2030-01-01T00:00:00Z"},
-            "priceSettings": {"min": 10, "max": 100, "default": 25.5}}}),
+            Entry::new(
+                "itemRegistration",
+                json!({"itemId": format!("item-{i}"), "productId": "ga",
+                "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2030-01-01T00:00:00Z"},
+                "priceSettings": {"min": 10, "max": 100, "default": 25.5}}),
+            )
+            .with_transaction(format!("reg-{i}")),
         );
     }
-    let (s, body) = send(
-        &client,
-        Method::POST,
-        format!("{base}/projects/e2e/instances/show/entries"),
-        &token,
-        Some(json!({"entries": setup})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(s, 200, "{body}");
+    client
+        .submit_entries("e2e", "show", &EntrySubmission::new(setup))
+        .await
+        .expect("200");
 
     // Load: 4 concurrent senders of 100-entry batches; SIGKILL once some are acknowledged.
     const BATCHES: usize = 60;
@@ -111,24 +99,16 @@ async fn nothing_accepted_is_lost_or_applied_twice_across_sigkill() {
     let mut senders = Vec::new();
     for lane in 0..4 {
         let client = client.clone();
-        let base = base.clone();
-        let token = token.clone();
         let acked = acked.clone();
         senders.push(tokio::spawn(async move {
             for batch in (lane..BATCHES).step_by(4) {
-                let url = format!("{base}/projects/e2e/instances/show/entries");
-                match send(
-                    &client,
-                    Method::POST,
-                    url,
-                    &token,
-                    Some(sale_batch(batch, SIZE)),
-                )
-                .await
+                match client
+                    .submit_entries("e2e", "show", &sale_batch(batch, SIZE))
+                    .await
                 {
-                    Ok((200, _)) => acked.lock().unwrap().push(batch),
-                    Ok((status, body)) => panic!("unexpected {status}: {body}"),
-                    Err(_) => return, // the service died under us
+                    Ok(_) => acked.lock().unwrap().push(batch),
+                    Err(Error::Transport(_)) => return, // the service died under us
+                    Err(e) => panic!("unexpected {:?}: {e}", e.status()),
                 }
             }
         }));
@@ -155,67 +135,57 @@ async fn nothing_accepted_is_lost_or_applied_twice_across_sigkill() {
             .any(|l| l.contains("client_secret=")),
         "the client is created once"
     );
-    let base = service.base.clone();
+    let client = api(&service.base, &token);
     for batch in 0..BATCHES {
-        let (s, body) = send(
-            &client,
-            Method::POST,
-            format!("{base}/projects/e2e/instances/show/entries"),
-            &token,
-            Some(sale_batch(batch, SIZE)),
-        )
-        .await
-        .unwrap();
-        assert_eq!(s, 200, "{body}");
+        let summary = client
+            .submit_entries("e2e", "show", &sale_batch(batch, SIZE))
+            .await
+            .expect("200");
         if acked.contains(&batch) {
             assert_eq!(
-                body["accepted"], 0,
-                "batch {batch} was acknowledged before the kill but lost: {body}"
+                summary.accepted, 0,
+                "batch {batch} was acknowledged before the kill but lost: {summary:?}"
             );
-            assert_eq!(body["duplicates"], SIZE);
+            assert_eq!(summary.duplicates, SIZE as u64);
         }
     }
 
     // Every sale applied exactly once.
-    let details = wait_until_applied(&client, &base, &token).await;
-    let total_sold: u64 = details["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["sold"].as_u64().unwrap())
-        .sum();
-    assert_eq!(total_sold, (BATCHES * SIZE) as u64, "{details}");
+    let details = wait_until_applied(&client).await;
+    let total_sold: u64 = details.items.iter().map(|i| i.sold).sum();
+    assert_eq!(total_sold, (BATCHES * SIZE) as u64, "{details:?}");
     assert_eq!(
-        details["processing"]["lastSequence"],
+        details.processing.last_sequence,
         (BATCHES * SIZE + 5) as u64
     );
-    for item in details["items"].as_array().unwrap() {
-        assert_eq!(item["sold"], (BATCHES * SIZE / 4) as u64);
+    for item in &details.items {
+        assert_eq!(item.sold, (BATCHES * SIZE / 4) as u64);
     }
 
     // The log is gapless and holds each transaction id once.
     let mut seen = std::collections::HashSet::new();
     let mut after = 0u64;
     loop {
-        let (s, page) = send(
-            &client,
-            Method::GET,
-            format!("{base}/projects/e2e/instances/show/entries?after={after}&limit=1000"),
-            &token,
-            None,
-        )
-        .await
-        .unwrap();
-        assert_eq!(s, 200);
-        for e in page["items"].as_array().unwrap() {
+        let page = client
+            .entries(
+                "e2e",
+                "show",
+                &LogQuery {
+                    after: Some(after),
+                    page: PageQuery::limit(1000),
+                },
+            )
+            .await
+            .expect("200");
+        for e in &page.items {
             after += 1;
-            assert_eq!(e["sequence"], after, "gapless sequences");
+            assert_eq!(e.sequence, after, "gapless sequences");
             assert!(
-                seen.insert(e["transactionId"].as_str().unwrap().to_owned()),
+                seen.insert(e.transaction_id.clone().expect("a transaction id")),
                 "duplicate in the log"
             );
         }
-        if page["next"].is_null() {
+        if page.next.is_none() {
             break;
         }
     }
@@ -238,48 +208,48 @@ async fn oauth_client_credentials_and_token_subcommand() {
             .unwrap_or_else(|| panic!("no {prefix} in {:?}", service.stdout_lines))
     };
     let (client_id, secret) = (find("client_id="), find("client_secret="));
-    let client = reqwest::Client::new();
-    let form = |secret: &str| {
-        format!("grant_type=client_credentials&client_id={client_id}&client_secret={secret}")
-    };
-    let resp = client
-        .post(format!("{}/oauth2/token", service.base))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(form(&secret))
-        .send()
+    let anonymous = Client::builder(&service.base).build().expect("a client");
+    let token_url = format!("{}/oauth2/token", service.base);
+    // The client-credentials grant, as a form.
+    let body = anonymous
+        .request_token(&token_url, &client_id, &secret)
         .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let body: Value = resp.json().await.unwrap();
-    assert_eq!(body["token_type"], "Bearer");
-    assert_eq!(body["expires_in"], 3600);
-    let access = body["access_token"].as_str().unwrap().to_owned();
-    let resp = client
-        .get(format!("{}/projects", service.base))
-        .bearer_auth(&access)
-        .send()
+        .expect("200");
+    assert_eq!(body.token_type, "Bearer");
+    assert_eq!(body.expires_in, 3600);
+    api(&service.base, &body.access_token)
+        .projects(&PageQuery::default())
         .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let resp = client
-        .post(format!("{}/oauth2/token", service.base))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(form("wrong"))
-        .send()
+        .expect("200");
+    match anonymous
+        .request_token(&token_url, &client_id, "wrong")
         .await
-        .unwrap();
-    assert_eq!(resp.status(), 401);
-    let body: Value = resp.json().await.unwrap();
-    assert_eq!(body["error"], "invalid_client");
+    {
+        Err(Error::OAuth { status, error }) => {
+            assert_eq!(status, 401);
+            assert_eq!(error.error, "invalid_client");
+        }
+        other => panic!("expected invalid_client: {other:?}"),
+    }
+    // The client exchanging its credentials by itself.
+    let managed =
+        Client::with_client_credentials(&service.base, &client_id, &secret).expect("a client");
+    managed
+        .create_project(&ProjectRequest::id("managed"))
+        .await
+        .expect("201");
+    let bad =
+        Client::with_client_credentials(&service.base, &client_id, "wrong").expect("a client");
+    match bad.projects(&PageQuery::default()).await {
+        Err(Error::OAuth { status: 401, error }) => assert_eq!(error.error, "invalid_client"),
+        other => panic!("expected invalid_client: {other:?}"),
+    }
     // The token subcommand's tokens work against the running service too.
     let t = token(&data, "cli-tenant");
-    let resp = client
-        .get(format!("{}/projects", service.base))
-        .bearer_auth(&t)
-        .send()
+    api(&service.base, &t)
+        .projects(&PageQuery::default())
         .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
+        .expect("200");
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -295,166 +265,133 @@ async fn oauth_client_credentials_and_token_subcommand() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prices_on_demand_on_sales_thresholds_and_on_schedule() {
-    use reqwest::Method;
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let service = Service::start_with(&data, &["--schedule-tick", "1"]);
     let token = token(&data, "pricing");
-    let client = reqwest::Client::new();
-    let base = service.base.clone();
-    let (s, _) = send(
-        &client,
-        Method::POST,
-        format!("{base}/projects"),
-        &token,
-        Some(json!({"projectId": "shop"})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(s, 201);
+    let client = api(&service.base, &token);
+    client
+        .create_project(&ProjectRequest::id("shop"))
+        .await
+        .expect("201");
     let entries = |step: u32| {
-        json!({"entries": [
-            {"type": "pricingSchedule", "data": {"interval": "P1D"}},
-            {"type": "productRegistration", "data": {"productId": "ga", "capacity": 10,
+        EntrySubmission::new([
+            Entry::new("pricingSchedule", json!({"interval": "P1D"})),
+            Entry::new(
+                "productRegistration",
+                json!({"productId": "ga", "capacity": 10,
                 "pricingModel": {"type": "tiers", "tiers": [{"upToSoldPercent": 10, "multiplier": 1}, {"multiplier": 1.5}]},
-                "recalculation": {"soldPercentStep": step}}},
-            {"type": "itemRegistration", "data": {"itemId": "a", "productId": "ga",
+                "recalculation": {"soldPercentStep": step}}),
+            ),
+            Entry::new(
+                "itemRegistration",
+                json!({"itemId": "a", "productId": "ga",
                 "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2035-01-01T00:00:00Z"},
-                "priceSettings": {"min": 10, "max": 100, "default": 40}}},
-        ]})
+                "priceSettings": {"min": 10, "max": 100, "default": 40}}),
+            ),
+        ])
     };
     // `gig` is active (scheduled pricing on); `off` is not.
     for (id, active) in [("gig", true), ("off", false)] {
-        let (s, _) = send(
-            &client,
-            Method::POST,
-            format!("{base}/projects/shop/instances"),
-            &token,
-            Some(json!({"instanceId": id, "active": active})),
-        )
-        .await
-        .unwrap();
-        assert_eq!(s, 201);
-        let (s, b) = send(
-            &client,
-            Method::POST,
-            format!("{base}/projects/shop/instances/{id}/entries"),
-            &token,
-            Some(entries(10)),
-        )
-        .await
-        .unwrap();
-        assert_eq!(s, 200, "{b}");
+        client
+            .create_instance(
+                "shop",
+                &InstanceRequest {
+                    active: Some(active),
+                    ..InstanceRequest::id(id)
+                },
+            )
+            .await
+            .expect("201");
+        client
+            .submit_entries("shop", id, &entries(10))
+            .await
+            .expect("200");
     }
-    let history_url = format!("{base}/projects/shop/instances/gig/items/a/priceHistory");
-    let with = |trigger: &'static str| {
-        move |b: &Value| {
-            b["items"]
-                .as_array()
-                .is_some_and(|items| items.iter().any(|e| e["trigger"] == trigger))
+    let all = PageQuery::default();
+    let history = || client.price_history("shop", "gig", "a", &all);
+    let with = |trigger: Trigger| {
+        move |p: &pricing_client::types::Page<PriceHistoryEntry>| {
+            p.items.iter().any(|e| e.trigger == trigger)
         }
     };
-    let count = |b: &Value, trigger: &str| {
-        b["items"].as_array().map_or(0, |items| {
-            items.iter().filter(|e| e["trigger"] == trigger).count()
-        })
+    let count = |p: &pricing_client::types::Page<PriceHistoryEntry>, trigger: Trigger| {
+        p.items.iter().filter(|e| e.trigger == trigger).count()
     };
 
     // The schedule (one slot a day here) prices the active instance once.
-    wait_for(
-        &client,
-        &history_url,
-        &token,
-        "a scheduled calculation",
-        with("schedule"),
-    )
-    .await;
+    poll("a scheduled calculation", history, with(Trigger::Schedule)).await;
 
-    // On demand, with metadata.
-    let (s, b) = send(
-        &client,
-        Method::POST,
-        format!("{base}/projects/shop/calculatePrices"),
-        &token,
-        Some(json!({"metadata": {"batch": 1}})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(s, 202, "{b}");
-    assert_eq!(
-        b["calculations"].as_array().map(Vec::len),
-        Some(2),
-        "all instances of the project"
-    );
-    let calculation = b["calculations"]
-        .as_array()
-        .unwrap()
+    // On demand, with metadata: 202, a calculation for every instance of the project.
+    let b = client
+        .calculate_prices(
+            "shop",
+            &CalculationRequest {
+                metadata: Some(json!({"batch": 1})),
+                ..CalculationRequest::default()
+            },
+        )
+        .await
+        .expect("202");
+    assert_eq!(b.calculations.len(), 2, "all instances of the project");
+    let calculation = b
+        .calculations
         .iter()
-        .find(|c| c["instanceId"] == "gig")
-        .unwrap()["calculationId"]
-        .as_str()
+        .find(|c| c.instance_id == "gig")
         .unwrap()
-        .to_owned();
-    let prices_url = format!("{base}/projects/shop/instancePrices?instanceId=gig");
-    let prices = wait_for(
-        &client,
-        &prices_url,
-        &token,
+        .calculation_id
+        .clone();
+    let prices = poll(
         "the requested calculation",
-        |b| b["items"][0]["calculationId"] == calculation.as_str(),
+        || client.instance_prices("shop", Some("gig"), &all),
+        |p| {
+            p.items
+                .first()
+                .is_some_and(|i| i.calculation_id.as_deref() == Some(calculation.as_str()))
+        },
     )
     .await;
     assert_eq!(
-        prices["items"][0]["prices"],
-        json!([{"itemId": "a", "price": 40.0}])
+        prices.items[0].prices,
+        vec![ItemPrice {
+            item_id: "a".into(),
+            price: 40.0
+        }]
     );
 
     // A sale crossing 10 % sold triggers a calculation by itself; the tier rises to 1.5.
-    let sale = json!({"entries": [{"type": "itemSale", "data": {"itemId": "a", "quantity": 2, "price": 40}}]});
-    let (s, _) = send(
-        &client,
-        Method::POST,
-        format!("{base}/projects/shop/instances/gig/entries"),
-        &token,
-        Some(sale),
-    )
-    .await
-    .unwrap();
-    assert_eq!(s, 200);
-    let history = wait_for(
-        &client,
-        &history_url,
-        &token,
+    let sale = Entry::new(
+        "itemSale",
+        json!({"itemId": "a", "quantity": 2, "price": 40}),
+    );
+    client
+        .submit_entries("shop", "gig", &EntrySubmission::new([sale]))
+        .await
+        .expect("200");
+    let history_page = poll(
         "a sales-triggered calculation",
-        with("sales"),
+        history,
+        with(Trigger::Sales),
     )
     .await;
-    let sales = history["items"]
-        .as_array()
-        .unwrap()
+    let sales = history_page
+        .items
         .iter()
-        .find(|e| e["trigger"] == "sales")
+        .find(|e| e.trigger == Trigger::Sales)
         .unwrap()
         .clone();
-    assert_eq!(sales["price"], 60.0, "{sales}");
-    assert_eq!(sales["previousPrice"], 40.0);
-    assert_eq!(count(&history, "request"), 1);
+    assert_eq!(sales.price, 60.0, "{sales:?}");
+    assert_eq!(sales.previous_price, Some(40.0));
+    assert_eq!(count(&history_page, Trigger::Request), 1);
 
     // However often the scheduler ticks, one run per slot; the inactive instance gets none.
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    let (_, again) = send(&client, Method::GET, history_url.clone(), &token, None)
+    let again = history().await.expect("200");
+    assert_eq!(count(&again, Trigger::Schedule), 1, "{again:?}");
+    let off = client
+        .price_history("shop", "off", "a", &all)
         .await
-        .unwrap();
-    assert_eq!(count(&again, "schedule"), 1, "{again}");
-    let (_, off) = send(
-        &client,
-        Method::GET,
-        format!("{base}/projects/shop/instances/off/items/a/priceHistory"),
-        &token,
-        None,
-    )
-    .await
-    .unwrap();
-    assert_eq!(count(&off, "schedule"), 0, "{off}");
-    assert_eq!(count(&off, "request"), 1, "{off}");
+        .expect("200");
+    assert_eq!(count(&off, Trigger::Schedule), 0, "{off:?}");
+    assert_eq!(count(&off, Trigger::Request), 1, "{off:?}");
 }
