@@ -45,7 +45,7 @@ const b64url = (buf) => Buffer.from(buf).toString('base64url');
  *  `standalone token` for the tenant of the test's client). */
 function authorizationServer() {
   const codes = new Map();
-  const seen = { authorize: [], exchanged: 0, refused: [] };
+  const seen = { authorize: [], exchanged: 0, refused: [], logout: [] };
   const server = http.createServer((req, res) => {
     const url = new URL(req.url, 'http://idp');
     const fail = (status, error) => {
@@ -65,6 +65,13 @@ function authorizationServer() {
       const back = new URL(q.get('redirect_uri'));
       back.search = new URLSearchParams({ code, state: q.get('state') });
       res.writeHead(302, { location: back.href });
+      return res.end();
+    }
+    if (req.method === 'GET' && url.pathname === '/logout') {
+      const q = url.searchParams;
+      seen.logout.push(Object.fromEntries(q));
+      if (q.get('client_id') !== CONSOLE_CLIENT || q.get('logout_uri') !== `${base}/console/`) return fail(400, 'invalid_request: logout');
+      res.writeHead(302, { location: q.get('logout_uri') });
       return res.end();
     }
     if (req.method === 'POST' && url.pathname === '/oauth2/token') {
@@ -477,7 +484,12 @@ test('sign in on the hosted page: authorization code with PKCE (S256), state che
   // A code is good once: replaying the return URL is refused by the server, and the tab
   // (its verifier gone) signs nobody in with it.
   const replay = urls.find((u) => u.includes('code='));
+  // Signing out after a hosted sign-in ends the hosted session too, and comes back.
   await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+  assert.deepEqual(idp.seen.logout, [{ client_id: CONSOLE_CLIENT, logout_uri: `${base}/console/` }]);
+  assert.ok(page.url().startsWith(`${base}/console/`));
+  assert.equal(await page.evaluate(() => sessionStorage.length), 0);
   await page.goto(replay);
   await page.getByText('A sign-in came back that this tab did not start').waitFor();
   assert.equal(await page.evaluate(() => sessionStorage.getItem('pricing-console.token')), null);

@@ -1,6 +1,6 @@
 // The console's entry point: hash routes (#/p/P/i/I/...), sign-in, breadcrumbs.
 
-import { token, decodeClaims, onChange, signOut, signInPage, loadConfig, completeHostedSignIn } from './auth.js';
+import { token, decodeClaims, onChange, signOutByUser, signInPage, loadConfig, completeHostedSignIn } from './auth.js';
 import { h, link, errorBox, route } from './dom.js';
 import { projectsPage } from './pages/projects.js';
 import { instancePage } from './pages/instance.js';
@@ -14,7 +14,7 @@ const crumbs = document.getElementById('crumbs');
 const who = document.getElementById('who');
 const signOutButton = document.getElementById('sign-out');
 
-signOutButton.addEventListener('click', () => signOut('Signed out.'));
+signOutButton.addEventListener('click', signOutByUser);
 onChange(render);
 window.addEventListener('hashchange', render);
 

@@ -9,6 +9,7 @@ import { h, field } from './dom.js';
 
 const KEY = 'pricing-console.token';
 const PKCE_KEY = 'pricing-console.pkce';
+const HOSTED_KEY = 'pricing-console.hosted'; // set while the token came from the hosted sign-in
 let config = { hostedSignIn: null };
 let notice = '';
 const listeners = [];
@@ -53,6 +54,7 @@ export function signIn(t) {
 export function signOut(message = '') {
   const had = sessionStorage.getItem(KEY) !== null;
   sessionStorage.removeItem(KEY);
+  sessionStorage.removeItem(HOSTED_KEY);
   notice = message;
   if (had) changed();
 }
@@ -74,6 +76,19 @@ async function requestToken(clientId, clientSecret) {
     throw new Error(body?.error_description || `The token endpoint answered ${response.status}.`);
   }
   return body.access_token;
+}
+
+/** The Sign out button: the token goes; after a hosted sign-in, the hosted UI's session
+ *  too (its logout endpoint sends the browser back to the console). */
+export function signOutByUser() {
+  const hosted = config.hostedSignIn;
+  const viaHosted = sessionStorage.getItem(HOSTED_KEY) !== null;
+  signOut('Signed out.');
+  if (viaHosted && hosted?.logoutUrl) {
+    const url = new URL(hosted.logoutUrl);
+    url.search = new URLSearchParams({ client_id: hosted.clientId, logout_uri: redirectUri(hosted) });
+    location.assign(url.href);
+  }
 }
 
 /** Reads config.json (which sign-in the service offers); none if it cannot be read. */
@@ -146,6 +161,7 @@ export async function completeHostedSignIn() {
         throw new Error(body?.error_description || body?.error || `the token endpoint answered ${response.status}`);
       }
       sessionStorage.setItem(KEY, body.access_token); // the access token only; no id or refresh token kept
+      sessionStorage.setItem(HOSTED_KEY, '1');
       notice = '';
     } catch (err) {
       notice = `Signing in failed: ${err.message}. Sign in again.`;
