@@ -69,6 +69,9 @@ pub enum Error {
     /// The base or token URL cannot address the API.
     #[error("invalid URL: {0}")]
     Url(String),
+    /// A webhook failed verification, or the published keys are unusable.
+    #[error("webhook: {0}")]
+    Webhook(#[from] crate::webhooks::VerifyError),
 }
 
 impl Error {
@@ -80,7 +83,7 @@ impl Error {
             | Error::UnexpectedStatus { status, .. }
             | Error::Decode { status, .. } => Some(*status),
             Error::Transport(e) => e.status().map(|s| s.as_u16()),
-            Error::Url(_) => None,
+            Error::Url(_) | Error::Webhook(_) => None,
         }
     }
 

@@ -26,6 +26,13 @@
 //! assert_eq!(summary.accepted, 1);
 //! let details = api.instance("shop", "gig").await?;
 //! println!("applied up to {}", details.processing.applied_sequence);
+//!
+//! // A webhook receiver: both signatures, fresh Date and webhook-timestamp, the envelope.
+//! # let (headers, body, whsec) = (reqwest::header::HeaderMap::new(), b"{}", "whsec_AAAA");
+//! let secret = WebhookSecret::parse(whsec).expect("a whsec_ secret");
+//! let verifier = api.webhook_verifier().await?.with_secret(secret);
+//! let event = verifier.verify("POST", "/hooks/in", &headers, body)?;
+//! println!("{:?} for instance {}", event.event_type, event.instance_id);
 //! # Ok(()) }
 //! ```
 //!
@@ -496,11 +503,7 @@ impl Client {
     /// A [`WebhookVerifier`] with the currently published keys.
     pub async fn webhook_verifier(&self) -> Result<WebhookVerifier> {
         let keys = self.signature_verification_keys().await?;
-        WebhookVerifier::new(&keys).map_err(|e| Error::UnexpectedStatus {
-            expected: 200,
-            status: 200,
-            body: e.to_string(),
-        })
+        Ok(WebhookVerifier::new(&keys)?)
     }
 
     /// `POST /webhooks/errors` (202): a receiver reports a webhook it could not process.
