@@ -750,11 +750,22 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
             .or_default()
             .extend(txs);
         chaos.figures.entries_acknowledged += n;
+        if next / 500 != (next - n) / 500 {
+            eprintln!(
+                "chaos seed {seed}: {next} entries acknowledged, {} s, proxy: {} calls, {} faults",
+                started.elapsed().as_secs(),
+                proxy
+                    .stats()
+                    .calls
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                proxy.stats().total_faults()
+            );
+        }
         submits += 1;
-        if submits % 3 == 0 {
+        if submits.is_multiple_of(3) {
             chaos.pump().await;
         }
-        if submits % 8 == 0 {
+        if submits.is_multiple_of(8) {
             let answer = submit_until_acknowledged(
                 &mut chaos,
                 &management_api,
@@ -771,7 +782,7 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
                 ));
             }
         }
-        if submits % 40 == 0 {
+        if submits.is_multiple_of(40) {
             chaos.schedule().await;
         }
     }
@@ -787,11 +798,11 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
         direct.config.webhook_queue_url.clone(),
     ];
     let drain_deadline = Instant::now() + Duration::from_secs(180);
-    let mut round = 0;
+    let mut round = 0u32;
     loop {
         round += 1;
         let busy = chaos.pump().await;
-        if round % 10 == 0 {
+        if round.is_multiple_of(10) {
             chaos.schedule().await;
         }
         if busy {

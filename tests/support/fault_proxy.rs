@@ -704,7 +704,7 @@ pub fn fault_response_parts(fault: Fault, target: &str, body: &[u8]) -> (u16, se
     match fault {
         Fault::Throttle if dynamo => {
             // Half and half, decided by the call itself (reproducible).
-            let name = if fnv1a(&[body]) % 2 == 0 {
+            let name = if fnv1a(&[body]).is_multiple_of(2) {
                 "ProvisionedThroughputExceededException"
             } else {
                 "ThrottlingException"
