@@ -395,3 +395,223 @@ async fn prices_on_demand_on_sales_thresholds_and_on_schedule() {
     assert_eq!(count(&off, Trigger::Schedule), 0, "{off:?}");
     assert_eq!(count(&off, Trigger::Request), 1, "{off:?}");
 }
+
+/// Every route of the API once through the typed client against the real binary: each
+/// answer decodes into its documented type, with its documented status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_its_typed_body() {
+    use pricing_client::types::{
+        EventQuery, EventType, InstanceUpdate, PriceMatchRequest, SubscriptionRequest,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let service = Service::start(&data);
+    let client = api(&service.base, &token(&data, "typed"));
+
+    let health = client.health().await.expect("200");
+    assert_eq!(
+        (health.status.as_str(), health.api_version.as_str()),
+        ("ok", "3.1.0")
+    );
+    assert!(client.openapi().await.expect("200")["paths"].is_object());
+    assert!(
+        !client
+            .signature_verification_keys()
+            .await
+            .expect("200")
+            .keys
+            .is_empty()
+    );
+
+    let project = client
+        .create_project(&ProjectRequest::id("all"))
+        .await
+        .expect("201");
+    assert_eq!(client.project("all").await.expect("200"), project);
+    let projects = client.projects(&PageQuery::default()).await.expect("200");
+    assert_eq!(projects.items, vec![project]);
+    let instance = client
+        .create_instance(
+            "all",
+            &InstanceRequest {
+                time_zone: Some("Europe/Berlin".into()),
+                ..InstanceRequest::id("i")
+            },
+        )
+        .await
+        .expect("201");
+    assert_eq!(instance.time_zone.as_deref(), Some("Europe/Berlin"));
+    let listed = client
+        .instances("all", &PageQuery::default())
+        .await
+        .expect("200");
+    assert_eq!(listed.items.len(), 1);
+    let renamed = client
+        .update_instance(
+            "all",
+            "i",
+            &InstanceUpdate {
+                name: Some("renamed".into()),
+                time_zone: Some(None),
+                ..InstanceUpdate::default()
+            },
+        )
+        .await
+        .expect("200");
+    assert_eq!(
+        (renamed.name.as_str(), renamed.time_zone),
+        ("renamed", None)
+    );
+
+    let registration = |item: &str| {
+        Entry::new(
+            "itemRegistration",
+            json!({"itemId": item, "productId": "ga",
+                "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2035-01-01T00:00:00Z"},
+                "priceSettings": {"min": 10, "max": 100, "default": 40}}),
+        )
+    };
+    let summary = client
+        .submit_entries(
+            "all",
+            "i",
+            &EntrySubmission::new([
+                Entry::new(
+                    "productRegistration",
+                    json!({"productId": "ga", "capacity": 10}),
+                ),
+                registration("a"),
+                registration("b"),
+                Entry::new(
+                    "itemSale",
+                    json!({"itemId": "a", "quantity": 1, "price": 40}),
+                )
+                .with_transaction("sale-1"),
+                Entry::new(
+                    "itemSale",
+                    json!({"itemId": "ghost", "quantity": 1, "price": 40}),
+                )
+                .with_transaction("bad-1"),
+            ]),
+        )
+        .await
+        .expect("200");
+    assert_eq!((summary.received, summary.accepted), (5, 5));
+    let log = client
+        .entries("all", "i", &LogQuery::default())
+        .await
+        .expect("200");
+    assert_eq!(log.items.len(), 5);
+    poll(
+        "the entries applied",
+        || client.instance("all", "i"),
+        |d| d.processing.applied_sequence == 5,
+    )
+    .await;
+
+    let items = client
+        .items("all", "i", Some("ga"), &PageQuery::default())
+        .await
+        .expect("200");
+    assert_eq!(items.items.len(), 2);
+    let a = client.item("all", "i", "a").await.expect("200");
+    assert_eq!((a.product_id.as_str(), a.sold), ("ga", 1));
+    let products = client
+        .products("all", "i", &PageQuery::default())
+        .await
+        .expect("200");
+    assert_eq!(products.items[0].sold, 1);
+    let ga = client.product("all", "i", "ga").await.expect("200");
+    assert_eq!(ga.items, ["a", "b"]);
+
+    let m = client
+        .create_price_match(
+            "all",
+            "i",
+            &PriceMatchRequest {
+                item_id: "b".into(),
+                source_item_id: "a".into(),
+                ratio: Some(1.5),
+                ..PriceMatchRequest::default()
+            },
+        )
+        .await
+        .expect("201");
+    assert_eq!(
+        client.price_matches("all", "i").await.expect("200").items,
+        vec![m.clone()]
+    );
+    client
+        .delete_price_match("all", "i", &m.match_id)
+        .await
+        .expect("204");
+    assert!(
+        client
+            .price_matches("all", "i")
+            .await
+            .expect("200")
+            .items
+            .is_empty()
+    );
+
+    let rejections = EventQuery {
+        event_type: Some(EventType::EntriesRejected),
+        ..EventQuery::default()
+    };
+    let events = poll(
+        "the rejection event",
+        || client.events("all", "i", &rejections),
+        |p| !p.items.is_empty(),
+    )
+    .await;
+    assert_eq!(events.items[0].event_type, EventType::EntriesRejected);
+    assert_eq!(events.items[0].data["errors"][0]["transactionId"], "bad-1");
+
+    let sub = client
+        .create_subscription(
+            "all",
+            &SubscriptionRequest {
+                callback_url: "http://127.0.0.1:9/hook".into(),
+                ..SubscriptionRequest::default()
+            },
+        )
+        .await
+        .expect("201");
+    let id = sub.subscription.subscription_id;
+    assert!(
+        client
+            .deliveries("all", &id, &PageQuery::default())
+            .await
+            .expect("200")
+            .items
+            .is_empty()
+    );
+    client.delete_subscription("all", &id).await.expect("204");
+    assert!(
+        client
+            .subscriptions("all")
+            .await
+            .expect("200")
+            .items
+            .is_empty()
+    );
+
+    // Problems: typed, with their field errors.
+    let missing = client.project("nope").await.expect_err("404");
+    assert_eq!(missing.problem().map(|p| p.status), Some(404), "{missing}");
+    let invalid = client
+        .create_price_match(
+            "all",
+            "i",
+            &PriceMatchRequest {
+                item_id: "a".into(),
+                source_item_id: "a".into(),
+                ..PriceMatchRequest::default()
+            },
+        )
+        .await
+        .expect_err("400");
+    let problem = invalid.problem().expect("a problem");
+    assert_eq!(problem.status, 400, "{problem:?}");
+    assert_eq!(problem.errors[0].code, "range", "{problem:?}");
+}
