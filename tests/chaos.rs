@@ -253,6 +253,71 @@ async fn proxy_faults_are_reproducible_and_appends_survive_them() {
     );
 }
 
+/// The key-rotator's work through 30 % faulted Secrets Manager calls (before and after the
+/// emulator applied them): every run that reports success leaves a signing key set whose
+/// active key is published, and a run that fails is repaired by the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_rotations_survive_faulted_secrets_calls() {
+    use pricing_core::jws::Signer;
+    let endpoint = lean_moto();
+    let env = provision(endpoint, "chaos-keys");
+    let config = Config::from_map(&env).unwrap();
+    let mut faults = FaultConfig::new(20261124, 0.3);
+    faults.delay = Duration::from_millis(400);
+    let proxy = FaultProxy::start(endpoint, faults).await;
+    let aws = Aws::with_sdk(
+        config.clone(),
+        sdk_via(&proxy, Duration::from_millis(200)).await,
+    );
+    let direct = Aws::with_sdk(
+        config,
+        pricing_aws::emulator::emulator_sdk_config(endpoint).await,
+    );
+    let mut failures = 0;
+    let mut rotations = 0;
+    for round in 0..8 {
+        let max_age = (round > 0).then_some(Duration::ZERO);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match aws.maintain_keys(max_age).await {
+                Ok(m) => {
+                    rotations += usize::from(m.rotated.is_some());
+                    break;
+                }
+                Err(e) => {
+                    failures += 1;
+                    assert!(tries < 30, "round {round}: never succeeded: {e}");
+                }
+            }
+        }
+        // What readers load now (around the proxy): the active key is published.
+        let signer: Signer = direct.signer().await.expect("signing keys load");
+        let published = direct.public_keys().await.expect("public keys load");
+        assert!(
+            published.keys.verify_jws(&signer.sign_jws(b"{}")),
+            "round {round}: the active key {} is not published",
+            signer.kid()
+        );
+    }
+    let secrets_faults: u64 = proxy
+        .stats()
+        .per_op()
+        .iter()
+        .filter(|(op, _)| op.starts_with("secretsmanager"))
+        .map(|(_, n)| n)
+        .sum();
+    eprintln!(
+        "key rotations: {rotations}, failed runs retried: {failures}, secrets calls: {secrets_faults}, faults: {:?}",
+        proxy.stats().faults()
+    );
+    assert!(
+        rotations >= 7,
+        "a rotation per round after the first: {rotations}"
+    );
+    assert!(proxy.stats().total_faults() > 0);
+}
+
 // ---------------------------------------------------------------------------------------
 // The chaos run: the Lambda handlers, driven as API Gateway, SQS and the schedule do.
 // ---------------------------------------------------------------------------------------

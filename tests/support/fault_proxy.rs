@@ -6,7 +6,7 @@
 //!
 //! | fault | answer | when |
 //! |---|---|---|
-//! | `Throttle` | 400 `ProvisionedThroughputExceededException` / `ThrottlingException` (DynamoDB), `ThrottlingException` (SQS) | before only: a throttled request is not applied |
+//! | `Throttle` | 400 `ProvisionedThroughputExceededException` / `ThrottlingException` (DynamoDB), `ThrottlingException` (SQS, Secrets Manager) | before only: a throttled request is not applied |
 //! | `TxConflict` | 400 `TransactionCanceledException` with `TransactionConflict` reasons (TransactWriteItems), `TransactionConflictException` (PutItem, UpdateItem, DeleteItem) | before only: nothing is written |
 //! | `Status500`, `Status503` | `InternalServerError` / `ServiceUnavailable` | before or after |
 //! | `Reset` | the connection is reset (RST, no answer) | before or after |
@@ -119,6 +119,7 @@ pub struct Decision {
 pub enum Service {
     DynamoDb,
     Sqs,
+    SecretsManager,
     Other,
 }
 
@@ -127,6 +128,8 @@ pub fn service_of(target: &str) -> Service {
         Service::DynamoDb
     } else if target.starts_with("AmazonSQS") {
         Service::Sqs
+    } else if target.starts_with("secretsmanager") {
+        Service::SecretsManager
     } else {
         Service::Other
     }
@@ -606,7 +609,7 @@ async fn forward(shared: &Shared, target: &str, request: &Request) -> Response {
     let gate = match service_of(target) {
         Service::DynamoDb => &shared.gates[0],
         Service::Sqs => &shared.gates[1],
-        Service::Other => &shared.gates[2],
+        Service::SecretsManager | Service::Other => &shared.gates[2],
     };
     let _permit = gate.acquire().await.ok();
     if let Some(t) = &token
@@ -714,6 +717,10 @@ pub fn fault_response_parts(fault: Fault, target: &str, body: &[u8]) -> (u16, se
                 json!({"__type": ddb(name), "message": "injected: rate of requests exceeds the allowed throughput"}),
             )
         }
+        Fault::Throttle if service_of(target) == Service::SecretsManager => (
+            400,
+            json!({"__type": "ThrottlingException", "message": "injected: Rate exceeded"}),
+        ),
         Fault::Throttle => (
             400,
             json!({"__type": "com.amazonaws.sqs#ThrottlingException", "message": "injected: Rate exceeded"}),
