@@ -39,12 +39,18 @@ pub fn reject_nulls(o: &Obj<'_>, nullable: &[&str], errors: &mut Errors) {
     }
 }
 
-/// Whether `name` is a time zone of the bundled IANA database, spelled exactly as there
-/// (`Europe/Berlin`, links such as `US/Eastern` too; the lookup itself ignores case).
+/// The IANA time zone names the service accepts, one per line, sorted: exactly the zones
+/// of the database the scheduler resolves them with (jiff's bundled copy; a test keeps the
+/// two equal), spelled as there. A list, not the database: the API functions need the
+/// names only, and the database (about 0.3 MB) would count against their size budget.
+const TIME_ZONES: &str = include_str!("../time_zones.txt");
+
+/// Whether `name` is a time zone the service accepts, spelled exactly as the database
+/// does (`Europe/Berlin`; links such as `US/Eastern` too).
 pub fn is_iana_name(name: &str) -> bool {
-    jiff::tz::TimeZone::get(name)
-        .ok()
-        .is_some_and(|zone| zone.iana_name() == Some(name))
+    static NAMES: std::sync::LazyLock<Vec<&'static str>> =
+        std::sync::LazyLock::new(|| TIME_ZONES.lines().collect());
+    NAMES.binary_search(&name).is_ok()
 }
 
 /// Validates an IANA time zone name.
@@ -77,6 +83,42 @@ pub fn check_time_zone(o: &Obj<'_>, key: &str, errors: &mut Errors) -> Option<Op
 #[cfg(test)]
 mod tests {
     use super::is_iana_name;
+
+    #[test]
+    fn the_names_are_exactly_the_zones_of_the_database_the_scheduler_uses() {
+        let listed: Vec<&str> = super::TIME_ZONES.lines().collect();
+        let mut sorted = listed.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(listed, sorted, "time_zones.txt is sorted, without repeats");
+        for name in &listed {
+            let zone = jiff::tz::TimeZone::get(name).expect("a zone of the database");
+            assert_eq!(
+                zone.iana_name(),
+                Some(*name),
+                "spelled as the database does"
+            );
+        }
+        let database: Vec<String> = jiff::tz::db()
+            .available()
+            .map(|n| n.to_string())
+            .filter(|n| {
+                jiff::tz::TimeZone::get(n)
+                    .ok()
+                    .and_then(|z| z.iana_name().map(str::to_owned))
+                    .as_deref()
+                    == Some(n.as_str())
+            })
+            .collect();
+        let missing: Vec<&String> = database
+            .iter()
+            .filter(|n| listed.binary_search(&n.as_str()).is_err())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "zones of the database not listed: {missing:?}"
+        );
+    }
 
     #[test]
     fn time_zones_are_iana_names_spelled_exactly() {
