@@ -8,7 +8,7 @@
 
 use axum::Router;
 use axum::extract::Path;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
@@ -18,11 +18,12 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
      style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; \
      base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/// One embedded file: its path under `/console/`, content type and bytes.
+/// One embedded file: its path under `/console/`, content type and bytes (gzip, see
+/// build.rs).
 struct Asset {
     path: &'static str,
     content_type: &'static str,
-    body: &'static [u8],
+    gz: &'static [u8],
 }
 
 macro_rules! asset {
@@ -30,7 +31,7 @@ macro_rules! asset {
         Asset {
             path: $path,
             content_type: $type,
-            body: include_bytes!(concat!("../console/", $path)),
+            gz: include_bytes!(concat!(env!("OUT_DIR"), "/console/", $path, ".gz")),
         }
     };
 }
@@ -165,15 +166,19 @@ pub fn with_sign_in<S: Clone + Send + Sync + 'static>(sign_in: Option<HostedSign
         )
         .route(
             "/console/",
-            get(move || async move { serve("index.html", p2.clone()) }),
+            get(move |headers: HeaderMap| async move { serve("index.html", p2.clone(), &headers) }),
         )
         .route(
             "/console/{*path}",
-            get(move |Path(path): Path<String>| async move { serve(&path, p3.clone()) }),
+            get(
+                move |Path(path): Path<String>, headers: HeaderMap| async move {
+                    serve(&path, p3.clone(), &headers)
+                },
+            ),
         )
 }
 
-fn serve(path: &str, policy: HeaderValue) -> Response {
+fn serve(path: &str, policy: HeaderValue, headers: &HeaderMap) -> Response {
     let Some(asset) = ASSETS.iter().find(|a| a.path == path) else {
         return (
             StatusCode::NOT_FOUND,
@@ -182,11 +187,21 @@ fn serve(path: &str, policy: HeaderValue) -> Response {
         )
             .into_response();
     };
-    respond(asset.content_type, asset.body.into(), policy)
+    secure(
+        crate::gzip::respond(asset.gz, asset.content_type, headers),
+        policy,
+    )
 }
 
 fn respond(content_type: &'static str, body: axum::body::Bytes, policy: HeaderValue) -> Response {
-    let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
+    secure(
+        ([(header::CONTENT_TYPE, content_type)], body).into_response(),
+        policy,
+    )
+}
+
+/// The console's security headers on `response`.
+fn secure(mut response: Response, policy: HeaderValue) -> Response {
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_SECURITY_POLICY, policy);
     for (name, value) in [
@@ -216,8 +231,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn serves_every_asset_with_its_type_and_policy() {
+    async fn serves_every_asset_with_its_type_and_policy_compressed_or_not() {
         for asset in ASSETS {
+            let source = std::fs::read(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("console")
+                    .join(asset.path),
+            )
+            .unwrap();
+            assert!(!source.is_empty(), "{}", asset.path);
+            // Without Accept-Encoding: the file as it is in the repository.
             let r = get(&format!("/console/{}", asset.path)).await;
             assert_eq!(r.status(), StatusCode::OK, "{}", asset.path);
             assert_eq!(r.headers()[header::CONTENT_TYPE], asset.content_type);
@@ -226,7 +249,29 @@ mod tests {
                 CONTENT_SECURITY_POLICY
             );
             assert_eq!(r.headers()[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
-            assert!(!asset.body.is_empty(), "{}", asset.path);
+            assert!(r.headers().get(header::CONTENT_ENCODING).is_none());
+            let plain = axum::body::to_bytes(r.into_body(), 1 << 22).await.unwrap();
+            assert_eq!(plain, source, "{}", asset.path);
+            // A browser's request: gzip, which inflates to the same file.
+            let router: Router = with_sign_in(None);
+            let r = router
+                .oneshot(
+                    Request::get(format!("/console/{}", asset.path))
+                        .header(header::ACCEPT_ENCODING, "gzip, deflate, br")
+                        .body(Body::empty())
+                        .unwrap(),
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.headers()[header::CONTENT_ENCODING], "gzip");
+            assert_eq!(r.headers()[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+            let gz = axum::body::to_bytes(r.into_body(), 1 << 22).await.unwrap();
+            assert!(
+                gz.len() < source.len() || source.len() < 200,
+                "{}",
+                asset.path
+            );
+            assert_eq!(crate::gzip::inflate(&gz), source, "{}", asset.path);
         }
     }
 

@@ -8,6 +8,7 @@ pub mod entries;
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod gzip;
 pub mod instances;
 pub mod matches;
 pub mod paging;

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderValue, Method, header};
-use axum::response::IntoResponse;
+use axum::http::{HeaderMap, HeaderValue, Method, header};
+use axum::response::Response;
 use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
@@ -16,11 +16,14 @@ pub async fn health() -> Json<Value> {
     Json(json!({ "status": "ok", "apiVersion": pricing_core::API_VERSION }))
 }
 
-/// The OpenAPI 3.1 document of the routes that exist (kept in sync by a router test).
+/// The OpenAPI 3.1 document of the routes that exist (kept in sync by the tests).
 pub const OPENAPI: &str = include_str!("../openapi.json");
 
-pub async fn openapi() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
+/// The same document as the binaries embed it: gzip (build.rs).
+pub const OPENAPI_GZ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/openapi.json.gz"));
+
+pub async fn openapi(headers: HeaderMap) -> Response {
+    crate::gzip::respond(OPENAPI_GZ, "application/json", &headers)
 }
 
 /// GET /webhooks/signatureVerificationKeys: the keys that sign webhooks and stored entries.

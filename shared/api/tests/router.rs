@@ -2732,3 +2732,30 @@ async fn every_answer_carries_a_request_id_the_callers_own_when_plain() {
         assert_eq!(id.len(), 26, "{id}");
     }
 }
+
+#[tokio::test]
+async fn the_openapi_document_is_served_gzip_to_who_accepts_it_and_plain_otherwise() {
+    let h = harness();
+    let plain = h.call("GET", "/openapi.json", None, None).await;
+    assert_eq!(plain.status, StatusCode::OK);
+    assert!(plain.headers.get("content-encoding").is_none());
+    let doc: Value = serde_json::from_str(pricing_api::system::OPENAPI).unwrap();
+    assert_eq!(plain.body, doc);
+    let response = h
+        .router
+        .clone()
+        .oneshot(
+            Request::get("/openapi.json")
+                .header("accept-encoding", "gzip")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-encoding"], "gzip");
+    assert_eq!(response.headers()["vary"], "accept-encoding");
+    let gz = response.into_body().collect().await.unwrap().to_bytes();
+    assert!(gz.len() * 4 < pricing_api::system::OPENAPI.len(), "{}", gz.len());
+    let inflated = pricing_api::gzip::inflate(&gz);
+    assert_eq!(inflated, pricing_api::system::OPENAPI.as_bytes());
+}
