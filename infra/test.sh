@@ -7,6 +7,8 @@
 #     router, Lambda handlers on the emulator, end-to-end tests of the standalone binary,
 #     the fuzz corpus replay)
 #  5. checks the API against its OpenAPI document (infra/apifuzz.sh; APIFUZZ=0 skips)
+#  6. the console's browser tests (CONSOLE_TESTS=0 skips), the fuzz smoke (FUZZ_SECONDS=0
+#     skips) and the post-deploy smoke script against the standalone (SMOKE=0 skips)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
