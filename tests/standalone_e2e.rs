@@ -13,7 +13,7 @@ use pricing_client::types::{
     CalculationRequest, Entry, EntrySubmission, InstanceDetails, InstanceRequest, ItemPrice,
     LogQuery, PageQuery, PriceHistoryEntry, ProjectRequest, Trigger,
 };
-use pricing_client::{Client, Error};
+use pricing_client::{Client, Error, TokenAuth};
 use serde_json::json;
 use support::{Service, token};
 use support_client::{api, poll};
@@ -212,7 +212,7 @@ async fn oauth_client_credentials_and_token_subcommand() {
     let token_url = format!("{}/oauth2/token", service.base);
     // The client-credentials grant, as a form.
     let body = anonymous
-        .request_token(&token_url, &client_id, &secret)
+        .request_token(&token_url, &client_id, &secret, TokenAuth::Form)
         .await
         .expect("200");
     assert_eq!(body.token_type, "Bearer");
@@ -222,7 +222,7 @@ async fn oauth_client_credentials_and_token_subcommand() {
         .await
         .expect("200");
     match anonymous
-        .request_token(&token_url, &client_id, "wrong")
+        .request_token(&token_url, &client_id, "wrong", TokenAuth::Form)
         .await
     {
         Err(Error::OAuth { status, error }) => {
@@ -244,6 +244,13 @@ async fn oauth_client_credentials_and_token_subcommand() {
         Err(Error::OAuth { status: 401, error }) => assert_eq!(error.error, "invalid_client"),
         other => panic!("expected invalid_client: {other:?}"),
     }
+    // Credentials as HTTP Basic (as on Cognito).
+    let basic = Client::builder(&service.base)
+        .client_credentials(&client_id, &secret)
+        .token_auth(TokenAuth::Basic)
+        .build()
+        .expect("a client");
+    basic.projects(&PageQuery::default()).await.expect("200");
     // The token subcommand's tokens work against the running service too.
     let t = token(&data, "cli-tenant");
     api(&service.base, &t)

@@ -84,10 +84,21 @@ impl Default for RetryPolicy {
 /// Renew a token this long before it expires.
 const TOKEN_MARGIN: Duration = Duration::from_secs(60);
 
+/// How the client authenticates at the token endpoint (RFC 6749 section 2.3.1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TokenAuth {
+    /// `client_id` and `client_secret` in the form body (the standalone's documented way).
+    #[default]
+    Form,
+    /// HTTP Basic (`client_id:client_secret`), as Amazon Cognito requires.
+    Basic,
+}
+
 struct Credentials {
     token_url: Url,
     client_id: String,
     client_secret: String,
+    token_auth: TokenAuth,
     cached: Mutex<Option<(String, Instant)>>,
 }
 
@@ -125,6 +136,7 @@ pub struct ClientBuilder {
     retry: RetryPolicy,
     http: Option<reqwest::Client>,
     token_url: Option<String>,
+    token_auth: TokenAuth,
 }
 
 enum AuthSpec {
@@ -156,6 +168,12 @@ impl ClientBuilder {
         self
     }
 
+    /// How the credentials travel to the token endpoint (default: in the form).
+    pub fn token_auth(mut self, token_auth: TokenAuth) -> Self {
+        self.token_auth = token_auth;
+        self
+    }
+
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
@@ -181,6 +199,7 @@ impl ClientBuilder {
                     token_url,
                     client_id,
                     client_secret,
+                    token_auth: self.token_auth,
                     cached: Mutex::new(None),
                 })
             }
@@ -265,6 +284,7 @@ impl Client {
             retry: RetryPolicy::default(),
             http: None,
             token_url: None,
+            token_auth: TokenAuth::Form,
         }
     }
 
@@ -301,14 +321,15 @@ impl Client {
         }
     }
 
-    /// `POST /oauth2/token` with the client-credentials grant (form body), without caching.
+    /// `POST /oauth2/token` with the client-credentials grant, without caching.
     pub async fn request_token(
         &self,
         token_url: &str,
         client_id: &str,
         client_secret: &str,
+        token_auth: TokenAuth,
     ) -> Result<TokenResponse> {
-        self.fetch_token(&parse_url(token_url)?, client_id, client_secret)
+        self.fetch_token(&parse_url(token_url)?, client_id, client_secret, token_auth)
             .await
     }
 
@@ -317,21 +338,29 @@ impl Client {
         url: &Url,
         client_id: &str,
         client_secret: &str,
+        token_auth: TokenAuth,
     ) -> Result<TokenResponse> {
-        let form = url::form_urlencoded::Serializer::new(String::new())
-            .append_pair("grant_type", "client_credentials")
-            .append_pair("client_id", client_id)
-            .append_pair("client_secret", client_secret)
-            .finish();
-        let resp = self
+        // Built before any await: the serializer is not Send.
+        let form = {
+            let mut form = url::form_urlencoded::Serializer::new(String::new());
+            form.append_pair("grant_type", "client_credentials");
+            if token_auth == TokenAuth::Form {
+                form.append_pair("client_id", client_id)
+                    .append_pair("client_secret", client_secret);
+            }
+            form.finish()
+        };
+        let mut req = self
             .inner
             .http
             .post(url.clone())
             .header("content-type", "application/x-www-form-urlencoded")
             .header("api-version", API_VERSION)
-            .body(form)
-            .send()
-            .await?;
+            .body(form);
+        if token_auth == TokenAuth::Basic {
+            req = req.basic_auth(client_id, Some(client_secret));
+        }
+        let resp = req.send().await?;
         let status = resp.status();
         let body = resp.bytes().await?;
         token_answer(status, &body)
@@ -351,7 +380,7 @@ impl Client {
                     return Ok(Some(token.clone()));
                 }
                 let t = self
-                    .fetch_token(&c.token_url, &c.client_id, &c.client_secret)
+                    .fetch_token(&c.token_url, &c.client_id, &c.client_secret, c.token_auth)
                     .await?;
                 let expires = Instant::now() + Duration::from_secs(t.expires_in);
                 *cached = Some((t.access_token.clone(), expires));
@@ -924,6 +953,18 @@ mod tests {
         assert_eq!(retry_after(&headers(&past)), Some(Duration::ZERO));
         assert_eq!(retry_after(&headers("soon")), None);
         assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+
+    fn send<T: Send>(_: T) {}
+
+    /// The calls can run on spawned tasks (their futures are Send).
+    #[test]
+    fn futures_are_send() {
+        let api = Client::with_client_credentials("http://h", "id", "secret").expect("a client");
+        send(api.project("p"));
+        send(api.submit_entries("p", "i", &EntrySubmission::default()));
+        send(api.webhook_verifier());
+        send(api.request_token("http://h/t", "id", "s", TokenAuth::Basic));
     }
 
     #[test]

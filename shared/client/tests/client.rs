@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use pricing_client::types::{JwkSet, PageQuery, ProjectRequest};
-use pricing_client::{Client, Error, RetryPolicy, VerifyError, WebhookVerifier};
+use pricing_client::{Client, Error, RetryPolicy, TokenAuth, VerifyError, WebhookVerifier};
 use pricing_core::jws::{Signer, StoredKey};
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::{WebhookSecret, http_date, signing_input};
@@ -157,10 +157,14 @@ async fn token_server(tokens: Arc<Tokens>) -> String {
     let app = Router::new()
         .route(
             "/oauth2/token",
-            post(move |body: String| {
+            post(move |headers: HeaderMap, body: String| {
                 let t = t1.clone();
                 async move {
-                    if !body.contains("client_secret=s3cret") || !body.contains("client_id=cid") {
+                    // Credentials in the form, or as HTTP Basic (base64 of "cid:s3cret").
+                    let basic = headers.get("authorization").and_then(|v| v.to_str().ok())
+                        == Some("Basic Y2lkOnMzY3JldA==");
+                    let form = body.contains("client_secret=s3cret") && body.contains("client_id=cid");
+                    if basic == form {
                         return (
                             StatusCode::UNAUTHORIZED,
                             [("content-type", "application/json")],
@@ -248,11 +252,31 @@ async fn an_expiring_token_is_renewed_before_use_and_bad_credentials_are_an_oaut
         other => panic!("expected the token endpoint's refusal: {other:?}"),
     }
     let direct = api
-        .request_token(&format!("{base}/oauth2/token"), "cid", "s3cret")
+        .request_token(
+            &format!("{base}/oauth2/token"),
+            "cid",
+            "s3cret",
+            TokenAuth::Form,
+        )
         .await
         .unwrap();
     assert_eq!(direct.token_type, "Bearer");
     assert_eq!(direct.expires_in, 30);
+    let basic = Client::builder(&base)
+        .client_credentials("cid", "s3cret")
+        .token_auth(TokenAuth::Basic)
+        .build()
+        .unwrap();
+    basic.project("shop").await.unwrap();
+    let wrong_basic = Client::builder(&base)
+        .client_credentials("cid", "nope")
+        .token_auth(TokenAuth::Basic)
+        .build()
+        .unwrap();
+    assert_eq!(
+        wrong_basic.project("shop").await.unwrap_err().status(),
+        Some(401)
+    );
 }
 
 #[tokio::test]
