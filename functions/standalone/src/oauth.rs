@@ -3,15 +3,14 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Form, Json, Router};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use pricing_api::ApiError;
 use pricing_api::auth::LocalTokens;
 use serde::Deserialize;
 use serde_json::json;
@@ -39,28 +38,8 @@ pub struct TokenForm {
 pub fn router(endpoint: Arc<TokenEndpoint>) -> Router {
     Router::new()
         .route("/oauth2/token", post(token))
-        .layer(middleware::from_fn(api_version))
+        .layer(middleware::from_fn(pricing_api::api_version))
         .with_state(endpoint)
-}
-
-async fn api_version(request: Request, next: Next) -> Response {
-    let requested = request
-        .headers()
-        .get("api-version")
-        .map(|v| v.to_str().unwrap_or("?").to_owned());
-    let mut response = match requested {
-        Some(v) if !pricing_api::version_supported(&v) => ApiError::bad_request(format!(
-            "Api-Version {v} is not supported; this service implements {}",
-            pricing_core::API_VERSION
-        ))
-        .into_response(),
-        _ => next.run(request).await,
-    };
-    response.headers_mut().insert(
-        "api-version",
-        header::HeaderValue::from_static(pricing_core::API_VERSION),
-    );
-    response
 }
 
 fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {

@@ -271,8 +271,9 @@ async fn request_id(mut request: Request, next: Next) -> Response {
 }
 
 /// Checks a requested `Api-Version` (3, 3.1 or 3.1.0; older minors of 3 are fine) and
-/// stamps every response with ours.
-async fn api_version(request: Request, next: Next) -> Response {
+/// stamps every response with ours. Public for the routes outside this router (the
+/// standalone's `/oauth2/token`).
+pub async fn api_version(request: Request, next: Next) -> Response {
     let requested = request
         .headers()
         .get("api-version")
