@@ -78,6 +78,12 @@ impl DbError {
     pub(crate) fn into_store(self, op: &str) -> StoreError {
         match self {
             DbError::Sqlite(e) if is_busy(&e) => StoreError::Unavailable(format!("{op}: {e}")),
+            // A full disk: the write was rolled back whole; it succeeds once space returns
+            // (the API answers 503 with Retry-After, the processor retries).
+            DbError::Sqlite(e) if is_disk_full(&e) => {
+                tracing::error!(op, error = %e, "the disk is full");
+                StoreError::Unavailable(format!("{op}: the disk is full: {e}"))
+            }
             DbError::Sqlite(e) => {
                 tracing::error!(op, error = %e, "sqlite failure");
                 StoreError::Failed(format!("{op}: {e}"))
@@ -96,6 +102,11 @@ pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
         e.sqlite_error_code(),
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
     )
+}
+
+/// SQLITE_FULL: no space left for the database, its journal or WAL.
+pub(crate) fn is_disk_full(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(ErrorCode::DiskFull)
 }
 
 pub(crate) fn is_constraint(e: &rusqlite::Error) -> bool {
@@ -655,4 +666,33 @@ pub(crate) fn stored_instance_key(project: &str, instance: &str) -> StoreResult<
         .zip(InstanceId::parse(instance).ok())
         .map(|(p, i)| p.instance(i))
         .ok_or_else(|| StoreError::Failed(format!("stored key {project}/{instance} is not valid")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sqlite(code: std::ffi::c_int) -> DbError {
+        DbError::Sqlite(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(code),
+            None,
+        ))
+    }
+
+    /// Issue 15: a full disk was a 500 (`Failed`); it is worth retrying once space returns.
+    #[test]
+    fn a_full_disk_is_unavailable_not_a_failure() {
+        assert!(matches!(
+            sqlite(rusqlite::ffi::SQLITE_FULL).into_store("append"),
+            StoreError::Unavailable(m) if m.contains("disk is full")
+        ));
+        assert!(matches!(
+            sqlite(rusqlite::ffi::SQLITE_BUSY).into_store("append"),
+            StoreError::Unavailable(_)
+        ));
+        assert!(matches!(
+            sqlite(rusqlite::ffi::SQLITE_CORRUPT).into_store("append"),
+            StoreError::Failed(_)
+        ));
+    }
 }
