@@ -200,3 +200,53 @@ fn a_sell_out_censors_the_bins_after_it() {
     let late = 1.0 - learned.cumulative(0.6);
     assert!(late > 0.3, "the late share stays near the prior's: {late}");
 }
+
+#[test]
+fn a_surge_sold_at_raised_prices_is_read_with_a_steepening_response() {
+    // Half the demand in the last 15 % of the period, buyers' willingness to pay logistic
+    // around the default price (response 1.5 there); the past instances sold the surge at
+    // 1.6 times the default and the rest at the default. Read with the exponential response
+    // the surge looked a third smaller (late share about 0.35); the logistic reading
+    // recovers it.
+    let truth = Curve::from_density(|t| if t > 0.85 { 0.5 / 0.15 } else { 0.5 / 0.85 });
+    let mut rng = Rng(5);
+    let past: Vec<PastSales> = (0..3)
+        .map(|_| {
+            let mut p = PastSales::new();
+            for k in 0..CURVE_BINS {
+                let r = if k >= 17 { 1.6 } else { 1.0 };
+                let mean = 400.0 * truth.bins[k] * logistic_response(PRIOR_RELATIVE_RESPONSE, r);
+                let units = rng.poisson(mean) as f64;
+                p.bins[k] = units;
+                p.relative[k] = units * r;
+            }
+            p
+        })
+        .collect();
+    let learned = learn(&past).expect("learned");
+    let late = 1.0 - learned.curve.cumulative(0.85);
+    assert!((late - 0.5).abs() < 0.08, "late share {late}");
+    // The level is stated for `fit`'s exponential response: with it, the learned curve
+    // expects the units the instances sold at the prices they sold at.
+    let sold = past.iter().map(PastSales::units).sum::<f64>() / 3.0;
+    let expected: f64 = (0..CURVE_BINS)
+        .map(|k| {
+            let r = if k >= 17 { 1.6 } else { 1.0 };
+            learned.level * learned.curve.bins[k] * (-PRIOR_RELATIVE_RESPONSE * (r - 1.0)).exp()
+        })
+        .sum();
+    assert!((expected / sold - 1.0).abs() < 0.02, "{expected} vs {sold}");
+}
+
+#[test]
+fn the_logistic_reading_has_the_exponential_response_at_the_default() {
+    let beta = PRIOR_RELATIVE_RESPONSE;
+    assert!((logistic_response(beta, 1.0) - 1.0).abs() < 1e-12);
+    let h = 1e-6;
+    let slope = (logistic_response(beta, 1.0 + h) - logistic_response(beta, 1.0 - h)) / (2.0 * h);
+    assert!((slope + beta).abs() < 1e-6, "slope {slope}");
+    // Steeper above the default, flatter below it, never negative.
+    assert!(logistic_response(beta, 1.7) < (-beta * 0.7_f64).exp());
+    assert!(logistic_response(beta, 0.7) < (beta * 0.3_f64).exp());
+    assert!(logistic_response(beta, 1e9) >= 0.0);
+}
