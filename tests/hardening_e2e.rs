@@ -6,68 +6,68 @@
 //! unapplied tails) is shown to be safe too.
 
 mod support;
+#[path = "support/client.rs"]
+mod support_client;
 
 use std::time::{Duration, Instant};
 
-use reqwest::Method;
+use pricing_client::types::{EntrySubmission, InstanceDetails, InstanceRequest, ProjectRequest};
+use pricing_client::{Client, Error};
 use serde_json::{Value, json};
-use support::{Service, send, token};
+use support::{Service, token};
+use support_client::api;
 
 /// Nests `levels` objects: `{"a": {"a": ... 1}}`.
 fn nested(levels: usize) -> Value {
     (0..levels).fold(json!(1), |v, _| json!({ "a": v }))
 }
 
-async fn create(client: &reqwest::Client, base: &str, token: &str, project: &str) {
-    let (s, b) = send(
-        client,
-        Method::POST,
-        format!("{base}/projects"),
-        token,
-        Some(json!({ "projectId": project })),
-    )
-    .await
-    .expect("project");
-    assert_eq!(s, 201, "{b}");
-    let (s, b) = send(
-        client,
-        Method::POST,
-        format!("{base}/projects/{project}/instances"),
-        token,
-        Some(json!({"instanceId": "one", "meta": {"location": {"name": "hall"}}})),
-    )
-    .await
-    .expect("instance");
-    assert_eq!(s, 201, "{b}");
+async fn create(client: &Client, project: &str) {
+    client
+        .create_project(&ProjectRequest::id(project))
+        .await
+        .expect("project: 201");
+    client
+        .create_instance(
+            project,
+            &InstanceRequest {
+                meta: Some(json!({"location": {"name": "hall"}})),
+                ..InstanceRequest::id("one")
+            },
+        )
+        .await
+        .expect("instance: 201");
 }
 
-async fn submit(client: &reqwest::Client, url: &str, token: &str, entries: Value) -> (u16, Value) {
-    send(
-        client,
-        Method::POST,
-        url.to_owned(),
-        token,
-        Some(json!({ "entries": entries })),
-    )
-    .await
-    .expect("submit")
+/// Submits `entries` (a JSON array of entries) to the project's instance `one`.
+async fn submit(client: &Client, project: &str, entries: Value) -> Result<(), Error> {
+    let submission: EntrySubmission =
+        serde_json::from_value(json!({ "entries": entries })).expect("entries");
+    client
+        .submit_entries(project, "one", &submission)
+        .await
+        .map(|_| ())
 }
 
 /// Waits until the instance has applied its whole log; returns its details.
-async fn applied(client: &reqwest::Client, url: &str, token: &str) -> Value {
+async fn applied(client: &Client, project: &str) -> InstanceDetails {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (status, details) = send(client, Method::GET, url.to_owned(), token, None)
+        let details = client
+            .instance(project, "one")
             .await
-            .expect("details");
-        assert_eq!(status, 200, "the instance must stay readable: {details}");
-        let p = &details["processing"];
-        if p["appliedSequence"] == p["lastSequence"] {
+            .unwrap_or_else(|e| panic!("the instance must stay readable: {e}"));
+        let p = details.processing;
+        if p.applied_sequence == p.last_sequence {
             return details;
         }
-        assert!(Instant::now() < deadline, "processing stalled: {p}");
+        assert!(Instant::now() < deadline, "processing stalled: {p:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+fn meta(details: &InstanceDetails) -> Value {
+    Value::Object(details.instance.meta.clone())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,14 +75,11 @@ async fn hostile_patches_are_refused_and_hurt_no_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let mut service = Service::start(&data);
-    let client = reqwest::Client::new();
-    let base = service.base.clone();
-    let attacker = token(&data, "attacker");
-    let victim = token(&data, "victim");
-    create(&client, &base, &attacker, "evil").await;
-    create(&client, &base, &victim, "good").await;
-    let evil = format!("{base}/projects/evil/instances/one");
-    let good = format!("{base}/projects/good/instances/one");
+    let attacker_token = token(&data, "attacker");
+    let attacker = api(&service.base, &attacker_token);
+    let victim = api(&service.base, &token(&data, "victim"));
+    create(&attacker, "evil").await;
+    create(&victim, "good").await;
 
     // 1. Amplification: one add, then 40 copies of the root (on the old code 16 copies
     //    built 66 MB and about 25 exhausted memory). A few such entries in one request.
@@ -94,58 +91,58 @@ async fn hostile_patches_are_refused_and_hurt_no_one() {
                          "data": {"patch": ops.clone()}})
         })
         .collect();
-    let (s, b) = submit(&client, &format!("{evil}/entries"), &attacker, json!(bombs)).await;
-    assert_eq!(s, 200, "syntactically valid, refused when applied: {b}");
+    submit(&attacker, "evil", json!(bombs))
+        .await
+        .expect("syntactically valid (200), refused when applied");
 
     // 2. Depth bomb, direct: an added value too deep for the document is a 400 at submit.
-    let (s, b) = submit(
-        &client,
-        &format!("{evil}/entries"),
+    let refused = submit(
         &attacker,
+        "evil",
         json!([{"type": "instanceMetadata", "data": {"patch": [
             {"op": "add", "path": "/x", "value": nested(100)}]}}]),
     )
-    .await;
-    assert_eq!(s, 400, "{b}");
-    assert_eq!(b["errors"][0]["code"], "tooDeep", "{b}");
+    .await
+    .expect_err("a 400");
+    let b = refused.problem().expect("a problem");
+    assert_eq!(b.status, 400, "{b:?}");
+    assert_eq!(b.errors[0].code, "tooDeep", "{b:?}");
     assert_eq!(
-        b["errors"][0]["pointer"], "/entries/0/data/patch/0/value",
-        "{b}"
+        b.errors[0].pointer, "/entries/0/data/patch/0/value",
+        "{b:?}"
     );
 
     // 3. Depth bomb through copy (only decidable while applying): 20 levels copied 20
     //    levels down.
     let deep_path: String = (0..20).map(|_| "/a").collect();
-    let (s, b) = submit(
-        &client,
-        &format!("{evil}/entries"),
+    submit(
         &attacker,
+        "evil",
         json!([{"type": "instanceMetadata", "transactionId": "deep", "data": {"patch": [
             {"op": "add", "path": "/a", "value": nested(20)},
             {"op": "copy", "from": "/a", "path": format!("/a{deep_path}")}]}}]),
     )
-    .await;
-    assert_eq!(s, 200, "{b}");
+    .await
+    .expect("200");
 
     // The victim's work goes on meanwhile.
-    let (s, b) = submit(
-        &client,
-        &format!("{good}/entries"),
+    submit(
         &victim,
+        "good",
         json!([{"type": "instanceMetadata", "transactionId": "ok",
                 "data": {"patch": [{"op": "add", "path": "/location/city", "value": "Berlin"}]}}]),
     )
-    .await;
-    assert_eq!(s, 200, "{b}");
+    .await
+    .expect("200");
 
-    let details = applied(&client, &evil, &attacker).await;
+    let details = applied(&attacker, "evil").await;
     assert_eq!(
-        details["meta"],
+        meta(&details),
         json!({"location": {"name": "hall"}}),
         "every hostile patch was rejected whole"
     );
-    let details = applied(&client, &good, &victim).await;
-    assert_eq!(details["meta"]["location"]["city"], "Berlin");
+    let details = applied(&victim, "good").await;
+    assert_eq!(meta(&details)["location"]["city"], "Berlin");
     assert!(service.is_running(), "the process stays up");
     let peak = service.peak_rss();
     assert!(
@@ -157,9 +154,8 @@ async fn hostile_patches_are_refused_and_hurt_no_one() {
     // A restart re-reads the same log (and its start-up sweep) without harm.
     service.kill9();
     let mut service = Service::start(&data);
-    let base = service.base.clone();
-    let evil = format!("{base}/projects/evil/instances/one");
-    let details = applied(&client, &evil, &attacker).await;
-    assert_eq!(details["meta"], json!({"location": {"name": "hall"}}));
+    let attacker = api(&service.base, &attacker_token);
+    let details = applied(&attacker, "evil").await;
+    assert_eq!(meta(&details), json!({"location": {"name": "hall"}}));
     assert!(service.is_running());
 }
