@@ -162,3 +162,100 @@ async fn a_full_disk_is_503_with_retry_after_and_recovers_by_itself() {
     }
     drop(service);
 }
+
+/// `standalone serve` on `data` is expected to stop at once with an error; its stderr.
+fn start_fails(data: &Path) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_standalone"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(data)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(!status.success(), "the service refused to start");
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            return err;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the service started on {}", data.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A `pricing.db` that is not SQLite, or another program's SQLite database: refused with
+/// an error naming the file, and the file is left byte for byte as it was.
+#[test]
+fn a_corrupted_or_foreign_database_is_refused_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage");
+    std::fs::create_dir_all(&garbage).unwrap();
+    let bytes: Vec<u8> = (0..16_384u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(garbage.join("pricing.db"), &bytes).unwrap();
+    let err = start_fails(&garbage);
+    let db = garbage.join("pricing.db");
+    assert!(err.contains(&db.display().to_string()), "{err}");
+    assert!(err.contains("not a database"), "{err}");
+    assert_eq!(std::fs::read(&db).unwrap(), bytes, "left as it was");
+
+    // Another program's SQLite file (made by the sqlite3 module of Python, if any).
+    let foreign = dir.path().join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    let db = foreign.join("pricing.db");
+    let made = Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); \
+             c.execute('create table customers(id integer primary key, name text)'); \
+             c.execute(\"insert into customers(name) values ('x')\"); c.commit()",
+        ])
+        .arg(&db)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(made, "python3 makes a foreign SQLite file");
+    let before = std::fs::read(&db).unwrap();
+    let err = start_fails(&foreign);
+    assert!(err.contains(&db.display().to_string()), "{err}");
+    assert!(
+        err.contains("not a pricing database") && err.contains("customers"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&db).unwrap(), before, "left as it was");
+    assert!(
+        !foreign.join("pricing.db-wal").exists(),
+        "not even switched to WAL"
+    );
+}
+
+/// A read-only data directory (a tmpfs remounted read-only; root only, like the full disk):
+/// a clear error naming the path, at start.
+#[test]
+fn a_read_only_data_directory_is_a_clear_error_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(disk) = Tmpfs::mount(&dir.path().join("ro"), "8m") else {
+        eprintln!(
+            "SKIPPED: cannot mount a tmpfs here (needs root); the read-only test did not run"
+        );
+        return;
+    };
+    let data = disk.0.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let status = Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&disk.0)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let err = start_fails(&data);
+    assert!(err.contains(&data.display().to_string()), "{err}");
+    assert!(err.to_lowercase().contains("read-only"), "{err}");
+}

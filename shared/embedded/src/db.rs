@@ -130,6 +130,7 @@ pub(crate) fn open_writer(
             | OpenFlags::SQLITE_OPEN_URI,
     )
     .map_err(sqlite)?;
+    refuse_foreign(&conn, path)?;
     configure(&conn).map_err(sqlite)?;
     // WAL: readers never block the writer, and a commit is one append to the WAL file.
     let mode: String = conn
@@ -148,6 +149,47 @@ pub(crate) fn open_writer(
     conn.pragma_update(None, "synchronous", durability.synchronous())
         .map_err(sqlite)?;
     Ok(conn)
+}
+
+/// A file that is some other program's SQLite database (no schema version of ours, but
+/// tables) is refused before anything is written to it (not even the WAL switch). A file
+/// that is not SQLite at all fails on this first read ("file is not a database").
+fn refuse_foreign(conn: &Connection, path: &Path) -> Result<(), EmbeddedError> {
+    let sqlite = |source| EmbeddedError::Database {
+        path: path.to_path_buf(),
+        source,
+    };
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(sqlite)?;
+    if version != 0 {
+        return Ok(());
+    }
+    let mut stmt = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name LIMIT 5",
+        )
+        .map_err(sqlite)?;
+    let names: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .and_then(|rows| rows.collect())
+        .map_err(sqlite)?;
+    if names.is_empty() {
+        return Ok(());
+    }
+    Err(EmbeddedError::Invalid {
+        path: path.to_path_buf(),
+        detail: format!(
+            "not a pricing database: it has no schema version but holds {} ({}); \
+             refusing to change it (move it away or point --data elsewhere)",
+            if names.len() == 1 {
+                "a table"
+            } else {
+                "tables"
+            },
+            names.join(", ")
+        ),
+    })
 }
 
 /// Opens one more (read-only) connection to a database file in WAL mode.
@@ -677,6 +719,34 @@ mod tests {
             rusqlite::ffi::Error::new(code),
             None,
         ))
+    }
+
+    /// Issue 15: another program's SQLite file was migrated into (and switched to WAL).
+    #[test]
+    fn a_foreign_database_is_refused_and_left_as_it_was() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let path = dir.join("pricing.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch("CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers(name) VALUES ('x');")
+                .unwrap();
+        }
+        let before = std::fs::read(&path).unwrap();
+        let Err(err) = open_writer(&path, Durability::default()) else {
+            panic!("a foreign database was opened");
+        };
+        let text = err.to_string();
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(
+            text.contains("not a pricing database") && text.contains("customers"),
+            "{text}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), before, "not changed");
+        // An empty file (or a new one) is ours to create.
+        let empty = dir.join("empty.db");
+        std::fs::write(&empty, b"").unwrap();
+        assert!(open_writer(&empty, Durability::default()).is_ok());
     }
 
     /// Issue 15: a full disk was a 500 (`Failed`); it is worth retrying once space returns.
