@@ -410,10 +410,12 @@ pub fn learn(past: &[PastSales]) -> Option<Learned> {
     for p in &rows {
         // The level [`fit`]'s exponential response needs to expect this instance's units
         // at the prices they sold at, over the learned curve.
+        let observed = observed(p);
+        let relative = relative_prices(p, &observed);
         let mut seen = 0.0;
-        for (k, &o) in observed(p).iter().enumerate() {
-            let r = relative_price(p, k, o);
-            seen += curve.bins[k] * o * (-beta * (r - 1.0)).clamp(-50.0, 50.0).exp();
+        for k in 0..CURVE_BINS {
+            let r = relative[k];
+            seen += curve.bins[k] * observed[k] * (-beta * (r - 1.0)).clamp(-50.0, 50.0).exp();
         }
         let level = if seen > 0.0 {
             p.units_read() / seen
@@ -447,20 +449,24 @@ fn observed(p: &PastSales) -> [f64; CURVE_BINS] {
     observed
 }
 
-/// The relative price bin `k` of `p` sold at (`o`: its observed fraction); a bin without
-/// sales is taken at the instance's mean relative price.
-fn relative_price(p: &PastSales, k: usize, o: f64) -> f64 {
-    if read_bin(p, k, o) {
-        return p.relative[k] / p.bins[k];
-    }
+/// The relative price each bin of `p` sold at (`observed`: [`observed`] of `p`); a bin
+/// without sales is taken at the instance's mean relative price.
+fn relative_prices(p: &PastSales, observed: &[f64; CURVE_BINS]) -> [f64; CURVE_BINS] {
     let (mut paid, mut sold) = (0.0, 0.0);
-    for (k, &o) in observed(p).iter().enumerate() {
+    for (k, &o) in observed.iter().enumerate() {
         if read_bin(p, k, o) {
             paid += p.relative[k];
             sold += p.bins[k];
         }
     }
-    if sold > 0.0 { paid / sold } else { 1.0 }
+    let mean = if sold > 0.0 { paid / sold } else { 1.0 };
+    let mut r = [mean; CURVE_BINS];
+    for (k, &o) in observed.iter().enumerate() {
+        if read_bin(p, k, o) {
+            r[k] = p.relative[k] / p.bins[k];
+        }
+    }
+    r
 }
 
 /// Whether the units of bin `k` are read: units in a bin not read at all (the sale that
@@ -480,12 +486,13 @@ fn fit_curve(rows: &[&PastSales], beta: f64) -> Curve {
         .iter()
         .map(|p| {
             let observed = observed(p);
+            let relative = relative_prices(p, &observed);
             let (mut units, mut factor) = ([0.0; CURVE_BINS], [0.0; CURVE_BINS]);
             for (k, &o) in observed.iter().enumerate() {
                 if read_bin(p, k, o) {
                     units[k] = p.bins[k];
                 }
-                factor[k] = logistic_response(beta, relative_price(p, k, o));
+                factor[k] = logistic_response(beta, relative[k]);
             }
             (units, factor, observed)
         })
