@@ -510,7 +510,8 @@ async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
     aws.maintain_keys(None)
         .await
         .expect("the key-rotator bootstraps a key");
-    let api = aws.api_router().await.expect("cold start");
+    let api = aws.management_router().await.expect("cold start");
+    let entries_api = aws.api_router().await.expect("cold start");
     let keys = aws.keys().await.expect("keys");
     // The function uses the strict policy; the receiver here is on loopback.
     let transport = pricing_http::HttpTransport::new(CallbackPolicy::LOCAL).unwrap();
@@ -627,7 +628,7 @@ async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
 
     // A rejected entry, processed by the entry-processor handler.
     let (s, b) = invoke(
-        &api,
+        &entries_api,
         http_event(
             "POST",
             "/projects/hooks/instances/day-1/entries",
@@ -1059,7 +1060,10 @@ async fn the_management_api_needs_no_private_key() {
         ),
     )
     .await;
-    assert_eq!(s, 500, "it cannot sign entries: {body}");
+    assert_eq!(
+        s, 404,
+        "it has no entry routes (the gateway sends them to entries-api): {body}"
+    );
 }
 
 /// Hands what `queue_url` holds to the handlers, as the event source mapping would, and
@@ -1275,6 +1279,9 @@ async fn a_calculation_prices_every_entry_acknowledged_before_the_request() {
     let sdk = pricing_aws::emulator::emulator_sdk_config(pricing_emulator::endpoint()).await;
     let aws = Aws::with_sdk(config, sdk);
     aws.maintain_keys(None).await.expect("a first key");
+    if let Ok(dir) = std::env::var("LAMBDA_BOOTSTRAPS") {
+        cold_starts(&env, std::path::Path::new(&dir));
+    }
     let entries_api = aws.api_router().await.expect("entries-api cold start");
     let management_api = aws.management_router().await.expect("management-api");
     let route = "/projects/{projectId}/instances/{instanceId}/entries";
@@ -1376,4 +1383,203 @@ async fn a_calculation_prices_every_entry_acknowledged_before_the_request() {
         details["processing"],
         json!({"appliedSequence": 3, "lastSequence": 3})
     );
+}
+
+/// The `p`-quantile of sorted durations, in milliseconds.
+fn quantile_ms(sorted: &[std::time::Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+fn summary(name: &str, mut times: Vec<std::time::Duration>) {
+    times.sort();
+    let mean = times.iter().sum::<std::time::Duration>().as_secs_f64() * 1e3 / times.len() as f64;
+    println!(
+        "{name}: n {} p50 {:.2} ms p99 {:.2} ms mean {:.2} ms max {:.2} ms",
+        times.len(),
+        quantile_ms(&times, 0.5),
+        quantile_ms(&times, 0.99),
+        mean,
+        quantile_ms(&times, 1.0),
+    );
+}
+
+/// Issue 12, item 6 (a measurement, no assertion on time; docs/performance.md):
+/// - warm: the time per handler invocation of entries-api (an API Gateway v2 event of a
+///   one-entry submit, as the gateway sends it) and of the entry processor (the SQS event of
+///   that submit's wake-up), on the emulator, after a warm-up; beside them the emulator's
+///   own round trip (one DynamoDB GetItem), which dominates both;
+/// - cold: with `LAMBDA_BOOTSTRAPS=DIR` (bootstraps built with the deployed `lambda`
+///   profile: `cargo build --profile lambda --target x86_64-unknown-linux-gnu -p ...`),
+///   each function's binary is started with the provisioned environment, and its
+///   `cold start initialized` line (init_us) and the wall time from exec to it are read.
+///
+/// `cargo test --release -p pricing-lambda --test lambda_e2e lambda_invocation_times -- --ignored --nocapture`
+/// (`TIMING_INVOCATIONS`, default 300).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run it by name with --ignored --nocapture"]
+async fn lambda_invocation_times() {
+    use std::time::Instant;
+    let n: usize = std::env::var("TIMING_INVOCATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let env = pricing_emulator::provision("lambda-timing");
+    let config = Config::from_map(&env).expect("the provisioned environment is complete");
+    let sdk = pricing_aws::emulator::emulator_sdk_config(pricing_emulator::endpoint()).await;
+    let aws = Aws::with_sdk(config, sdk);
+    aws.maintain_keys(None).await.expect("a first key");
+    if let Ok(dir) = std::env::var("LAMBDA_BOOTSTRAPS") {
+        cold_starts(&env, std::path::Path::new(&dir));
+    }
+    let entries_api = aws.api_router().await.expect("entries-api cold start");
+    let management_api = aws.management_router().await.expect("cold start");
+    for (path, body) in [
+        ("/projects", json!({"projectId": "speed"})),
+        ("/projects/speed/instances", json!({"instanceId": "i"})),
+    ] {
+        let (s, b) = invoke(
+            &management_api,
+            http_event("POST", path, "/{proxy+}", Some(body), "acme"),
+        )
+        .await;
+        assert_eq!(s, 201, "{b}");
+    }
+    let route = "/projects/{projectId}/instances/{instanceId}/entries";
+    let submit = |body: Value| {
+        invoke(
+            &entries_api,
+            http_event(
+                "POST",
+                "/projects/speed/instances/i/entries",
+                route,
+                Some(body),
+                "acme",
+            ),
+        )
+    };
+    let (s, b) = submit(json!({"entries": [
+        {"type": "productRegistration", "transactionId": "p", "data": {"productId": "ga", "capacity": 1000000}},
+        {"type": "itemRegistration", "transactionId": "r", "data": {"itemId": "ga-1", "productId": "ga",
+            "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2030-01-01T00:00:00Z"},
+            "priceSettings": {"min": 10, "max": 90, "default": 40}}},
+    ]}))
+    .await;
+    assert_eq!(s, 200, "{b}");
+    let sale = |k: usize| {
+        json!({"entries": [{"type": "itemSale", "transactionId": format!("s{k}"),
+        "data": {"itemId": "ga-1", "price": 40}}]})
+    };
+    let processor = Processor::new();
+    let queue = aws.config.process_queue_url.clone();
+    drain(&aws, &processor, &queue).await;
+
+    let mut emulator = Vec::with_capacity(n);
+    let mut api = Vec::with_capacity(n);
+    let mut process = Vec::with_capacity(n);
+    let key = InstanceKey::new(
+        pricing_core::ids::TenantId::from_claim("acme").unwrap(),
+        ProjectId::parse("speed").unwrap(),
+        InstanceId::parse("i").unwrap(),
+    );
+    let warm_up = 20;
+    for k in 0..n + warm_up {
+        let t = Instant::now();
+        pricing_core::ports::InstanceStore::get_instance(&aws.store, &key)
+            .await
+            .unwrap();
+        let round_trip = t.elapsed();
+        let t = Instant::now();
+        let (s, b) = submit(sale(k)).await;
+        let submitted = t.elapsed();
+        assert_eq!(s, 200, "{b}");
+        let (event, receipts) = poll_sqs(&aws, &queue).await;
+        assert!(!event.records.is_empty(), "the submit's wake-up");
+        let t = Instant::now();
+        let response = handle_batch(event.clone(), |m| {
+            work_message(&processor, &aws.store, &aws.queues, m)
+        })
+        .await;
+        let processed = t.elapsed();
+        assert!(response.batch_item_failures.is_empty());
+        delete_succeeded(&aws, &queue, &event, &receipts, &[]).await;
+        if k >= warm_up {
+            emulator.push(round_trip);
+            api.push(submitted);
+            process.push(processed);
+        }
+    }
+    summary("emulator round trip (GetItem)", emulator);
+    summary("entries-api, one-entry submit", api);
+    summary("entry-processor, one wake-up", process);
+}
+
+/// Starts each bootstrap under `dir` with the provisioned environment and reports its
+/// cold start: the `init_us` it logs and the wall time from exec to that line. The
+/// runtime API address is closed, so each exits once initialized.
+fn cold_starts(env: &HashMap<String, String>, dir: &std::path::Path) {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+    for function in [
+        "entries-api",
+        "management-api",
+        "entry-processor",
+        "scheduler",
+    ] {
+        let path = dir.join(function);
+        if !path.exists() {
+            println!("{function}: no {}", path.display());
+            continue;
+        }
+        let mut inits = Vec::new();
+        let mut walls = Vec::new();
+        for _ in 0..10 {
+            let started = Instant::now();
+            let mut child = Command::new(&path)
+                .envs(env)
+                .env("AWS_ENDPOINT_URL", pricing_emulator::endpoint())
+                .env("AWS_REGION", "us-east-1")
+                .env("AWS_ACCESS_KEY_ID", "test")
+                .env("AWS_SECRET_ACCESS_KEY", "test")
+                .env("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9")
+                .env("AWS_LAMBDA_FUNCTION_NAME", function)
+                .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
+                .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+                .env("AWS_LAMBDA_LOG_STREAM_NAME", "timing")
+                .env("AWS_LAMBDA_LOG_GROUP_NAME", "timing")
+                .env("RUST_LOG", "info")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start the bootstrap");
+            let out = BufReader::new(child.stdout.take().unwrap());
+            let mut found = None;
+            for line in out.lines().map_while(Result::ok) {
+                if let Some(at) = line.find("init_us") {
+                    let digits: String = line[at + 7..]
+                        .chars()
+                        .skip_while(|c| !c.is_ascii_digit())
+                        .take_while(char::is_ascii_digit)
+                        .collect();
+                    found = digits.parse::<u64>().ok();
+                    walls.push(started.elapsed());
+                    break;
+                }
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            match found {
+                Some(us) => inits.push(std::time::Duration::from_micros(us)),
+                None => {
+                    let mut err = String::new();
+                    let _ =
+                        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
+                    panic!("{function} logged no init_us: {err}");
+                }
+            }
+        }
+        summary(&format!("{function} cold init (init_us)"), inits);
+        summary(&format!("{function} exec to initialized"), walls);
+    }
 }

@@ -120,8 +120,42 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/projects/{projectId}/subprojects"),
 ];
 
-/// Builds the router over `app`.
+/// The whole API over `app` (the standalone serves it).
 pub fn router<P: Ports>(app: Arc<App<P>>) -> Router {
+    finish(entry_routes::<P>().merge(management_routes::<P>()), app)
+}
+
+/// The entries-api function's part of the API: the entry log, submitted and read. On AWS
+/// the gateway routes only this path to that function (template.yaml), so it links
+/// nothing else (its bootstrap stays within the size budget).
+pub fn entries_router<P: Ports>(app: Arc<App<P>>) -> Router {
+    finish(entry_routes::<P>(), app)
+}
+
+/// The management-api function's part of the API: every route but the entry log.
+pub fn management_router<P: Ports>(app: Arc<App<P>>) -> Router {
+    finish(management_routes::<P>(), app)
+}
+
+fn entry_routes<P: Ports>() -> Router<Arc<App<P>>> {
+    Router::new().route(
+        "/projects/{projectId}/instances/{instanceId}/entries",
+        get(entries::log::<P>).post(entries::submit::<P>),
+    )
+}
+
+/// Unknown paths and methods, and the layers every answer goes through.
+fn finish<P: Ports>(routes: Router<Arc<App<P>>>, app: Arc<App<P>>) -> Router {
+    routes
+        .fallback(system::not_found)
+        .method_not_allowed_fallback(system::method_not_allowed)
+        .layer(middleware::from_fn(api_version))
+        .layer(middleware::from_fn(access_log))
+        .layer(middleware::from_fn(request_id))
+        .with_state(app)
+}
+
+fn management_routes<P: Ports>() -> Router<Arc<App<P>>> {
     Router::new()
         .route("/health", get(system::health))
         .route("/openapi.json", get(system::openapi))
@@ -158,10 +192,6 @@ pub fn router<P: Ports>(app: Arc<App<P>>) -> Router {
         .route(
             "/projects/{projectId}/instances/{instanceId}/products/{productId}",
             get(instances::product::<P>),
-        )
-        .route(
-            "/projects/{projectId}/instances/{instanceId}/entries",
-            get(entries::log::<P>).post(entries::submit::<P>),
         )
         .route(
             "/projects/{projectId}/instances/{instanceId}/events",
@@ -224,12 +254,6 @@ pub fn router<P: Ports>(app: Arc<App<P>>) -> Router {
         )
         // The web console's static files (issue 14): no token, the API calls carry one.
         .merge(console::routes())
-        .fallback(system::not_found)
-        .method_not_allowed_fallback(system::method_not_allowed)
-        .layer(middleware::from_fn(api_version))
-        .layer(middleware::from_fn(access_log))
-        .layer(middleware::from_fn(request_id))
-        .with_state(app)
 }
 
 /// The request id header: the caller's own, or one the service makes up.

@@ -111,22 +111,28 @@ impl Aws {
         })
     }
 
-    /// The HTTP API with the signing keys (entries-api: it signs the entries it takes),
-    /// trusting the JWT authorizer's claims, with keys that follow rotations.
+    /// The entries-api function's routes (the entry log; `pricing_api::entries_router`)
+    /// with the signing keys (it signs the entries it takes), trusting the JWT authorizer's
+    /// claims, with keys that follow rotations.
     pub async fn api_router(&self) -> Result<Router, StartError> {
         let keys = self.keys().await?;
-        Ok(self.router(keys.signer.clone(), keys))
+        Ok(self.router(Part::Entries, keys.signer.clone(), keys))
     }
 
-    /// The HTTP API with the public keys only (management-api: it publishes the key set and
-    /// never signs; a request to submit entries, which the gateway routes elsewhere, is
-    /// answered 500).
+    /// The management-api function's routes (every other one;
+    /// `pricing_api::management_router`) with the public keys only: it publishes the key
+    /// set and never signs.
     pub async fn management_router(&self) -> Result<Router, StartError> {
         let keys = self.public_keys().await?;
-        Ok(self.router(keys.keys.clone(), keys))
+        Ok(self.router(Part::Management, keys.keys.clone(), keys))
     }
 
-    fn router(&self, service_keys: impl Into<ServiceKeys>, keys: impl Refresh) -> Router {
+    fn router(
+        &self,
+        part: Part,
+        service_keys: impl Into<ServiceKeys>,
+        keys: impl Refresh,
+    ) -> Router {
         let auth: Arc<dyn Authenticator> = Arc::new(AuthorizerClaims);
         let ports = Stores {
             store: self.store.clone(),
@@ -148,8 +154,19 @@ impl Aws {
         if let Some(window) = self.config.rate_limit {
             app = app.with_rate_limit(DynamoRateLimit::new(&self.store, window));
         }
-        pricing_api::router(Arc::new(app)).layer(refresh)
+        let app = Arc::new(app);
+        match part {
+            Part::Entries => pricing_api::entries_router(app),
+            Part::Management => pricing_api::management_router(app),
+        }
+        .layer(refresh)
     }
+}
+
+/// Which function's part of the API a router serves.
+enum Part {
+    Entries,
+    Management,
 }
 
 /// How often a warm function reloads its keys. Shorter than
