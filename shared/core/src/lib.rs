@@ -15,6 +15,7 @@ pub mod ports;
 pub mod pricing;
 pub mod process;
 pub mod recalc;
+pub mod retention;
 pub mod scheduler;
 pub mod state;
 pub mod submit;
