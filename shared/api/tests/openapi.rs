@@ -218,3 +218,48 @@ fn every_entry_kind_has_its_own_data_schema() {
         );
     }
 }
+
+/// The document and the entry parser agree on every kind: each kind's schema carries an
+/// example (infra/apifuzz.sh checks it against the schema), the parser accepts it as that
+/// kind, and refuses the same entry with an empty `data` (every kind requires something
+/// there, as its schema says).
+#[test]
+fn the_entry_parser_accepts_each_kinds_example_and_refuses_it_emptied() {
+    use pricing_core::entry::{ParseOptions, parse_entry};
+    use pricing_core::validate::Errors;
+    let doc = doc();
+    let mapping = doc["components"]["schemas"]["Entry"]["discriminator"]["mapping"]
+        .as_object()
+        .expect("a discriminated union");
+    for (kind, target) in mapping {
+        let target = target.as_str().expect("a reference");
+        let schema = doc
+            .pointer(target.trim_start_matches('#'))
+            .unwrap_or_else(|| panic!("{target} does not resolve"));
+        let example = &schema["example"];
+        assert_eq!(
+            example["type"],
+            kind.as_str(),
+            "{kind}: an example of the kind"
+        );
+        let mut errors = Errors::default();
+        let entry = parse_entry(example, "", ParseOptions::default(), &mut errors);
+        assert!(errors.is_empty(), "{kind}: {:?}", errors.list);
+        let entry = entry.unwrap_or_else(|| panic!("{kind}: parsed"));
+        assert_eq!(entry.kind.type_name(), kind.as_str());
+
+        let mut emptied = example.clone();
+        emptied["data"] = serde_json::json!({});
+        let mut errors = Errors::default();
+        let entry = parse_entry(&emptied, "", ParseOptions::default(), &mut errors);
+        assert!(
+            entry.is_none() && !errors.is_empty(),
+            "{kind}: empty data accepted"
+        );
+        assert!(
+            errors.list.iter().all(|e| e.pointer.starts_with("/data")),
+            "{kind}: {:?}",
+            errors.list
+        );
+    }
+}
