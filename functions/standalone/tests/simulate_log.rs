@@ -3,7 +3,6 @@
 //! calculations), then every model simulated against the fitted demand.
 #![allow(clippy::unwrap_used)]
 
-use indicatif::ProgressBar;
 use pricing_core::ids::{InstanceId, InstanceKey, ProjectId, TenantId};
 use pricing_core::jws::{Signer, StoredKey};
 use pricing_core::model::{Instance, NewEntry, PriceCalculation, Project};
@@ -193,7 +192,7 @@ async fn a_logged_instance_becomes_a_fitted_market_that_every_model_meets() {
         true,
     )
     .unwrap();
-    let r = Report::of(&s, &models, &ProgressBar::hidden()).unwrap();
+    let r = Report::of(&s, &models, 2, &pricing_simulate::NoProgress).unwrap();
     assert_eq!(r.models[0].revenue, r.models[1].revenue);
     assert_ne!(r.models[0].revenue, r.models[2].revenue);
     assert!(r.optimal.revenue >= r.best_fixed.revenue && r.optimal.revenue <= r.fluid_bound);

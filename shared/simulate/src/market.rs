@@ -24,7 +24,6 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-use indicatif::ProgressBar;
 use pricing_core::entry::{Entry, EntryKind, ItemSale, ParseOptions, PricingModel, parse_entry};
 use pricing_core::ids::ItemId;
 use pricing_core::money::Money;
@@ -35,9 +34,8 @@ use pricing_core::time::Timestamp;
 use pricing_core::validate::Errors;
 use serde_json::{Map, Value, json};
 
-use super::scenario::Scenario;
-use super::{ModelChoice, fail};
-use crate::Error;
+use crate::scenario::Scenario;
+use crate::{Error, ModelChoice, Progress, fail};
 
 /// The product of a simulated market.
 pub const MARKET_PRODUCT: &str = "simulated-product";
@@ -399,12 +397,14 @@ fn run_once(s: &Scenario, models: &[&PricingModel], run: u32) -> Result<RunOutco
         .collect()
 }
 
-/// Runs the scenario's Monte Carlo runs for every model, on all cores; `progress` advances
-/// by one per run. The result does not depend on the number of threads.
+/// Runs the scenario's Monte Carlo runs for every model on `threads` threads (at least
+/// one); `progress` advances by one per run. The result does not depend on the number of
+/// threads.
 pub fn simulate(
     s: &Scenario,
     choices: &[ModelChoice],
-    progress: &ProgressBar,
+    threads: usize,
+    progress: &dyn Progress,
 ) -> Result<Vec<Sample>, Error> {
     let models: Vec<&PricingModel> = choices
         .iter()
@@ -415,10 +415,7 @@ pub fn simulate(
         instance_state(s, model, s.context.start.millis())?;
     }
     progress.set_length(u64::from(s.runs));
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(s.runs as usize)
-        .max(1);
+    let threads = threads.min(s.runs as usize).max(1);
     let next = AtomicU32::new(0);
     let stop = AtomicBool::new(false);
     let results: Mutex<Vec<Option<RunOutcome>>> = Mutex::new(vec![None; s.runs as usize]);

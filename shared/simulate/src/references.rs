@@ -30,7 +30,7 @@
 //!   gamma function); [`fixed_revenue`] splits them among the items piece by piece of time
 //!   (exact when the items share one shape).
 
-use super::scenario::{ItemMarket, Scenario, Shape, Wtp, golden_max};
+use crate::scenario::{ItemMarket, Scenario, Shape, Wtp, golden_max};
 
 /// Expected arrivals per DP piece. Heun's method needs well under 2 for stability; at 0.5
 /// (with at least [`DP_MIN_PIECES`]) the optimum is within 0.0003 % of that on 8 times as

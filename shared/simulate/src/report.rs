@@ -3,14 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use indicatif::ProgressBar;
 use serde::Serialize;
 
-use super::market::{Sample, simulate};
-use super::references::{References, references};
-use super::scenario::Scenario;
-use super::{ModelChoice, fail};
-use crate::Error;
+use crate::market::{Sample, simulate};
+use crate::references::{References, references};
+use crate::scenario::Scenario;
+use crate::{Error, ModelChoice, Progress, fail};
 
 /// The `--json` document: exactly the keys of PRICING.md.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -89,9 +87,14 @@ fn percent_of(value: f64, optimum: f64) -> f64 {
 }
 
 impl Report {
-    /// Simulates every model and computes the references of `s`.
-    pub fn of(s: &Scenario, models: &[ModelChoice], progress: &ProgressBar) -> Result<Self, Error> {
-        let samples = simulate(s, models, progress)?;
+    /// Simulates every model (on `threads` threads) and computes the references of `s`.
+    pub fn of(
+        s: &Scenario,
+        models: &[ModelChoice],
+        threads: usize,
+        progress: &dyn Progress,
+    ) -> Result<Self, Error> {
+        let samples = simulate(s, models, threads, progress)?;
         Ok(Self::from_parts(s, models, &samples, &references(s)))
     }
 

@@ -1,7 +1,6 @@
 //! The market scenario (PRICING.md, "Market scenarios"): the file format, read with errors
 //! that name the field (`items/0/willingnessToPay/mean: must be > 0`) and unknown fields
-//! refused; the demand it describes (arrival shapes, willingness to pay); and the scenario
-//! built from `simulate market`'s flags.
+//! refused; the demand it describes (arrival shapes, willingness to pay).
 
 use pricing_core::entry::PricingModel;
 use pricing_core::ids::ItemId;
@@ -9,26 +8,60 @@ use pricing_core::money::Money;
 use pricing_core::time::Timestamp;
 use serde_json::{Map, Value};
 
-use super::fail;
-use crate::Error;
-use crate::cli::MarketArgs;
-
 pub const MILLIS_PER_DAY: i64 = 86_400_000;
 /// Start of the first simulated instance (fixed, so runs are reproducible).
 pub const MARKET_START: &str = "2026-01-01T00:00:00Z";
 /// Item of the scenario built from flags.
 pub const FLAG_ITEM: &str = "simulated-item";
 
-const DEFAULT_SLOTS_PER_DAY: u64 = 24;
-const DEFAULT_RUNS: u32 = 200;
-const DEFAULT_SEED: u64 = 1;
-/// Bounds that keep a mistyped file from running for hours.
-const MAX_SLOTS: u64 = 1_000_000;
-const MAX_RUNS: u32 = 1_000_000;
-const MAX_PAST_INSTANCES: u32 = 1_000;
+pub const DEFAULT_SLOTS_PER_DAY: u64 = 24;
+pub const DEFAULT_RUNS: u32 = 200;
+pub const DEFAULT_SEED: u64 = 1;
+/// Bounds that keep a mistyped file from running for hours (the API has tighter ones:
+/// [`crate::caps`]).
+pub const MAX_SLOTS: u64 = 1_000_000;
+pub const MAX_RUNS: u32 = 1_000_000;
+pub const MAX_PAST_INSTANCES: u32 = 1_000;
 /// (The optimum's DP takes 2 pieces of time per expected buyer.)
-const MAX_ARRIVALS: f64 = 1.0e6;
-const MAX_CAPACITY: u64 = 1_000_000;
+pub const MAX_ARRIVALS: f64 = 1.0e6;
+pub const MAX_CAPACITY: u64 = 1_000_000;
+
+/// The largest scenario a reader takes. [`Bounds::FILE`] for `standalone simulate`;
+/// the API's are tighter ([`crate::caps::API`]) so that a request cannot occupy a server.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bounds {
+    pub max_name_chars: usize,
+    pub max_days: u64,
+    pub max_slots_per_day: u64,
+    /// days x slotsPerDay.
+    pub max_slots: u64,
+    pub max_capacity: u64,
+    pub max_items: usize,
+    /// Expected buyers of one item.
+    pub max_arrivals: f64,
+    /// Expected buyers of all items together.
+    pub max_total_arrivals: f64,
+    pub max_shape_points: usize,
+    pub max_runs: u32,
+    pub max_past_instances: u32,
+}
+
+impl Bounds {
+    /// A scenario file of `standalone simulate market`.
+    pub const FILE: Bounds = Bounds {
+        max_name_chars: usize::MAX,
+        max_days: 100_000,
+        max_slots_per_day: 1_440,
+        max_slots: MAX_SLOTS,
+        max_capacity: MAX_CAPACITY,
+        max_items: usize::MAX,
+        max_arrivals: MAX_ARRIVALS,
+        max_total_arrivals: f64::INFINITY,
+        max_shape_points: usize::MAX,
+        max_runs: MAX_RUNS,
+        max_past_instances: MAX_PAST_INSTANCES,
+    };
+}
 
 /// A market: one product whose items share its capacity, each with its own buyers.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,6 +128,11 @@ impl Scenario {
 
     /// Reads a scenario document; the error names the field.
     pub fn from_json(value: &Value) -> Result<Self, FieldError> {
+        Self::from_json_within(value, &Bounds::FILE)
+    }
+
+    /// Reads a scenario document no larger than `b`; the error names the field.
+    pub fn from_json_within(value: &Value, b: &Bounds) -> Result<Self, FieldError> {
         let root = Obj::new(value, "")?;
         root.only(&[
             "name",
@@ -108,18 +146,24 @@ impl Scenario {
             "seed",
         ])?;
         let name = root.req_str("name")?;
-        let days = root.req_u64("days", 1, 100_000)?;
-        let slots_per_day = root
-            .opt_u64("slotsPerDay", 1, 1_440)?
-            .unwrap_or(DEFAULT_SLOTS_PER_DAY);
-        let slots = days * slots_per_day;
-        if slots > MAX_SLOTS {
+        if name.chars().count() > b.max_name_chars {
             return Err(root.error(
-                "slotsPerDay",
-                format!("days x slotsPerDay is {slots}; at most {MAX_SLOTS}"),
+                "name",
+                format!("must be at most {} characters", b.max_name_chars),
             ));
         }
-        let capacity = root.req_u64("capacity", 1, MAX_CAPACITY)?;
+        let days = root.req_u64("days", 1, b.max_days)?;
+        let slots_per_day = root
+            .opt_u64("slotsPerDay", 1, b.max_slots_per_day)?
+            .unwrap_or(DEFAULT_SLOTS_PER_DAY);
+        let slots = days * slots_per_day;
+        if slots > b.max_slots {
+            return Err(root.error(
+                "slotsPerDay",
+                format!("days x slotsPerDay is {slots}; at most {}", b.max_slots),
+            ));
+        }
+        let capacity = root.req_u64("capacity", 1, b.max_capacity)?;
         let expected_sales = root.req_f64("expectedSales")?;
         if !(0.0..=1.0).contains(&expected_sales) {
             return Err(root.error("expectedSales", "must be a fraction from 0 to 1"));
@@ -127,17 +171,35 @@ impl Scenario {
         let list = root.req("items")?;
         let items = list
             .as_array()
-            .ok_or_else(|| root.error("items", "must be an array"))?;
+            .ok_or_else(|| root.error("items", "must be an array").with_code("type"))?;
         if items.is_empty() {
             return Err(root.error("items", "must list at least one item"));
         }
+        if items.len() > b.max_items {
+            return Err(root.error(
+                "items",
+                format!("lists {} items; at most {}", items.len(), b.max_items),
+            ));
+        }
         let mut parsed: Vec<ItemMarket> = Vec::with_capacity(items.len());
+        let mut arrivals = 0.0;
         for (i, item) in items.iter().enumerate() {
-            let item = item_from_json(item, &format!("items/{i}"))?;
+            let item = item_from_json(item, &format!("items/{i}"), b)?;
             if parsed.iter().any(|p| p.item_id == item.item_id) {
                 return Err(FieldError::new(
                     &format!("items/{i}/itemId"),
                     format!("`{}` is listed twice", item.item_id),
+                )
+                .with_code("conflict"));
+            }
+            arrivals += item.arrivals;
+            if arrivals > b.max_total_arrivals {
+                return Err(FieldError::new(
+                    &format!("items/{i}/arrivals"),
+                    format!(
+                        "the items' arrivals add up to {arrivals}; at most {} together",
+                        b.max_total_arrivals
+                    ),
                 ));
             }
             parsed.push(item);
@@ -150,89 +212,12 @@ impl Scenario {
             expected_sales,
             items: parsed,
             past_instances: root
-                .opt_u64("pastInstances", 0, u64::from(MAX_PAST_INSTANCES))?
+                .opt_u64("pastInstances", 0, u64::from(b.max_past_instances))?
                 .map_or(0, |n| n as u32),
             runs: root
-                .opt_u64("runs", 1, u64::from(MAX_RUNS))?
+                .opt_u64("runs", 1, u64::from(b.max_runs))?
                 .map_or(DEFAULT_RUNS, |n| n as u32),
             seed: root.opt_u64("seed", 0, u64::MAX)?.unwrap_or(DEFAULT_SEED),
-            context: Context::default(),
-        })
-    }
-
-    /// The market of the flag form: one item over `--days`, buyers arriving at a rate that
-    /// rises linearly from 0.5 to 2 (relative) over the period, with exponential
-    /// willingness to pay whose elasticity at the default price is `--elasticity`
-    /// (mean = default / -elasticity) and as many arrivals as make the expected demand at the
-    /// default price `--base-demand` a day on average times 1.25 (the old time factor
-    /// `0.5 + 1.5 * share` averaged over the period).
-    pub fn from_flags(args: &MarketArgs) -> Result<Self, Error> {
-        if args.days == 0 || args.steps_per_day == 0 {
-            return Err(fail("--days and --steps-per-day must be at least 1"));
-        }
-        if args.capacity == 0 || args.capacity > MAX_CAPACITY {
-            return Err(fail(format!("--capacity must be from 1 to {MAX_CAPACITY}")));
-        }
-        if !(args.base_demand.is_finite() && args.base_demand >= 0.0) {
-            return Err(fail("--base-demand must be a number >= 0"));
-        }
-        if !(args.elasticity.is_finite() && args.elasticity < 0.0) {
-            return Err(fail("--elasticity must be a negative number"));
-        }
-        let money = |flag: &str, v: f64| {
-            Money::from_f64(v)
-                .map_err(|e| fail(format!("{flag} {e}")))
-                .and_then(|m| {
-                    if m.is_negative() {
-                        Err(fail(format!("{flag} must not be negative")))
-                    } else {
-                        Ok(v)
-                    }
-                })
-        };
-        let (min, max, default) = (
-            money("--min", args.min)?,
-            money("--max", args.max)?,
-            money("--default-price", args.default_price)?,
-        );
-        if !(min <= default && default <= max) || default <= 0.0 {
-            return Err(fail(
-                "--default-price must be positive and within [--min, --max]",
-            ));
-        }
-        let slots = u64::from(args.days) * u64::from(args.steps_per_day);
-        if slots > MAX_SLOTS {
-            return Err(fail(format!(
-                "--days x --steps-per-day is {slots}; at most {MAX_SLOTS}"
-            )));
-        }
-        let mean = default / -args.elasticity;
-        let demand_at_default = args.base_demand * f64::from(args.days) * 1.25;
-        let arrivals = demand_at_default / (-default / mean).exp();
-        if arrivals > MAX_ARRIVALS {
-            return Err(fail(format!(
-                "--base-demand and --elasticity give {arrivals:.0} buyers; at most {MAX_ARRIVALS}"
-            )));
-        }
-        let item_id = ItemId::parse(FLAG_ITEM).map_err(|e| fail(e.to_string()))?;
-        Ok(Scenario {
-            name: "flags".into(),
-            period_ms: i64::from(args.days) * MILLIS_PER_DAY,
-            slots,
-            capacity: args.capacity,
-            expected_sales: 1.0,
-            items: vec![ItemMarket {
-                item_id,
-                min,
-                max,
-                default,
-                arrivals,
-                shape: Shape::new(&[[0.0, 0.5], [1.0, 2.0]]).map_err(fail)?,
-                wtp: Wtp::Exponential { mean },
-            }],
-            past_instances: 0,
-            runs: DEFAULT_RUNS,
-            seed: DEFAULT_SEED,
             context: Context::default(),
         })
     }
@@ -243,7 +228,7 @@ impl Scenario {
     }
 }
 
-fn item_from_json(value: &Value, path: &str) -> Result<ItemMarket, FieldError> {
+fn item_from_json(value: &Value, path: &str, b: &Bounds) -> Result<ItemMarket, FieldError> {
     let o = Obj::new(value, path)?;
     o.only(&[
         "itemId",
@@ -272,14 +257,25 @@ fn item_from_json(value: &Value, path: &str) -> Result<ItemMarket, FieldError> {
         return Err(ps.error("default", "must lie within [min, max]"));
     }
     let arrivals = o.req_f64("arrivals")?;
-    if !(0.0..=MAX_ARRIVALS).contains(&arrivals) {
-        return Err(o.error("arrivals", format!("must be from 0 to {MAX_ARRIVALS}")));
+    if !(0.0..=b.max_arrivals).contains(&arrivals) {
+        return Err(o.error("arrivals", format!("must be from 0 to {}", b.max_arrivals)));
     }
     let shape_path = o.path_of("shape");
-    let points = o
-        .req("shape")?
-        .as_array()
-        .ok_or_else(|| o.error("shape", "must be an array of [share, weight] points"))?
+    let points = o.req("shape")?.as_array().ok_or_else(|| {
+        o.error("shape", "must be an array of [share, weight] points")
+            .with_code("type")
+    })?;
+    if points.len() > b.max_shape_points {
+        return Err(o.error(
+            "shape",
+            format!(
+                "has {} points; at most {}",
+                points.len(),
+                b.max_shape_points
+            ),
+        ));
+    }
+    let points = points
         .iter()
         .enumerate()
         .map(|(j, p)| {
@@ -290,6 +286,7 @@ fn item_from_json(value: &Value, path: &str) -> Result<ItemMarket, FieldError> {
                     &format!("{shape_path}/{j}"),
                     "must be a [share, weight] pair",
                 )
+                .with_code("type")
             })
         })
         .collect::<Result<Vec<[f64; 2]>, FieldError>>()?;
@@ -339,25 +336,45 @@ fn wtp_from_json(value: &Value, path: &str) -> Result<Wtp, FieldError> {
             }
             Ok(Wtp::Uniform { low, high })
         }
-        other => Err(o.error(
-            "type",
-            format!("unknown type `{other}` (exponential, logistic, uniform)"),
-        )),
+        other => Err(o
+            .error(
+                "type",
+                format!("unknown type `{other}` (exponential, logistic, uniform)"),
+            )
+            .with_code("unknownType")),
     }
 }
 
-/// A scenario error: the field (a path like `items/0/arrivals`) and what is wrong.
+/// A scenario error: the field (a path like `items/0/arrivals`), what kind of problem
+/// (`code`: the API's codes, `required`, `type`, `unknownField`, `unknownType`,
+/// `conflict`, else `range`) and what is wrong.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FieldError {
     pub path: String,
+    pub code: &'static str,
     pub message: String,
 }
 
 impl FieldError {
-    fn new(path: &str, message: impl Into<String>) -> Self {
+    pub fn new(path: &str, message: impl Into<String>) -> Self {
         FieldError {
             path: path.to_owned(),
+            code: "range",
             message: message.into(),
+        }
+    }
+
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = code;
+        self
+    }
+
+    /// The field as a JSON Pointer into the scenario document (`/items/0/arrivals`).
+    pub fn pointer(&self) -> String {
+        if self.path.is_empty() {
+            String::new()
+        } else {
+            format!("/{}", self.path)
         }
     }
 }
@@ -389,6 +406,7 @@ impl<'a> Obj<'a> {
                     "must be an object"
                 },
             )
+            .with_code("type")
         })?;
         Ok(Obj {
             map,
@@ -411,10 +429,12 @@ impl<'a> Obj<'a> {
     /// Refuses fields not in `allowed`.
     fn only(&self, allowed: &[&str]) -> Result<(), FieldError> {
         match self.map.keys().find(|k| !allowed.contains(&k.as_str())) {
-            Some(k) => Err(self.error(
-                k,
-                format!("unknown field (expected one of: {})", allowed.join(", ")),
-            )),
+            Some(k) => Err(self
+                .error(
+                    k,
+                    format!("unknown field (expected one of: {})", allowed.join(", ")),
+                )
+                .with_code("unknownField")),
             None => Ok(()),
         }
     }
@@ -422,13 +442,15 @@ impl<'a> Obj<'a> {
     fn req(&self, key: &str) -> Result<&'a Value, FieldError> {
         self.map
             .get(key)
-            .ok_or_else(|| self.error(key, "is required"))
+            .ok_or_else(|| self.error(key, "is required").with_code("required"))
     }
 
     fn req_str(&self, key: &str) -> Result<String, FieldError> {
         match self.req(key)? {
             Value::String(s) if !s.trim().is_empty() => Ok(s.clone()),
-            _ => Err(self.error(key, "must be a non-empty string")),
+            _ => Err(self
+                .error(key, "must be a non-empty string")
+                .with_code("type")),
         }
     }
 
@@ -436,7 +458,7 @@ impl<'a> Obj<'a> {
         self.req(key)?
             .as_f64()
             .filter(|v| v.is_finite())
-            .ok_or_else(|| self.error(key, "must be a number"))
+            .ok_or_else(|| self.error(key, "must be a number").with_code("type"))
     }
 
     fn req_u64(&self, key: &str, min: u64, max: u64) -> Result<u64, FieldError> {
@@ -448,7 +470,7 @@ impl<'a> Obj<'a> {
                     .filter(|f| f.fract() == 0.0 && *f >= 0.0)
                     .map(|f| f as u64)
             })
-            .ok_or_else(|| self.error(key, "must be a whole number"))?;
+            .ok_or_else(|| self.error(key, "must be a whole number").with_code("type"))?;
         if n < min || n > max {
             return Err(self.error(key, format!("must be from {min} to {max}")));
         }

@@ -133,7 +133,12 @@ pub async fn run(
         if let Some(s) = &product.scenario {
             progress.set_message(product.product_id.clone());
             progress.set_position(0);
-            product.report = Some(Report::of(s, models, progress)?);
+            product.report = Some(Report::of(
+                s,
+                models,
+                super::all_cores(),
+                &super::Bar(progress),
+            )?);
         }
     }
     Ok(report)

@@ -1,6 +1,8 @@
 //! `standalone simulate`: compares pricing models before switching (PRICING.md).
 //!
-//! - [`scenario`]: the market scenario file (and the scenario of the flag form).
+//! The market, the references and the report are the shared crate `pricing_simulate`
+//! (the API's `POST /simulations` runs the same code); re-exported here:
+//! - [`scenario`]: the market scenario file; [`flags`]: the scenario of the flag form.
 //! - [`market`]: buyers, instances through the real apply step and engine
 //!   ([`market::price_slot`]), past instances, the Monte Carlo runs.
 //! - [`references`]: the yardsticks from the true demand: the optimal dynamic policy, the
@@ -12,25 +14,47 @@
 //! Output goes to stdout; a progress bar to stderr unless stderr is not a terminal or
 //! `--quiet` is given.
 
+pub mod flags;
 pub mod log;
-pub mod market;
-pub mod references;
-pub mod report;
-pub mod scenario;
+
+pub use pricing_simulate::{
+    ModelChoice, default_model, market, named_model, parse_model, references, report, scenario,
+};
 
 use std::io::IsTerminal;
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use pricing_core::entry::{PricingModel, Tier, TimeStep, product_props_from_doc};
-use pricing_core::state::InstanceState;
-use pricing_core::validate::Errors;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::Error;
 use crate::cli::{MarketArgs, SimulateArgs, SimulateSource};
 use report::Report;
 use scenario::Scenario;
+
+impl From<pricing_simulate::Error> for Error {
+    fn from(e: pricing_simulate::Error) -> Self {
+        Error::Setup(e.0)
+    }
+}
+
+/// The CLI's progress bar as the simulation's progress.
+pub(crate) struct Bar<'a>(pub &'a ProgressBar);
+
+impl pricing_simulate::Progress for Bar<'_> {
+    fn set_length(&self, runs: u64) {
+        self.0.set_length(runs);
+    }
+
+    fn inc(&self, runs: u64) {
+        self.0.inc(runs);
+    }
+}
+
+/// Threads of the CLI's simulations: every core.
+pub fn all_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
 
 /// Runs `standalone simulate`.
 pub async fn run(args: SimulateArgs) -> Result<(), Error> {
@@ -40,7 +64,8 @@ pub async fn run(args: SimulateArgs) -> Result<(), Error> {
             let scenario = market_scenario(&market)?;
             let models = parse_models(&market.models, &market.model, false)?;
             let progress = progress_bar(show_progress, "simulating");
-            let report = Report::of(&scenario, &models, &progress);
+            let report = Report::of(&scenario, &models, all_cores(), &Bar(&progress));
+            let report = report.map_err(Error::from);
             progress.finish_and_clear();
             let report = report?;
             if market.json {
@@ -70,7 +95,7 @@ pub async fn run(args: SimulateArgs) -> Result<(), Error> {
 pub fn market_scenario(args: &MarketArgs) -> Result<Scenario, Error> {
     let mut scenario = match &args.scenario {
         Some(path) => read_scenario(path)?,
-        None => Scenario::from_flags(args)?,
+        None => flags::scenario_from_flags(args)?,
     };
     if let Some(runs) = args.runs {
         if runs == 0 {
@@ -117,83 +142,6 @@ fn progress_bar(visible: bool, prefix: &'static str) -> ProgressBar {
 
 // ---------------------------------------------------------------------------------------
 // Models
-
-/// A model to compare: its label and the model; `None` keeps the product's own model
-/// (`current`, log replays only).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelChoice {
-    pub label: String,
-    pub model: Option<PricingModel>,
-}
-
-/// The models with parameters that `--models` names: `timeBased` (0.8 at 60 days before
-/// the main date, 1.0 at 30, 1.25 at 7, 1.5 at 0) and `tiers` (0.9 up to 25 % sold, 1.0 up
-/// to 50 %, 1.15 up to 75 %, then 1.3). Other names are read as a product's
-/// `pricingModel` is, with its default parameters (`pace`, `fixed`, ...).
-pub fn named_model(name: &str) -> Option<PricingModel> {
-    let step = |days_before, multiplier| TimeStep {
-        days_before,
-        multiplier,
-    };
-    let tier = |up_to_sold_percent, multiplier| Tier {
-        up_to_sold_percent,
-        multiplier,
-    };
-    Some(match name.to_ascii_lowercase().as_str() {
-        "timebased" => PricingModel::TimeBased {
-            steps: vec![
-                step(60.0, 0.8),
-                step(30.0, 1.0),
-                step(7.0, 1.25),
-                step(0.0, 1.5),
-            ],
-            max_step_change: None,
-        },
-        "tiers" => PricingModel::Tiers {
-            tiers: vec![
-                tier(Some(25.0), 0.9),
-                tier(Some(50.0), 1.0),
-                tier(Some(75.0), 1.15),
-                tier(None, 1.3),
-            ],
-            max_step_change: None,
-        },
-        _ => return None,
-    })
-}
-
-/// The model a product gets when it sets no `pricingModel`: a product registered without
-/// one through the real parser and apply step.
-pub fn default_model() -> Result<PricingModel, Error> {
-    let mut state = InstanceState::default();
-    market::apply_json(
-        &mut state,
-        &json!({"type": "productRegistration", "data": {"productId": "probe"}}),
-        "a product without pricingModel",
-    )?;
-    state
-        .products
-        .values()
-        .next()
-        .map(|p| p.properties.pricing_model.clone())
-        .ok_or_else(|| fail("a product without pricingModel was not registered"))
-}
-
-/// A model as a product's `pricingModel` value (a name or an object), validated by the
-/// real parser.
-fn parse_model(value: Value) -> Result<PricingModel, String> {
-    let mut doc = Map::new();
-    doc.insert("pricingModel".into(), value);
-    let mut errors = Errors::default();
-    product_props_from_doc(&doc, "", &mut errors)
-        .map(|p| p.pricing_model)
-        .ok_or_else(|| {
-            errors
-                .list
-                .first()
-                .map_or("is not a valid pricing model".into(), |e| e.message.clone())
-        })
-}
 
 /// The models of `--models` (names, labelled as given) and `--model LABEL=JSON` (custom
 /// parameters, validated as a product's `pricingModel` is), in that order.

@@ -1,0 +1,124 @@
+//! The bounds of a simulation requested through the API (`POST /simulations`,
+//! docs/api.md "Simulations"): a request runs on the server, so its size is capped per
+//! field ([`API`], tighter than a scenario file's) and in total ([`MAX_WORK`]): the Monte
+//! Carlo work `runs x models x (pastInstances + 1) x (days x slotsPerDay x items +
+//! capacity)` (a price calculation per slot and item, a sale per unit). At the cap a
+//! request takes about a second of one core in a release build; the references (the
+//! optimum's DP: capacity x 2 pieces per expected buyer) stay under a second within the
+//! field caps.
+
+use crate::scenario::{Bounds, FieldError, Scenario};
+use crate::{ModelChoice, model_by_name};
+
+/// The largest scenario the API simulates.
+pub const API: Bounds = Bounds {
+    max_name_chars: 128,
+    max_days: 365,
+    max_slots_per_day: 96,
+    max_slots: 8_760,
+    max_capacity: 2_000,
+    max_items: 5,
+    max_arrivals: 10_000.0,
+    max_total_arrivals: 10_000.0,
+    max_shape_points: 50,
+    max_runs: 1_000,
+    max_past_instances: 5,
+};
+
+/// Most models one request compares.
+pub const MAX_MODELS: usize = 6;
+
+/// Most Monte Carlo work one request may ask for (see [`work`]).
+pub const MAX_WORK: u64 = 1_000_000;
+
+/// The models compared when a request names none (as `simulate market`).
+pub const DEFAULT_MODELS: &[&str] = &["default", "pace", "timeBased", "tiers", "fixed"];
+
+/// The Monte Carlo work of simulating `s` for `models` models.
+pub fn work(s: &Scenario, models: usize) -> u64 {
+    let per_instance = s
+        .slots
+        .saturating_mul(s.items.len() as u64)
+        .saturating_add(s.capacity);
+    u64::from(s.runs)
+        .saturating_mul(models as u64)
+        .saturating_mul(u64::from(s.past_instances) + 1)
+        .saturating_mul(per_instance)
+}
+
+/// Why a requested simulation is refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// The scenario is not a valid one within [`API`] (the field and what is wrong).
+    Invalid(FieldError),
+    /// A valid scenario whose work is over [`MAX_WORK`] (named at `runs`, the field that
+    /// lowers it most simply).
+    TooMuchWork(FieldError),
+    /// The `models` list is wrong.
+    Models(String),
+}
+
+/// A simulation the API may run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub scenario: Scenario,
+    pub models: Vec<ModelChoice>,
+}
+
+/// The models of a request by name (each once, at most [`MAX_MODELS`]); none given:
+/// [`DEFAULT_MODELS`].
+pub fn models(names: &[&str]) -> Result<Vec<ModelChoice>, String> {
+    let names: Vec<&str> = if names.is_empty() {
+        DEFAULT_MODELS.to_vec()
+    } else {
+        names.to_vec()
+    };
+    if names.len() > MAX_MODELS {
+        return Err(format!(
+            "names {} models; at most {MAX_MODELS}",
+            names.len()
+        ));
+    }
+    let mut choices: Vec<ModelChoice> = Vec::with_capacity(names.len());
+    for name in names {
+        let model = model_by_name(name)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| {
+                format!("unknown model `{name}` (default, pace, timeBased, tiers, fixed, revenue)")
+            })?;
+        if choices.iter().any(|c| c.label == name) {
+            return Err(format!("model `{name}` is listed twice"));
+        }
+        choices.push(ModelChoice {
+            label: name.to_owned(),
+            model: Some(model),
+        });
+    }
+    Ok(choices)
+}
+
+/// Reads a requested simulation: the scenario document (the format of a scenario file,
+/// within [`API`]) and the models' names; its work must be at most [`MAX_WORK`].
+pub fn request(scenario: &serde_json::Value, model_names: &[&str]) -> Result<Request, Refusal> {
+    let scenario = Scenario::from_json_within(scenario, &API).map_err(Refusal::Invalid)?;
+    let models = models(model_names).map_err(Refusal::Models)?;
+    let work = work(&scenario, models.len());
+    if work > MAX_WORK {
+        return Err(Refusal::TooMuchWork(
+            FieldError::new(
+                "runs",
+                format!(
+                    "the simulation's work, runs x models x (pastInstances + 1) x (days x slotsPerDay x items + capacity) = {} x {} x {} x ({} x {} + {}) = {work}, is over the cap of {MAX_WORK}: lower runs, pastInstances, days, slotsPerDay or the models",
+                    scenario.runs,
+                    models.len(),
+                    u64::from(scenario.past_instances) + 1,
+                    scenario.slots,
+                    scenario.items.len(),
+                    scenario.capacity,
+                ),
+            )
+            .with_code("tooMuchWork"),
+        ));
+    }
+    Ok(Request { scenario, models })
+}
