@@ -19,7 +19,7 @@ const WRITER_CHECKPOINT_PAGES: i64 = 16_384;
 /// How often the background connection copies the WAL into the database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// The schema this code writes (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: i64 = 7;
+pub(crate) const SCHEMA_VERSION: i64 = 8;
 
 /// What a write acknowledged by the store survives.
 ///
@@ -311,6 +311,7 @@ const MIGRATIONS: &[(i64, Step)] = &[
     (5, Step::Sql(crate::schedule::SCHEMA_V5)),
     (6, Step::Code(scope_projects_by_tenant)),
     (7, Step::Sql(crate::schedule::SCHEMA_V7)),
+    (8, Step::Sql(crate::retention::SCHEMA_V8)),
 ];
 
 /// The tables keyed by `project_id`.

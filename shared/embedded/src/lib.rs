@@ -60,6 +60,7 @@ mod matches;
 mod prices;
 mod projects;
 mod queue;
+mod retention;
 mod schedule;
 mod state;
 mod subscriptions;
@@ -78,6 +79,7 @@ pub use keys::{
 };
 pub use limiter::TokenBuckets;
 pub use queue::WebhookQueue;
+pub use retention::PruneReport;
 
 use db::{DbError, DbResult};
 

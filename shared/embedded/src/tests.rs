@@ -581,7 +581,7 @@ mod prices {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, db::SCHEMA_VERSION);
-        assert_eq!(db::SCHEMA_VERSION, 7);
+        assert_eq!(db::SCHEMA_VERSION, 8);
     }
 
     /// A file written by the version 1 schema is upgraded in place on open: its records
