@@ -77,6 +77,19 @@ pub struct ServeArgs {
     /// webhooks to repair.
     #[arg(long, default_value_t = 60)]
     pub schedule_tick: u64,
+    /// Retention (docs/operations.md, "Retention"): days a calculation other than an
+    /// instance's latest is kept; 0 keeps them for ever, else at least 14.
+    #[arg(long, env = "PRICING_RETAIN_CALCULATIONS_DAYS", default_value_t = pricing_core::retention::DEFAULT_CALCULATIONS_DAYS)]
+    pub retain_calculations_days: u64,
+    /// Days of price history kept (each item's latest entry is kept for ever); 0 = all.
+    #[arg(long, env = "PRICING_RETAIN_PRICE_HISTORY_DAYS", default_value_t = pricing_core::retention::DEFAULT_PRICE_HISTORY_DAYS)]
+    pub retain_price_history_days: u64,
+    /// Days a final webhook delivery (succeeded, or failed for good) is kept; 0 = for ever.
+    #[arg(long, env = "PRICING_RETAIN_DELIVERIES_DAYS", default_value_t = pricing_core::retention::DEFAULT_DELIVERIES_DAYS)]
+    pub retain_deliveries_days: u64,
+    /// Days a dispatched event is kept; 0 = for ever.
+    #[arg(long, env = "PRICING_RETAIN_EVENTS_DAYS", default_value_t = pricing_core::retention::DEFAULT_EVENTS_DAYS)]
+    pub retain_events_days: u64,
     /// Callback URLs allowed for webhook subscriptions. Default: `local` when --listen is a
     /// loopback address, `strict` otherwise (the service is reachable from other hosts).
     #[arg(long, value_enum, env = "PRICING_CALLBACK_POLICY")]
@@ -218,4 +231,18 @@ pub struct LogArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+impl ServeArgs {
+    /// The retention policy the flags give (an error names the class and the minimum).
+    pub fn retention(
+        &self,
+    ) -> Result<pricing_core::retention::Retention, pricing_core::retention::RetentionError> {
+        pricing_core::retention::Retention::from_days(
+            self.retain_calculations_days,
+            self.retain_price_history_days,
+            self.retain_deliveries_days,
+            self.retain_events_days,
+        )
+    }
 }

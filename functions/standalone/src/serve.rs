@@ -38,6 +38,7 @@ pub fn callback_policy(asked: Option<CallbackPolicyArg>, listen: &[SocketAddr]) 
 }
 
 pub async fn run(args: ServeArgs) -> Result<(), Error> {
+    let retention = args.retention().map_err(|e| Error::Setup(e.to_string()))?;
     ensure_dir(&args.data)?;
     let keys = pricing_embedded::keys::load_or_create_signing_keys(&args.data)
         .map_err(|e| Error::Setup(format!("signing keys: {e}")))?;
@@ -123,6 +124,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     let scheduler = tokio::spawn(crate::worker::schedule(
         store.clone(),
         Duration::from_secs(args.schedule_tick.max(1)),
+        retention,
         stopped.clone(),
     ));
 
@@ -148,7 +150,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         let _ = writeln!(out, "listening on http://{addr}");
         let _ = out.flush();
     }
-    tracing::info!(%addr, data = %args.data.display(), "service started");
+    tracing::info!(%addr, data = %args.data.display(), retention = %retention.describe(), "service started");
 
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown_signal())

@@ -7,10 +7,11 @@ use std::time::Duration;
 use pricing_core::model::Message;
 use pricing_core::ports::{Backlog, SkippedRecord, StoreError, WorkQueue};
 use pricing_core::process::Processor;
+use pricing_core::retention::Retention;
 use pricing_core::scheduler::{self, Budgets, RunTime};
 use pricing_core::time::Timestamp;
 use pricing_core::work::Handled;
-use pricing_embedded::EmbeddedStore;
+use pricing_embedded::{EmbeddedStore, PruneReport};
 use tokio::sync::watch;
 
 /// How long a received message stays hidden while it is worked on.
@@ -91,8 +92,14 @@ pub const SCHEDULER_RUN: Duration = Duration::from_secs(20);
 /// repair sweep, the webhook sweep (undispatched events, overdue deliveries), then the due
 /// instances of every tenant in turn (deactivations, the scheduled calculations that are
 /// due: one per active instance and schedule slot, idempotent per slot), each step within
-/// its share of [`SCHEDULER_RUN`] and its budget.
-pub async fn schedule(store: EmbeddedStore, tick: Duration, mut shutdown: watch::Receiver<bool>) {
+/// its share of [`SCHEDULER_RUN`] and its budget; then the pruning step of the retention
+/// policy ([`prune`]).
+pub async fn schedule(
+    store: EmbeddedStore,
+    tick: Duration,
+    retention: Retention,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let budgets = Budgets::default();
     loop {
         let time = RunTime::starting_now(SCHEDULER_RUN);
@@ -128,11 +135,60 @@ pub async fn schedule(store: EmbeddedStore, tick: Duration, mut shutdown: watch:
                 "scheduler run"
             );
         }
+        prune(&store, &retention, Timestamp::now(), PRUNE_TIME).await;
         tokio::select! {
             _ = tokio::time::sleep(tick) => {}
             _ = shutdown.changed() => return,
         }
     }
+}
+
+/// Rows one pruning pass deletes at most per class (one short write transaction each).
+pub const PRUNE_BATCH: usize = 500;
+/// The time the pruning step may take per scheduler run (what is left waits for the next).
+pub const PRUNE_TIME: Duration = Duration::from_secs(5);
+
+/// The pruning step: passes of [`EmbeddedStore::prune`] until nothing past retention is
+/// left or `time` is up, yielding between passes so that appends and reads go first.
+/// Returns what it deleted.
+pub async fn prune(
+    store: &EmbeddedStore,
+    retention: &Retention,
+    now: Timestamp,
+    time: Duration,
+) -> PruneReport {
+    let until = std::time::Instant::now() + time;
+    let mut total = PruneReport::default();
+    loop {
+        match store.prune(retention, now, PRUNE_BATCH).await {
+            Ok(pass) => {
+                total.calculations += pass.calculations;
+                total.history += pass.history;
+                total.deliveries += pass.deliveries;
+                total.events += pass.events;
+                total.more = pass.more;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "a pruning pass failed; the next run goes on");
+                break;
+            }
+        }
+        if !total.more || std::time::Instant::now() >= until {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    if total.total() > 0 {
+        tracing::info!(
+            calculations = total.calculations,
+            history = total.history,
+            deliveries = total.deliveries,
+            events = total.events,
+            more = total.more,
+            "pruned what is past retention"
+        );
+    }
+    total
 }
 
 /// Reports the records a scan could not decode (the scan went on without them).
