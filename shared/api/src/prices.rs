@@ -433,7 +433,8 @@ pub async fn instance_prices<P: Ports>(
     Ok(Json(json!({ "items": items, "next": next })))
 }
 
-/// GET .../items/{itemId}/priceHistory: every calculated price with trigger and explanation.
+/// GET .../items/{itemId}/priceHistory: every calculated price that changed the item's price
+/// (its first included), with trigger and explanation.
 pub async fn price_history<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,

@@ -270,6 +270,100 @@ impl PriceCalculation {
     }
 }
 
+impl PriceCalculation {
+    /// The calculation as `PriceStore::latest_prices` returns it: every price without its
+    /// explanation (an item's explanation is stored once, in its price history, when its
+    /// price changes).
+    pub fn without_explanations(&self) -> PriceCalculation {
+        PriceCalculation {
+            prices: self
+                .prices
+                .iter()
+                .map(|p| ItemPrice {
+                    explanation: crate::pricing::Explanation::default(),
+                    ..p.clone()
+                })
+                .collect(),
+            ..self.clone()
+        }
+    }
+}
+
+/// Whether a price goes into its item's history: a calculated price that changed (or is
+/// the item's first). A price a calculation calculated again at the same value, or kept,
+/// costs the history nothing: the item's last entry still explains its price.
+pub fn is_history_entry(p: &ItemPrice) -> bool {
+    p.status == crate::pricing::PriceStatus::Calculated && p.changed
+}
+
+/// A price as a store keeps the latest calculation: the item, its price, whether it
+/// changed (and from what) only when it did, whether it was kept, and what the revenue
+/// model carries to the next calculation; no explanation. About 40 bytes of JSON for an
+/// unchanged price (an `ItemPrice` with its explanation: 300 to 900).
+#[derive(Debug, Serialize)]
+pub struct StoredPriceRef<'a> {
+    #[serde(rename = "i")]
+    item_id: &'a ItemId,
+    #[serde(rename = "p")]
+    price: Money,
+    /// `(changed, previousPrice)`, absent when the price is unchanged (`previousPrice` is
+    /// the price and `changed` false).
+    #[serde(rename = "d", skip_serializing_if = "Option::is_none")]
+    change: Option<(bool, Option<Money>)>,
+    #[serde(rename = "k", skip_serializing_if = "std::ops::Not::not")]
+    kept: bool,
+    #[serde(rename = "e", skip_serializing_if = "Option::is_none")]
+    exposure: Option<&'a crate::pricing::demand::Exposure>,
+}
+
+impl<'a> StoredPriceRef<'a> {
+    pub fn of(p: &'a ItemPrice) -> Self {
+        let unchanged = !p.changed && p.previous_price == Some(p.price);
+        StoredPriceRef {
+            item_id: &p.item_id,
+            price: p.price,
+            change: (!unchanged).then_some((p.changed, p.previous_price)),
+            kept: p.status == crate::pricing::PriceStatus::Kept,
+            exposure: p.exposure.as_ref(),
+        }
+    }
+}
+
+/// [`StoredPriceRef`] read back.
+#[derive(Debug, Deserialize)]
+pub struct StoredPrice {
+    #[serde(rename = "i")]
+    item_id: ItemId,
+    #[serde(rename = "p")]
+    price: Money,
+    #[serde(rename = "d", default)]
+    change: Option<(bool, Option<Money>)>,
+    #[serde(rename = "k", default)]
+    kept: bool,
+    #[serde(rename = "e", default)]
+    exposure: Option<crate::pricing::demand::Exposure>,
+}
+
+impl StoredPrice {
+    /// The price with an empty explanation (see [`PriceCalculation::without_explanations`]).
+    pub fn into_item_price(self) -> ItemPrice {
+        let (changed, previous_price) = self.change.unwrap_or((false, Some(self.price)));
+        ItemPrice {
+            item_id: self.item_id,
+            price: self.price,
+            previous_price,
+            changed,
+            status: if self.kept {
+                crate::pricing::PriceStatus::Kept
+            } else {
+                crate::pricing::PriceStatus::Calculated
+            },
+            explanation: crate::pricing::Explanation::default(),
+            exposure: self.exposure,
+        }
+    }
+}
+
 /// One calculated price of an item, as its price history lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -382,9 +382,14 @@ pub trait Backlog: Send + Sync + 'static {
 }
 
 /// Calculated prices: the latest calculation of each instance and each item's history.
+/// Storage follows change: the latest calculation is kept as every item's price without
+/// explanations, and an explanation is stored once, in the item's history, by the
+/// calculation that changed the price (see `model::is_history_entry`).
 pub trait PriceStore: Send + Sync + 'static {
     /// Stores `calculation` as the instance's latest, with a history entry for every price
-    /// whose status is `calculated`, and `events` (its `prices.updated` parts), if
+    /// whose status is `calculated` and that changed (`is_history_entry`: a price calculated
+    /// again at the same value, or kept, adds none), and `events` (its `prices.updated`
+    /// parts), if
     /// `calculation.sequence` is the stored latest's sequence + 1 (1 when none). Returns
     /// `Ok(false)` and writes nothing new when a calculation with this id is already stored
     /// (a replayed message); `Conflict` when another calculation took the sequence.
@@ -401,12 +406,15 @@ pub trait PriceStore: Send + Sync + 'static {
         key: &InstanceKey,
         calculation_id: &str,
     ) -> impl Future<Output = StoreResult<bool>> + Send;
-    /// The latest calculation, `None` before the first.
+    /// The latest calculation, `None` before the first: every price, previous price,
+    /// status and carried exposure, each with an empty explanation (the explanations are in
+    /// the history: `PriceCalculation::without_explanations` of what was saved).
     fn latest_prices(
         &self,
         key: &InstanceKey,
     ) -> impl Future<Output = StoreResult<Option<PriceCalculation>>> + Send;
-    /// An item's calculated prices by ascending sequence; the cursor is opaque.
+    /// An item's history entries (its changed calculated prices, with explanations) by
+    /// ascending sequence; the cursor is opaque.
     fn price_history(
         &self,
         key: &InstanceKey,

@@ -1,11 +1,16 @@
-//! PriceStore: the latest calculation of each instance (one JSON snapshot), a history row
-//! per calculated price, and the calculation ids seen, all written in one transaction with
-//! the calculation's events.
+//! PriceStore: the latest calculation of each instance (one compact JSON snapshot: every
+//! item's price, no explanations), a history row per price that changed (with its
+//! explanation), and the calculation ids seen, all written in one transaction with the
+//! calculation's events. A price a calculation left as it was costs its few bytes in the
+//! latest snapshot and nothing in the history: the item's last history row explains it.
 
 use pricing_core::ids::{InstanceKey, ItemId};
-use pricing_core::model::{Event, Page, PageRequest, PriceCalculation, PriceHistoryEntry};
+use pricing_core::model::{
+    Event, Page, PageRequest, PriceCalculation, PriceHistoryEntry, StoredPrice, StoredPriceRef,
+    is_history_entry,
+};
 use pricing_core::ports::{PriceStore, StoreError, StoreResult};
-use pricing_core::pricing::{ItemPrice, PriceStatus, Trigger};
+use pricing_core::pricing::{ItemPrice, Trigger};
 use pricing_core::time::Timestamp;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
@@ -23,17 +28,20 @@ impl PriceStore for EmbeddedStore {
     ) -> StoreResult<bool> {
         let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
-        // The events (about a tenth of the prices' JSON: ~1 ms for 10,000 prices) are
-        // encoded here, which costs less than deep-copying their JSON trees. The prices
-        // take several milliseconds: they are encoded on the blocking pool, before the
-        // writer is taken, so neither the async workers nor other writers wait for that.
-        let events = encode_events(events)
-            .map_err(|e| StoreError::Failed(format!("save_calculation: encoding an event: {e}")))?;
-        let calculation = calculation.clone();
+        // Encoded here (the calculation is borrowed: no copy of it), off the async workers
+        // when the runtime has others to take them over; then written on the blocking pool.
+        let encode = || -> StoreResult<Encoded> {
+            let events = encode_events(events).map_err(|e| {
+                StoreError::Failed(format!("save_calculation: encoding an event: {e}"))
+            })?;
+            Encoded::new(calculation, events).map_err(|e| e.into_store("save_calculation"))
+        };
+        let encoded = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(encode),
+            _ => encode(),
+        }?;
         let inner = self.inner.clone();
         run_blocking("save_calculation", move || {
-            let encoded = Encoded::new(&calculation, events)?;
-            drop(calculation);
             let mut conn = lock(&inner.writer);
             write_calculation(&mut conn, &project, &instance, &encoded)
         })
@@ -65,7 +73,9 @@ impl PriceStore for EmbeddedStore {
             let mut rows = stmt.query(params![project, instance])?;
             match rows.next()? {
                 None => Ok(None),
-                Some(row) => Ok(Some(serde_json::from_str(text(row, 0)?)?)),
+                Some(row) => Ok(Some(
+                    serde_json::from_str::<LatestRecord>(text(row, 0)?)?.into_calculation(),
+                )),
             }
         })
         .await
@@ -145,28 +155,71 @@ struct CalcHead {
     calculated_at: Timestamp,
 }
 
+/// `price_latest.record`: the calculation's head with its prices as [`StoredPriceRef`]s
+/// in `stored` (`prices` empty). Records written before kept whole `ItemPrice`s in
+/// `prices`; they read back the same way, without their explanations.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LatestRecord {
+    calculation_id: String,
+    trigger: Trigger,
+    #[serde(default)]
+    metadata: Option<serde_json::Value>,
+    calculated_at: Timestamp,
+    sequence: u64,
+    #[serde(default)]
+    prices: Vec<ItemPrice>,
+    #[serde(default)]
+    stored: Vec<StoredPrice>,
+}
+
+impl LatestRecord {
+    pub(crate) fn into_calculation(self) -> PriceCalculation {
+        let prices = if self.prices.is_empty() {
+            self.stored
+                .into_iter()
+                .map(StoredPrice::into_item_price)
+                .collect()
+        } else {
+            self.prices
+                .into_iter()
+                .map(|p| ItemPrice {
+                    explanation: Default::default(),
+                    ..p
+                })
+                .collect()
+        };
+        PriceCalculation {
+            calculation_id: self.calculation_id,
+            trigger: self.trigger,
+            metadata: self.metadata,
+            calculated_at: self.calculated_at,
+            sequence: self.sequence,
+            prices,
+        }
+    }
+}
+
 /// A calculation as rows, encoded before taking the writer.
 struct Encoded {
     calculation_id: String,
     sequence: u64,
     head: String,
     snapshot: String,
-    /// (item id, `ItemPrice` JSON) of every calculated price, by item id.
+    /// (item id, `ItemPrice` JSON) of every price that goes into the history, by item id.
     history: Vec<(String, String)>,
     events: Vec<(String, String)>,
 }
 
 impl Encoded {
-    /// Every price is serialized once (in two threads for a large calculation): the
-    /// snapshot is spliced from the same strings the history rows store.
+    /// The compact snapshot of every price, and the history rows of the changed ones
+    /// (in two threads when there are many).
     fn new(c: &PriceCalculation, events: Vec<(String, String)>) -> DbResult<Self> {
-        let prices = encode_all(&c.prices)?;
-        let snapshot = snapshot(c, &prices)?;
-        let mut history: Vec<(String, String)> = c
-            .prices
+        let changed: Vec<&ItemPrice> = c.prices.iter().filter(|p| is_history_entry(p)).collect();
+        let encoded = encode_all(&changed)?;
+        let mut history: Vec<(String, String)> = changed
             .iter()
-            .zip(prices)
-            .filter(|(p, _)| p.status == PriceStatus::Calculated)
+            .zip(encoded)
             .map(|(p, json)| (p.item_id.to_string(), json))
             .collect();
         // Rows in key order: the inserts append to the calculation's range in order.
@@ -181,7 +234,7 @@ impl Encoded {
                 trigger: c.trigger,
                 calculated_at: c.calculated_at,
             })?,
-            snapshot,
+            snapshot: snapshot(c)?,
             history,
             events,
         })
@@ -196,34 +249,29 @@ fn encode_events(events: &[Event]) -> serde_json::Result<Vec<(String, String)>> 
         .collect()
 }
 
-/// The calculation as JSON, its `prices` array spliced from the already encoded prices.
-/// Identical to `serde_json::to_string(c)`: the calculation without prices ends with
-/// `"prices":[]}` (the last field, always written); anything else falls back to encoding
-/// the whole calculation again.
-pub(crate) fn snapshot(c: &PriceCalculation, prices: &[String]) -> serde_json::Result<String> {
-    const EMPTY: &str = r#""prices":[]}"#;
-    let head = PriceCalculation {
-        calculation_id: c.calculation_id.clone(),
+/// The calculation as a [`LatestRecord`]: its head, `"prices":[]` and the compact prices.
+pub(crate) fn snapshot(c: &PriceCalculation) -> serde_json::Result<String> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Record<'a> {
+        calculation_id: &'a str,
+        trigger: Trigger,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        metadata: Option<&'a serde_json::Value>,
+        calculated_at: Timestamp,
+        sequence: u64,
+        prices: [(); 0],
+        stored: Vec<StoredPriceRef<'a>>,
+    }
+    serde_json::to_string(&Record {
+        calculation_id: &c.calculation_id,
         trigger: c.trigger,
-        metadata: c.metadata.clone(),
+        metadata: c.metadata.as_ref(),
         calculated_at: c.calculated_at,
         sequence: c.sequence,
-        prices: Vec::new(),
-    };
-    let mut out = serde_json::to_string(&head)?;
-    if !out.ends_with(EMPTY) {
-        return serde_json::to_string(c);
-    }
-    out.truncate(out.len() - 2);
-    out.reserve(prices.iter().map(|p| p.len() + 1).sum::<usize>() + 2);
-    for (i, p) in prices.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(p);
-    }
-    out.push_str("]}");
-    Ok(out)
+        prices: [],
+        stored: c.prices.iter().map(StoredPriceRef::of).collect(),
+    })
 }
 
 /// Serializes each value, in two threads when there are many (encoding dominates the

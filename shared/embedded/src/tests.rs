@@ -509,7 +509,7 @@ mod prices {
     use std::time::Duration;
 
     use pricing_contract::fixtures::{
-        Run, calculated, calculation, event, header, instance, item_id, item_price, price_match,
+        Run, calculated, calculation, event, header, instance, item_id, item_price, kept, price_match,
         process, project,
     };
     use pricing_core::model::{PageRequest, PriceCalculation};
@@ -546,27 +546,50 @@ mod prices {
         calculation(id, sequence, Trigger::Schedule, prices)
     }
 
-    /// The snapshot spliced from encoded prices is byte for byte what serde_json writes
-    /// for the whole calculation, with and without metadata, small and large.
+    /// The compact snapshot reads back as the calculation without explanations (kept
+    /// prices, first prices, unchanged and changed ones, metadata), small and large; a
+    /// snapshot written whole by an earlier version reads back the same way.
     #[test]
-    fn the_spliced_snapshot_is_the_calculation_json() {
+    fn the_compact_snapshot_reads_back_without_explanations() {
         let mut with_metadata = big_calculation("calc-m", 3, 5);
         with_metadata.metadata = Some(json!({"a": [1, 2], "b": {"c": "d"}}));
+        let mixed = calculation(
+            "calc-x",
+            2,
+            Trigger::Request,
+            vec![
+                calculated("a", 9.5, None),
+                calculated("b", 9.5, Some(9.5)),
+                calculated("c", 9.5, Some(9.0)),
+                kept("d", 3.0),
+            ],
+        );
         for c in [
             big_calculation("calc-0", 1, 0),
             big_calculation("calc-1", 1, 1),
             with_metadata,
+            mixed,
             big_calculation("calc-big", 2, 5_000),
         ] {
-            let prices = crate::prices::encode_all(&c.prices).unwrap();
-            assert_eq!(prices.len(), c.prices.len());
-            let spliced = crate::prices::snapshot(&c, &prices).unwrap();
-            assert_eq!(spliced, serde_json::to_string(&c).unwrap());
-            assert_eq!(
-                serde_json::from_str::<PriceCalculation>(&spliced).unwrap(),
-                c
-            );
+            let json = crate::prices::snapshot(&c).unwrap();
+            let read: crate::prices::LatestRecord = serde_json::from_str(&json).unwrap();
+            assert_eq!(read.into_calculation(), c.without_explanations());
+            let whole: crate::prices::LatestRecord =
+                serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+            assert_eq!(whole.into_calculation(), c.without_explanations());
         }
+        let unchanged = calculation(
+            "calc-u",
+            1,
+            Trigger::Request,
+            vec![calculated("seat-00001", 9.5, Some(9.5))],
+        );
+        assert!(
+            crate::prices::snapshot(&unchanged)
+                .unwrap()
+                .contains(r#""stored":[{"i":"seat-00001","p":9.5}]"#),
+            "an unchanged price is its item and price"
+        );
     }
 
     #[test]
@@ -722,7 +745,10 @@ mod prices {
 
         // Opening the upgraded file again changes nothing.
         let store = EmbeddedStore::open(&path).unwrap();
-        assert_eq!(store.latest_prices(&key).await.unwrap(), Some(c));
+        assert_eq!(
+            store.latest_prices(&key).await.unwrap(),
+            Some(c.without_explanations())
+        );
         assert_eq!(
             store.get_matches(&key).await.unwrap(),
             MatchSet { rules, version: 1 }
@@ -794,7 +820,10 @@ mod prices {
         drop(store);
 
         let store = EmbeddedStore::open(&path).unwrap();
-        assert_eq!(store.latest_prices(&key).await.unwrap().as_ref(), Some(&c));
+        assert_eq!(
+            store.latest_prices(&key).await.unwrap(),
+            Some(c.without_explanations())
+        );
         assert!(store.has_calculation(&key, "calc-1").await.unwrap());
         assert!(!store.save_calculation(&key, &c, &events).await.unwrap());
         let history = store

@@ -170,6 +170,40 @@ async fn recalculate_10k_items() {
         t.elapsed()
     );
     assert_eq!(calc.prices.len(), 10_000);
+    let path = dir.path().join("t.db");
+    println!(
+        "stored by the first calculation: {}",
+        stored_bytes(&path, 1)
+    );
+    // More cold recalculations (state, latest prices and rules from the store each time),
+    // a second apart: most prices stay as they were.
+    let mut cold = Vec::new();
+    for round in 0..5 {
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        let request = RecalcRequest {
+            calculation_id: format!("cold-{round}"),
+            trigger: Trigger::Request,
+            metadata: None,
+        };
+        let t = Instant::now();
+        let calc = recalculate(&store, &store, &store, &inst, &request, Timestamp::now())
+            .await
+            .expect("recalculate")
+            .expect("stored");
+        cold.push(t.elapsed());
+        if round == 0 {
+            println!(
+                "stored by a recalculation: {}",
+                stored_bytes(&path, calc.sequence)
+            );
+        }
+    }
+    println!(
+        "cold recalculation of 10,000 items: median {:?}, min {:?}, max {:?}",
+        median(cold.clone()),
+        cold.iter().min().expect("some"),
+        cold.iter().max().expect("some")
+    );
     // Warm: as the standalone worker does it (the processor's cached state and prices).
     let processor = pricing_core::process::Processor::new();
     let mut times = Vec::new();
@@ -234,6 +268,47 @@ async fn recalculate_10k_items() {
         times.iter().min().expect("some"),
         times.iter().max().expect("some"),
     );
+}
+
+/// What the calculation of sequence `seq` stored (the latest snapshot is the current
+/// one, replaced by each calculation; the events are its `prices.updated` parts).
+fn stored_bytes(path: &std::path::Path, seq: u64) -> String {
+    let conn = rusqlite::Connection::open(path).expect("open");
+    let seq = i64::try_from(seq).expect("seq");
+    let (rows, history): (i64, i64) = conn
+        .query_row(
+            "SELECT count(*), coalesce(sum(length(record) + length(item_id)), 0)
+             FROM price_history WHERE seq = ?1",
+            [seq],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("history");
+    let latest: i64 = conn
+        .query_row("SELECT sum(length(record)) FROM price_latest", [], |r| {
+            r.get(0)
+        })
+        .expect("latest");
+    let calc: i64 = conn
+        .query_row(
+            "SELECT length(record) FROM price_calculations WHERE seq = ?1",
+            [seq],
+            |r| r.get(0),
+        )
+        .expect("calculation");
+    let (events, event_bytes): (i64, i64) = conn
+        .query_row(
+            "SELECT count(*), coalesce(sum(length(record)), 0) FROM events
+             WHERE json_extract(record, '$.data.sequence') = ?1",
+            [seq],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("events");
+    format!(
+        "history {rows} rows / {history} B, latest snapshot {latest} B (replaced), \
+         calculation row {calc} B, prices.updated {events} events / {event_bytes} B; \
+         kept per calculation: {} B",
+        history + calc + event_bytes
+    )
 }
 
 /// A receiver that answers 204 at once.

@@ -7,8 +7,16 @@
 //! |---|---|
 //! | `~P#HEAD` | latest calculation pointer: `seq`, `calc`, `parts` |
 //! | `~P#C#{calculationId}` | calculation marker: `seq`, `parts`, `done` (history written) |
-//! | `~P#S#{calculationId}#{part:04}` | the calculation's prices, up to 400 per item |
+//! | `~P#S#{calculationId}#{part:04}` | the calculation's prices, up to ~350 KB per item |
 //! | `~P#H#{itemId}#{seq:020}` | one history entry of an item |
+//!
+//! A part (`fmt` 2) holds each price compactly (`StoredPriceRef`: about 40 bytes for an
+//! unchanged price) and, for a price that goes into the history (calculated and changed),
+//! its explanation (`x`), so a crashed save can still write the history from the parts.
+//! Only changed prices get a history entry: an unchanged price costs its few bytes in the
+//! parts and nothing else. Parts written before (no `fmt`) hold whole `ItemPrice`s. Once a
+//! calculation's history is written, the parts of the calculation it replaced are deleted
+//! (when that one's history was done): only the latest calculation keeps a price list.
 //! | `~M#SET` | the price match rule set (`record`, `version`) |
 //!
 //! `save_calculation` writes the price parts first (keyed by calculation id: a loser of a
@@ -17,11 +25,14 @@
 //! follow, then the marker's `done` flag; a replay of a stored calculation whose history
 //! is not done finishes it from the stored parts, so a crash loses nothing.
 
-use aws_sdk_dynamodb::types::{Put, PutRequest, TransactWriteItem, WriteRequest};
+use aws_sdk_dynamodb::types::{DeleteRequest, Put, PutRequest, TransactWriteItem, WriteRequest};
 use pricing_core::ids::{InstanceKey, ItemId};
-use pricing_core::model::{Event, Page, PageRequest, PriceCalculation, PriceHistoryEntry};
+use pricing_core::model::{
+    Event, Page, PageRequest, PriceCalculation, PriceHistoryEntry, StoredPrice, StoredPriceRef,
+    is_history_entry,
+};
 use pricing_core::ports::{MatchSet, PriceMatchStore, PriceStore, StoreError, StoreResult};
-use pricing_core::pricing::{ItemPrice, PriceMatch, PriceStatus};
+use pricing_core::pricing::{Explanation, ItemPrice, PriceMatch};
 use serde::{Deserialize, Serialize};
 
 use super::keys::{self, PK, RECORD, SK};
@@ -30,8 +41,10 @@ use crate::error::{corrupt, store_error};
 
 const HEAD: &str = "~P#HEAD";
 const MATCHES: &str = "~M#SET";
-/// Prices per stored part (explanations make a price ~0.5-1 KB; items hold 400 KB).
-const PRICES_PER_ITEM: usize = 300;
+/// Bytes of prices per stored part (an item holds 400 KB with its keys and attributes).
+const PART_BYTES: usize = 350_000;
+/// The part format written now (`fmt`): compact prices, explanations of history entries.
+const PART_FORMAT: u64 = 2;
 /// Items per BatchWriteItem call (the API's limit).
 const BATCH_WRITE: usize = 25;
 
@@ -60,18 +73,76 @@ struct CalcMeta {
     sequence: u64,
 }
 
+/// A price in a part (format 2): compact, with the explanation of a history entry.
+#[derive(Serialize)]
+struct PartPriceRef<'a> {
+    #[serde(flatten)]
+    price: StoredPriceRef<'a>,
+    #[serde(rename = "x", skip_serializing_if = "Option::is_none")]
+    explanation: Option<&'a Explanation>,
+}
+
+#[derive(Deserialize)]
+struct PartPrice {
+    #[serde(flatten)]
+    price: StoredPrice,
+    #[serde(rename = "x", default)]
+    explanation: Option<Explanation>,
+}
+
+impl PartPrice {
+    fn into_item_price(self) -> ItemPrice {
+        let mut price = self.price.into_item_price();
+        if let Some(explanation) = self.explanation {
+            price.explanation = explanation;
+        }
+        price
+    }
+}
+
+/// The prices as part records (JSON arrays) of at most [`PART_BYTES`] each.
+fn encode_parts(op: &str, prices: &[ItemPrice]) -> StoreResult<Vec<String>> {
+    let mut parts = Vec::new();
+    let mut current = String::from("[");
+    for p in prices {
+        let json = encode(
+            op,
+            &PartPriceRef {
+                price: StoredPriceRef::of(p),
+                explanation: is_history_entry(p).then_some(&p.explanation),
+            },
+        )?;
+        if current.len() > 1 && current.len() + json.len() + 1 > PART_BYTES {
+            current.push(']');
+            parts.push(std::mem::replace(&mut current, String::from("[")));
+        }
+        if current.len() > 1 {
+            current.push(',');
+        }
+        current.push_str(&json);
+    }
+    if current.len() > 1 {
+        current.push(']');
+        parts.push(current);
+    }
+    Ok(parts)
+}
+
 impl DynamoStore {
     /// Writes items with BatchWriteItem (chunks of 25, unprocessed items retried).
     async fn batch_put(&self, op: &str, items: Vec<Item>) -> StoreResult<()> {
-        for chunk in items.chunks(BATCH_WRITE) {
-            let mut pending: Vec<WriteRequest> = Vec::with_capacity(chunk.len());
-            for item in chunk {
-                let put = built(
-                    op,
-                    PutRequest::builder().set_item(Some(item.clone())).build(),
-                )?;
-                pending.push(WriteRequest::builder().put_request(put).build());
-            }
+        let mut requests = Vec::with_capacity(items.len());
+        for item in items {
+            let put = built(op, PutRequest::builder().set_item(Some(item)).build())?;
+            requests.push(WriteRequest::builder().put_request(put).build());
+        }
+        self.batch_write(op, requests).await
+    }
+
+    /// Runs write requests with BatchWriteItem (chunks of 25, unprocessed ones retried).
+    async fn batch_write(&self, op: &str, requests: Vec<WriteRequest>) -> StoreResult<()> {
+        for chunk in requests.chunks(BATCH_WRITE) {
+            let mut pending: Vec<WriteRequest> = chunk.to_vec();
             let mut attempt = 0;
             while !pending.is_empty() {
                 let out = self
@@ -111,10 +182,7 @@ impl DynamoStore {
     ) -> StoreResult<()> {
         const OP: &str = "save_calculation history";
         let mut items = Vec::new();
-        for p in prices
-            .iter()
-            .filter(|p| p.status == PriceStatus::Calculated)
-        {
+        for p in prices.iter().filter(|p| is_history_entry(p)) {
             let entry = PriceHistoryEntry {
                 sequence: meta.sequence,
                 calculation_id: meta.calculation_id.clone(),
@@ -140,7 +208,38 @@ impl DynamoStore {
         Ok(())
     }
 
-    /// The prices of a stored calculation, from its parts.
+    /// Deletes the parts of a calculation that is no longer the latest, once its history
+    /// is written (a replay of it finishes its history from them otherwise).
+    async fn drop_parts(&self, pk: &str, calculation_id: &str, parts: u64) -> StoreResult<()> {
+        const OP: &str = "save_calculation (replaced parts)";
+        let Some(marker) = self
+            .get(OP, pk.to_owned(), &marker_sk(calculation_id))
+            .await?
+        else {
+            return Ok(());
+        };
+        if !matches!(
+            marker.get("done"),
+            Some(aws_sdk_dynamodb::types::AttributeValue::Bool(true))
+        ) {
+            return Ok(());
+        }
+        let keys: Vec<WriteRequest> = (0..parts as usize)
+            .map(|i| {
+                let delete = built(
+                    OP,
+                    DeleteRequest::builder()
+                        .set_key(Some(Self::item(pk, part_sk(calculation_id, i))))
+                        .build(),
+                )?;
+                Ok(WriteRequest::builder().delete_request(delete).build())
+            })
+            .collect::<StoreResult<_>>()?;
+        self.batch_write(OP, keys).await
+    }
+
+    /// The prices of a stored calculation, from its parts: with the explanations of its
+    /// history entries (older parts: every explanation).
     async fn read_parts(
         &self,
         op: &str,
@@ -154,7 +253,15 @@ impl DynamoStore {
         let mut found: Vec<(String, Vec<ItemPrice>)> = Vec::new();
         for item in self.batch_get(op, wanted).await? {
             let sk = get_s(op, &item, SK)?.to_owned();
-            found.push((sk, decode(op, &item)?));
+            let prices = if item.contains_key("fmt") {
+                decode::<Vec<PartPrice>>(op, &item)?
+                    .into_iter()
+                    .map(PartPrice::into_item_price)
+                    .collect()
+            } else {
+                decode(op, &item)?
+            };
+            found.push((sk, prices));
         }
         if found.len() as u64 != parts {
             return Err(corrupt(
@@ -208,9 +315,15 @@ impl PriceStore for DynamoStore {
             }
             return Ok(false);
         }
-        let latest = match self.get(OP, pk.clone(), HEAD).await? {
-            Some(head) => get_n(OP, &head, keys::SEQ)?,
-            None => 0,
+        let (latest, replaced) = match self.get(OP, pk.clone(), HEAD).await? {
+            Some(head) => (
+                get_n(OP, &head, keys::SEQ)?,
+                Some((
+                    get_s(OP, &head, "calc")?.to_owned(),
+                    get_n(OP, &head, "parts")?,
+                )),
+            ),
+            None => (0, None),
         };
         if calculation.sequence != latest + 1 {
             return Err(StoreError::Conflict(format!(
@@ -219,12 +332,13 @@ impl PriceStore for DynamoStore {
             )));
         }
         // 1. The prices, in parts keyed by calculation id.
-        let chunks: Vec<&[ItemPrice]> = calculation.prices.chunks(PRICES_PER_ITEM).collect();
-        let parts = chunks.len();
+        let records = encode_parts(OP, &calculation.prices)?;
+        let parts = records.len();
         let mut items = Vec::with_capacity(parts);
-        for (i, chunk) in chunks.iter().enumerate() {
+        for (i, record) in records.into_iter().enumerate() {
             let mut item = Self::item(&pk, part_sk(&meta.calculation_id, i));
-            item.insert(RECORD.to_owned(), s(encode(OP, chunk)?));
+            item.insert(RECORD.to_owned(), s(record));
+            item.insert("fmt".to_owned(), n(PART_FORMAT));
             items.push(item);
         }
         self.batch_put(OP, items).await?;
@@ -292,6 +406,10 @@ impl PriceStore for DynamoStore {
         }
         // 3. History, then the marker's done flag.
         self.write_history(&pk, &meta, &calculation.prices).await?;
+        // 4. The replaced calculation's price list, unless a replay still needs it.
+        if let Some((replaced, parts)) = replaced {
+            self.drop_parts(&pk, &replaced, parts).await?;
+        }
         Ok(true)
     }
 
@@ -327,7 +445,13 @@ impl PriceStore for DynamoStore {
             metadata: meta.metadata,
             calculated_at: meta.calculated_at,
             sequence: meta.sequence,
-            prices,
+            prices: prices
+                .into_iter()
+                .map(|p| ItemPrice {
+                    explanation: Explanation::default(),
+                    ..p
+                })
+                .collect(),
         }))
     }
 

@@ -10,7 +10,7 @@ use crate::time::{Period, Timestamp};
 
 /// Why an item has its price. A calculated price has `model` (and the stages after it); a
 /// kept price has `kept`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Explanation {
     /// The model and its inputs (calculated prices only).
