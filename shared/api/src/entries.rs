@@ -52,6 +52,7 @@ pub async fn submit<P: Ports>(
         .append(&key, submission.entries)
         .await
         .map_err(ApiError::store("appending entries"))?;
+    crate::metrics::entries_submitted(&outcomes);
     let accepted = outcomes
         .iter()
         .filter(|o| matches!(o, AppendOutcome::Accepted { .. }))

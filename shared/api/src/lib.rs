@@ -11,6 +11,7 @@ pub mod extract;
 pub mod gzip;
 pub mod instances;
 pub mod matches;
+pub mod metrics;
 pub mod paging;
 pub mod prices;
 pub mod projects;

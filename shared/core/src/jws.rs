@@ -267,6 +267,11 @@ impl Signer {
             .clone()
     }
 
+    /// When the key that signs at `now` was created (its age is a metric: rotation works).
+    pub fn signing_key_created_at(&self, now: Timestamp) -> Timestamp {
+        self.current().signing(now).created_at
+    }
+
     /// The kid of the key that signs now.
     pub fn kid(&self) -> String {
         self.current().signing(Timestamp::now()).kid.clone()

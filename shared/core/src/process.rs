@@ -44,6 +44,11 @@ pub struct ProcessReport {
     /// A product's sold share crossed a multiple of its `recalculation.soldPercentStep`:
     /// the caller asks for a sales-triggered recalculation.
     pub sales_threshold_crossed: bool,
+    /// The rejected entries per rejection code (`entries.rejected`), for the metrics.
+    pub rejected_codes: BTreeMap<String, u64>,
+    /// When the first entry this run applied (or rejected) was received: the run's longest
+    /// wait from receipt to application.
+    pub first_received_at: Option<Timestamp>,
 }
 
 /// One entry that failed semantically, as reported in `entries.rejected`.
@@ -178,10 +183,15 @@ async fn run<L: EntryLog, S: StateStore>(
             break;
         }
         for record in &records {
+            report.first_received_at.get_or_insert(record.received_at);
             match apply_record(&mut state, record, &mut dirty) {
                 Ok(()) => report.applied += 1,
                 Err(r) => {
                     report.rejected += 1;
+                    *report
+                        .rejected_codes
+                        .entry(r.rejection.code.clone())
+                        .or_default() += 1;
                     rejected.push(&r);
                 }
             }

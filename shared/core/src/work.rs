@@ -53,6 +53,10 @@ pub enum Handled {
         calculation_id: String,
         sequence: u64,
         prices: usize,
+        /// Prices that differ from the previous ones (an item's first price counts).
+        changed: usize,
+        /// What applying the log tail just before pricing did.
+        apply: ProcessReport,
         /// Log entries applied (or rejected) just before pricing.
         applied: u64,
         /// The log sequence the priced state reflects.
@@ -144,8 +148,10 @@ where
                     calculation_id: c.calculation_id,
                     sequence: c.sequence,
                     prices: c.prices.len(),
+                    changed: c.prices.iter().filter(|p| p.changed).count(),
                     applied: applied.applied + applied.rejected,
                     applied_seq: applied.applied_seq,
+                    apply: applied,
                     dispatched,
                 },
                 None => Handled::AlreadyCalculated {
@@ -215,6 +221,7 @@ impl std::fmt::Display for Handled {
                 applied,
                 applied_seq,
                 dispatched,
+                ..
             } => {
                 write!(
                     f,
