@@ -624,3 +624,236 @@ async fn every_route_answers_its_typed_body() {
     assert_eq!(problem.status, 400, "{problem:?}");
     assert_eq!(problem.errors[0].code, "range", "{problem:?}");
 }
+
+/// The Prometheus text as `name{labels}` -> value.
+fn scraped(text: &str) -> std::collections::BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            Some((name.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Issue 13, item 1: `/metrics` on its own listener, behind the configured token, counts
+/// what a real flow did: entries accepted, a duplicate, a rejection by its code, entries
+/// applied, a requested calculation with its changed price and duration, a delivered
+/// webhook with its attempt's duration; the gauges read at the scrape (no lag, no delivery
+/// pending, a fresh signing key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_a_real_flow() {
+    use pricing_client::types::{EventType, SubscriptionRequest};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let service = Service::start_with(
+        &data,
+        &[
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--metrics-token",
+            "scrape-secret",
+        ],
+    );
+    let metrics_url = service
+        .stdout_lines
+        .iter()
+        .find_map(|l| l.strip_prefix("metrics on "))
+        .expect("the metrics address is printed")
+        .to_owned();
+    assert!(
+        metrics_url.starts_with("http://127.0.0.1:"),
+        "{metrics_url}"
+    );
+    let http = reqwest::Client::new();
+    let scrape = || async {
+        let response = http
+            .get(&metrics_url)
+            .bearer_auth("scrape-secret")
+            .send()
+            .await
+            .expect("scrape");
+        assert_eq!(response.status(), 200);
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap_or_default()
+                .starts_with("text/plain; version=0.0.4")
+        );
+        response.text().await.expect("text")
+    };
+    // Without the token, or with another one: 401, as problem+json.
+    for auth in [
+        None,
+        Some("Bearer wrong"),
+        Some("Basic c2NyYXBlLXNlY3JldA=="),
+    ] {
+        let mut request = http.get(&metrics_url);
+        if let Some(a) = auth {
+            request = request.header("authorization", a);
+        }
+        let response = request.send().await.expect("scrape");
+        assert_eq!(response.status(), 401, "{auth:?}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/problem+json"
+        );
+    }
+    // The API's listener does not serve them.
+    let on_api = http
+        .get(format!("{}/metrics", service.base))
+        .bearer_auth("scrape-secret")
+        .send()
+        .await
+        .expect("GET");
+    assert_ne!(on_api.status(), 200);
+
+    // A receiver for prices.updated.
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = hits.clone();
+    let receiver = axum::Router::new().fallback(move || {
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async { axum::http::StatusCode::NO_CONTENT }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let hook = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, receiver).await });
+
+    let token = token(&data, "metrics");
+    let client = api(&service.base, &token);
+    client
+        .create_project(&ProjectRequest::id("shop"))
+        .await
+        .expect("201");
+    client
+        .create_instance("shop", &InstanceRequest::id("gig"))
+        .await
+        .expect("201");
+    client
+        .create_subscription(
+            "shop",
+            &SubscriptionRequest {
+                callback_url: hook,
+                events: Some(vec![EventType::PricesUpdated]),
+                description: None,
+            },
+        )
+        .await
+        .expect("201");
+    let sale = |tx: &str, item: &str| {
+        Entry::new(
+            "itemSale",
+            json!({"itemId": item, "quantity": 1, "price": 20}),
+        )
+        .with_transaction(tx)
+    };
+    client
+        .submit_entries(
+            "shop",
+            "gig",
+            &EntrySubmission::new([
+                Entry::new(
+                    "productRegistration",
+                    json!({"productId": "ga", "capacity": 100}),
+                ),
+                Entry::new(
+                    "itemRegistration",
+                    json!({"itemId": "a", "productId": "ga",
+                    "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2035-01-01T00:00:00Z"},
+                    "priceSettings": {"min": 10, "max": 100, "default": 40}}),
+                ),
+                sale("s-1", "a"),
+                sale("s-2", "a"),
+                // Valid syntax, but no such item: rejected when applied.
+                sale("bad-1", "nope"),
+            ]),
+        )
+        .await
+        .expect("200");
+    let again = client
+        .submit_entries("shop", "gig", &EntrySubmission::new([sale("s-1", "a")]))
+        .await
+        .expect("200");
+    assert_eq!(again.duplicates, 1);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let p = client
+            .instance("shop", "gig")
+            .await
+            .expect("details")
+            .processing;
+        if p.applied_sequence == p.last_sequence {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not applied: {p:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client
+        .calculate_prices(
+            "shop",
+            &CalculationRequest {
+                instance_ids: Some(vec!["gig".into()]),
+                metadata: None,
+            },
+        )
+        .await
+        .expect("202");
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let values = loop {
+        let values = scraped(&scrape().await);
+        if values
+            .get("pricing_webhook_deliveries_total{outcome=\"succeeded\"}")
+            .is_some()
+        {
+            break values;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no delivery counted: {values:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let value = |key: &str| {
+        *values
+            .get(key)
+            .unwrap_or_else(|| panic!("{key} missing: {values:#?}"))
+    };
+    assert_eq!(value("pricing_entries_accepted_total"), 5.0);
+    assert_eq!(value("pricing_entries_duplicated_total"), 1.0);
+    assert_eq!(
+        value("pricing_entries_rejected_total{code=\"unknownItem\"}"),
+        1.0
+    );
+    assert_eq!(value("pricing_entries_applied_total"), 4.0);
+    assert!(value("pricing_apply_latency_seconds_count") >= 1.0);
+    assert_eq!(value("pricing_processing_lag_entries"), 0.0);
+    assert_eq!(
+        value("pricing_calculations_total{trigger=\"request\"}"),
+        1.0
+    );
+    assert_eq!(
+        value("pricing_prices_changed_total{trigger=\"request\"}"),
+        1.0
+    );
+    assert_eq!(
+        value("pricing_calculation_duration_seconds_count{trigger=\"request\"}"),
+        1.0
+    );
+    assert_eq!(
+        value("pricing_calculation_duration_seconds_bucket{trigger=\"request\",le=\"+Inf\"}"),
+        1.0
+    );
+    assert_eq!(
+        value("pricing_webhook_deliveries_total{outcome=\"succeeded\"}"),
+        1.0
+    );
+    assert!(!values.contains_key("pricing_webhook_deliveries_total{outcome=\"retrying\"}"));
+    assert_eq!(value("pricing_webhook_attempt_duration_seconds_count"), 1.0);
+    assert_eq!(value("pricing_webhook_oldest_pending_seconds"), 0.0);
+    let key_age = value("pricing_signing_key_age_seconds");
+    assert!((0.0..3600.0).contains(&key_age), "{key_age}");
+}

@@ -97,6 +97,16 @@ pub struct ServeArgs {
     /// Webhook deliveries in flight at once.
     #[arg(long, default_value_t = 64)]
     pub delivery_concurrency: usize,
+    /// Where `/metrics` (Prometheus text) is served, on a listener of its own: HOST:PORT
+    /// (port 0 picks a free port; the address is printed), or `off`. Loopback only by
+    /// default; set --metrics-token before exposing it.
+    #[arg(long, env = "PRICING_METRICS_LISTEN", default_value = crate::metrics::DEFAULT_METRICS_LISTEN)]
+    pub metrics_listen: crate::metrics::MetricsListen,
+    /// A bearer token every scrape of `/metrics` must present (`Authorization: Bearer
+    /// TOKEN`); none by default. Prefer the environment variable (a flag shows in the
+    /// process list).
+    #[arg(long, env = "PRICING_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
 }
 
 #[derive(Debug, Args)]

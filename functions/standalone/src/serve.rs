@@ -84,6 +84,8 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         source,
     })?;
 
+    let metrics_addr = serve_metrics(&args, &store, &signer).await?;
+
     // This process owns the database: whatever was in flight belongs to a dead process.
     let released = match (
         store.release_in_flight().await,
@@ -147,6 +149,9 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
                 "strict (https to public addresses only)"
             }
         );
+        if let Some(m) = metrics_addr {
+            let _ = writeln!(out, "metrics on http://{m}/metrics");
+        }
         let _ = writeln!(out, "listening on http://{addr}");
         let _ = out.flush();
     }
@@ -175,6 +180,58 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts the `/metrics` listener (crate::metrics) unless it is `off`; its address. The
+/// default address taken by another process is a warning (the service runs without
+/// `/metrics`); an address given explicitly must be free.
+async fn serve_metrics(
+    args: &ServeArgs,
+    store: &EmbeddedStore,
+    signer: &Arc<Signer>,
+) -> Result<Option<SocketAddr>, Error> {
+    use crate::metrics::{DEFAULT_METRICS_LISTEN, MetricsListen, Scrape};
+    let registry = crate::metrics::registry();
+    let MetricsListen::At(at) = args.metrics_listen else {
+        return Ok(None);
+    };
+    let listener = match tokio::net::TcpListener::bind(at).await {
+        Ok(l) => l,
+        Err(e) if Ok(args.metrics_listen) == DEFAULT_METRICS_LISTEN.parse() => {
+            tracing::warn!(addr = %at, error = %e, "/metrics not served: its default address is taken (--metrics-listen)");
+            return Ok(None);
+        }
+        Err(source) => {
+            return Err(Error::Listen {
+                addr: at.to_string(),
+                source,
+            });
+        }
+    };
+    let addr = listener.local_addr().map_err(|source| Error::Listen {
+        addr: at.to_string(),
+        source,
+    })?;
+    let token = args
+        .metrics_token
+        .as_deref()
+        .filter(|t| !t.trim().is_empty());
+    if token.is_none() && !addr.ip().to_canonical().is_loopback() {
+        tracing::warn!(%addr, "/metrics is served beyond loopback without a token (--metrics-token)");
+    }
+    let scrape = Scrape::new(
+        registry,
+        store.clone(),
+        signer.clone(),
+        token.map(str::trim),
+    );
+    let router = crate::metrics::router(Arc::new(scrape));
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            tracing::error!(error = %e, "the /metrics listener stopped");
+        }
+    });
+    Ok(Some(addr))
 }
 
 async fn shutdown_signal() {

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use pricing_core::jws::Signer;
 use pricing_core::ports::{Received, WorkQueue};
 use pricing_core::time::Timestamp;
-use pricing_core::webhooks::{self, Settle};
+use pricing_core::webhooks::Settle;
 use pricing_embedded::EmbeddedStore;
 use pricing_http::HttpTransport;
 use tokio::sync::{Semaphore, watch};
@@ -84,7 +84,7 @@ pub async fn run(
 /// One message of the webhooks lane, handled and settled.
 async fn attempt(store: &EmbeddedStore, transport: &HttpTransport, signer: &Signer, r: Received) {
     let queue = store.webhook_queue();
-    let outcome = webhooks::handle(
+    let outcome = pricing_api::metrics::handle_webhook(
         store,
         store,
         transport,

@@ -68,14 +68,16 @@ pub async fn run(
     }
 }
 
-/// One message, handled as in the Lambda functions (`pricing_core::work::handle`).
+/// One message, handled as in the Lambda functions (`pricing_core::work::handle`, recorded
+/// for the metrics).
 pub async fn handle(
     store: &EmbeddedStore,
     processor: &Processor,
     message: &Message,
 ) -> Result<(), StoreError> {
     let handled =
-        pricing_core::work::handle(store, store, processor, message, Timestamp::now()).await?;
+        pricing_api::metrics::handle_work(store, store, processor, message, Timestamp::now())
+            .await?;
     let group = message.group();
     if matches!(handled, Handled::UnknownInstance) {
         tracing::warn!(instance = %group, "{handled}");
