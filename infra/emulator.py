@@ -121,6 +121,10 @@ def provision(endpoint, prefix, template=None):
     for key, value in env.items():
         if isinstance(value, Tag) and value.tag == "Ref" and value.value not in refs:
             continue  # a parameter (e.g. LogLevel), not a resource
+        if isinstance(value, Tag) and value.tag == "Sub" and isinstance(value.value, str):
+            # The stack's name is the prefix here (METRICS_NAMESPACE: Pricing/<stack>).
+            out[key] = value.value.replace("${AWS::StackName}", prefix)
+            continue
         out[key] = resolve(value)
     return out
 

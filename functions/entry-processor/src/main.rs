@@ -1,11 +1,11 @@
 //! entry-processor (SQS FIFO, group = instance): applies each woken instance's log tail;
-//! failed messages are reported as partial batch failures.
+//! failed messages are reported as partial batch failures. Each invocation ends with its
+//! metrics as EMF lines on stdout.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use pricing_core::process::Processor;
-use pricing_lambda::handlers::work_message;
-use pricing_lambda::sqs::handle_batch;
+use pricing_lambda::handlers::work_batch;
 use pricing_lambda::wiring::Aws;
 
 #[tokio::main]
@@ -15,9 +15,8 @@ async fn main() -> Result<(), Error> {
     let processor = Processor::new();
     pricing_lambda::initialized("entry-processor", started);
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async {
-        let (store, queues, processor) = (&aws.store, &aws.queues, &processor);
         Ok::<SqsBatchResponse, Error>(
-            handle_batch(event.payload, |m| work_message(processor, store, queues, m)).await,
+            work_batch(&processor, &aws.store, &aws.queues, event.payload).await,
         )
     }))
     .await

@@ -7,8 +7,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use pricing_core::webhooks::CallbackPolicy;
 use pricing_http::HttpTransport;
-use pricing_lambda::handlers::webhook_message;
-use pricing_lambda::sqs::handle_webhook_batch;
+use pricing_lambda::handlers::webhook_batch;
 use pricing_lambda::wiring::Aws;
 
 #[tokio::main]
@@ -21,12 +20,14 @@ async fn main() -> Result<(), Error> {
     pricing_lambda::initialized("webhook-delivery", started);
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async {
         keys.refresh().await;
-        let (store, queues, transport, signer) =
-            (&aws.store, &aws.queues, &transport, &keys.signer);
         Ok::<SqsBatchResponse, Error>(
-            handle_webhook_batch(event.payload, &queues.webhooks, |m| {
-                webhook_message(store, queues, transport, signer, m)
-            })
+            webhook_batch(
+                &aws.store,
+                &aws.queues,
+                &transport,
+                &keys.signer,
+                event.payload,
+            )
             .await,
         )
     }))

@@ -3,6 +3,9 @@
 
 use std::time::{Duration, Instant};
 
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use pricing_api::metrics;
+use pricing_aws::Queues;
 use pricing_core::jws::Signer;
 use pricing_core::model::Message;
 use pricing_core::ports::{
@@ -12,8 +15,10 @@ use pricing_core::ports::{
 use pricing_core::process::{Processor, SweepReport, sweep};
 use pricing_core::scheduler::{self, Budgets, RunReport, RunTime, SchedulerStore};
 use pricing_core::time::Timestamp;
-use pricing_core::webhooks::{self, Settle};
-use pricing_core::work::{WorkStore, handle};
+use pricing_core::webhooks::Settle;
+use pricing_core::work::WorkStore;
+
+use crate::sqs::{handle_batch, handle_webhook_batch};
 
 /// entry-processor and recalculator: one message, handled as everywhere else
 /// (`pricing_core::work::handle`); errors make SQS redeliver it.
@@ -28,12 +33,62 @@ where
     Q: Enqueue,
 {
     // Boxed: the nested futures of processing and pricing are deep; a box keeps the
-    // handler's future type small (and under the compiler's layout depth).
-    let handled = Box::pin(handle(store, queue, processor, &message, Timestamp::now()))
-        .await
-        .map_err(|e| format!("{message:?}: {e}"))?;
+    // handler's future type small (and under the compiler's layout depth). Recorded for
+    // the metrics (`pricing_api::metrics`), flushed at the end of the invocation.
+    let handled = Box::pin(metrics::handle_work(
+        store,
+        queue,
+        processor,
+        &message,
+        Timestamp::now(),
+    ))
+    .await
+    .map_err(|e| format!("{message:?}: {e}"))?;
+    if let Some(lag) = metrics::lag_found(&handled) {
+        metrics::record_processing_lag(lag);
+    }
     tracing::info!(instance = %message.group(), "{handled}");
     Ok(())
+}
+
+/// One invocation of the entry-processor or the recalculator: the batch's messages
+/// ([`work_message`]), then the invocation's metrics (EMF, `crate::metrics`).
+pub async fn work_batch<S, Q>(
+    processor: &Processor,
+    store: &S,
+    queue: &Q,
+    event: SqsEvent,
+) -> SqsBatchResponse
+where
+    S: WorkStore,
+    Q: Enqueue,
+{
+    let response = handle_batch(event, |m| work_message(processor, store, queue, m)).await;
+    crate::metrics::flush();
+    response
+}
+
+/// One invocation of webhook-delivery: the batch's messages ([`webhook_message`]; each
+/// retry hides its message until the next attempt), then the invocation's metrics with
+/// the signing key's age.
+pub async fn webhook_batch<S, T>(
+    store: &S,
+    queues: &Queues,
+    transport: &T,
+    signer: &Signer,
+    event: SqsEvent,
+) -> SqsBatchResponse
+where
+    S: DeliveryStore + SubscriptionStore + InstanceStore + PriceStore + EventStore,
+    T: WebhookTransport + Clone,
+{
+    let response = handle_webhook_batch(event, &queues.webhooks, |m| {
+        webhook_message(store, queues, transport, signer, m)
+    })
+    .await;
+    metrics::record_signing_key_age(signer, Timestamp::now());
+    crate::metrics::flush();
+    response
 }
 
 /// webhook-delivery: one message of the webhooks lane (an attempt, or a manual trigger);
@@ -48,11 +103,12 @@ pub async fn webhook_message<S, Q, T>(
 where
     S: DeliveryStore + SubscriptionStore + InstanceStore + PriceStore + EventStore,
     Q: Enqueue,
-    T: WebhookTransport,
+    T: WebhookTransport + Clone,
 {
-    let settle = webhooks::handle(store, queue, transport, signer, &message, Timestamp::now())
-        .await
-        .map_err(|e| format!("{message:?}: {e}"))?;
+    let settle =
+        metrics::handle_webhook(store, queue, transport, signer, &message, Timestamp::now())
+            .await
+            .map_err(|e| format!("{message:?}: {e}"))?;
     match settle {
         Settle::DeadLetter => {
             tracing::warn!(
@@ -103,6 +159,16 @@ where
     for s in &report.skipped_records {
         tracing::warn!(record = %s.key, error = %s.error, "scheduler skipped a record it cannot decode");
     }
+    // The age of the oldest due delivery: one query and one read a minute, not on a
+    // delivery's path. The run's metrics are flushed with it.
+    let oldest = Box::pin(metrics::record_oldest_pending_delivery(
+        store,
+        Timestamp::now(),
+    ));
+    if let Err(e) = oldest.await {
+        tracing::warn!(error = %e, "could not read the oldest pending delivery");
+    }
+    crate::metrics::flush();
     tracing::info!(
         swept = report.swept,
         undispatched = report.undispatched,

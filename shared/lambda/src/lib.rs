@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod handlers;
+pub mod metrics;
 pub mod rotator;
 pub mod sqs;
 pub mod wiring;
@@ -17,8 +18,10 @@ pub fn init_tracing() -> std::time::Instant {
     started
 }
 
-/// Logs how long the cold start's own work took (config, clients, keys, router).
+/// Logs how long the cold start's own work took (config, clients, keys, router), and
+/// starts recording the function's metrics (written as EMF at the end of each invocation).
 pub fn initialized(function: &str, started: std::time::Instant) {
+    metrics::install(function);
     let init_us = started.elapsed().as_micros() as u64;
     tracing::info!(function, init_us, "cold start initialized");
 }

@@ -39,7 +39,8 @@ impl Aws {
 
     /// With a given SDK configuration (tests on the emulator pass theirs).
     pub fn with_sdk(config: Config, sdk: aws_config::SdkConfig) -> Self {
-        let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config.table_name);
+        let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config.table_name)
+            .with_retention(config.retention);
         let queues = Queues::new(&aws_sdk_sqs::Client::new(&sdk), &config);
         Aws {
             config,
@@ -116,7 +117,9 @@ impl Aws {
     /// claims, with keys that follow rotations.
     pub async fn api_router(&self) -> Result<Router, StartError> {
         let keys = self.keys().await?;
-        Ok(self.router(Part::Entries, keys.signer.clone(), keys))
+        let signer = keys.signer.clone();
+        let router = self.router(Part::Entries, signer.clone(), keys);
+        Ok(with_metrics_flush(router, Some(signer)))
     }
 
     /// The management-api function's routes (every other one;
@@ -124,7 +127,8 @@ impl Aws {
     /// set and never signs.
     pub async fn management_router(&self) -> Result<Router, StartError> {
         let keys = self.public_keys().await?;
-        Ok(self.router(Part::Management, keys.keys.clone(), keys))
+        let router = self.router(Part::Management, keys.keys.clone(), keys);
+        Ok(with_metrics_flush(router, None))
     }
 
     fn router(
@@ -161,6 +165,25 @@ impl Aws {
         }
         .layer(refresh)
     }
+}
+
+/// After each request (one invocation of an API function): the signing key's age where
+/// the function signs, then the invocation's metrics as EMF (`crate::metrics`).
+fn with_metrics_flush(router: Router, signer: Option<Arc<Signer>>) -> Router {
+    router.layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let signer = signer.clone();
+            async move {
+                let response = next.run(request).await;
+                if let Some(signer) = &signer {
+                    let now = pricing_core::time::Timestamp::now();
+                    pricing_api::metrics::record_signing_key_age(signer, now);
+                }
+                crate::metrics::flush();
+                response
+            }
+        },
+    ))
 }
 
 /// Which function's part of the API a router serves.
