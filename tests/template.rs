@@ -546,3 +546,37 @@ fn the_dashboard_references_existing_resources() {
         }
     }
 }
+
+/// Issue 13, item 1: the service's own metrics on the dashboard are the ones it records
+/// (`pricing_api::metrics::METRICS`, the names on `/metrics` and in the EMF lines), in the
+/// namespace the functions are given, and the dashboard shows each of them.
+#[test]
+fn the_dashboard_shows_the_metrics_the_service_records() {
+    use pricing_api::metrics::METRICS;
+    let template = template();
+    assert!(
+        template.contains("METRICS_NAMESPACE: !Sub \"Pricing/${AWS::StackName}\""),
+        "the functions' EMF namespace is set"
+    );
+    let known: BTreeSet<&str> = METRICS.iter().map(|m| m.name).collect();
+    let mut named = BTreeSet::new();
+    let mut rest = template.as_str();
+    while let Some(at) = rest.find("pricing_") {
+        let name: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        rest = &rest[at + name.len()..];
+        if name.ends_with("_total") || name.ends_with("_seconds") || name.ends_with("_entries") {
+            assert!(known.contains(name.as_str()), "{name} is not recorded");
+            named.insert(name);
+        }
+    }
+    for m in METRICS {
+        assert!(
+            named.contains(m.name),
+            "the dashboard does not show {}",
+            m.name
+        );
+    }
+}
