@@ -437,6 +437,94 @@ test('rejected entries: every error of the entries.rejected events, paged, with 
   await page.locator('main[data-ready="subscriptions"]').waitFor();
 });
 
+test('simulation: a scenario as a form, errors at their fields, the report as the API answers it', async () => {
+  await page.getByRole('link', { name: 'Simulate a market' }).click();
+  await page.locator('main[data-ready="simulation"]').waitFor();
+  const unlabelled = await page.$$eval('main input, main select', (els) => els.filter((e) => !e.labels?.length).map((e) => e.id));
+  assert.deepEqual(unlabelled, []);
+  const errorsBefore = problems.length;
+  // An invalid field: the API's problem is shown next to the field it names, which gets focus.
+  const mean = page.getByLabel('Mean', { exact: true });
+  await mean.fill('0');
+  await page.getByRole('button', { name: 'Run simulation' }).click();
+  const meanError = page.locator('.field-error[data-for="/items/0/willingnessToPay/mean"]');
+  await meanError.waitFor();
+  assert.match(await meanError.textContent(), /must be > 0/);
+  assert.equal(await mean.getAttribute('aria-invalid'), 'true');
+  assert.equal(await page.evaluate(() => document.activeElement?.dataset.pointer), '/items/0/willingnessToPay/mean');
+  await mean.fill('40');
+  // Over the work cap: a 422 named at runs.
+  await page.getByLabel('Runs', { exact: true }).fill('1000');
+  await page.getByLabel('Days (sales period; the event at its end)').fill('120');
+  await page.getByRole('button', { name: 'Run simulation' }).click();
+  const runsError = page.locator('.field-error[data-for="/runs"]');
+  await runsError.waitFor();
+  assert.match(await runsError.textContent(), /over the cap of 300000/);
+  // The new errors of this test are the two refused requests the browser logs.
+  const logged = problems.splice(errorsBefore);
+  assert.equal(logged.length, 2, logged.join('\n'));
+  assert.ok(logged.every((p) => /status of 4(00|22)/.test(p)), logged.join('\n'));
+  // A small scenario, filled in by keyboard and form: two items, three models.
+  await page.getByLabel('Example').selectOption('quick');
+  await page.getByRole('button', { name: 'Load example' }).click();
+  assert.equal(await page.locator('.field-error').count(), 0);
+  await page.getByLabel('Name', { exact: true }).fill('console-test');
+  await page.getByLabel('Days (sales period; the event at its end)').fill('7');
+  await page.getByLabel('Price calculations a day').fill('12');
+  await page.getByLabel('Capacity (shared by the items)').fill('40');
+  await page.getByLabel('Runs', { exact: true }).fill('30');
+  await page.getByLabel('Seed', { exact: true }).fill('11');
+  await page.getByRole('button', { name: 'Add item' }).click();
+  const second = page.locator('fieldset.item').nth(1);
+  await second.getByLabel('Item id').fill('vip');
+  await second.getByLabel('Lowest price').fill('60');
+  await second.getByLabel('Default price').fill('90');
+  await second.getByLabel('Highest price').fill('150');
+  await second.getByLabel('Expected buyers (whole period)').fill('40');
+  await second.getByLabel('Arrival shape: share:weight, …').fill('0:1, 0.5:1, 1:3');
+  await second.getByLabel('Willingness to pay').selectOption('logistic');
+  await second.getByLabel('Location').fill('100');
+  await second.getByLabel('Scale').fill('20');
+  for (const m of ['default', 'timeBased']) await page.getByRole('checkbox', { name: m, exact: true }).uncheck();
+  await page.getByRole('checkbox', { name: 'revenue', exact: true }).check();
+  await page.getByRole('button', { name: 'Run simulation' }).focus();
+  await page.keyboard.press('Enter');
+  await page.locator('table.sim-models tbody tr').first().waitFor();
+  await page.locator('.sim-chart canvas').waitFor();
+  // The same scenario asked of the API directly: the table holds its numbers.
+  const scenario = {
+    name: 'console-test', days: 7, slotsPerDay: 12, capacity: 40, expectedSales: 0.9,
+    items: [
+      { itemId: 'ga', priceSettings: { min: 20, max: 100, default: 50 }, arrivals: 150,
+        shape: [[0, 1], [1, 2]], willingnessToPay: { type: 'exponential', mean: 40 } },
+      { itemId: 'vip', priceSettings: { min: 60, max: 150, default: 90 }, arrivals: 40,
+        shape: [[0, 1], [0.5, 1], [1, 3]], willingnessToPay: { type: 'logistic', location: 100, scale: 20 } },
+    ],
+    pastInstances: 0, runs: 30, seed: 11,
+  };
+  const report = await api(base, token, 'POST', '/simulations?models=pace,tiers,fixed,revenue', scenario);
+  assert.deepEqual(report.models.map((m) => m.label), ['pace', 'tiers', 'fixed', 'revenue']);
+  const rows = page.locator('table.sim-models tbody tr');
+  assert.deepEqual(await rows.evaluateAll((els) => els.map((e) => e.dataset.model)), report.models.map((m) => m.label));
+  for (const [k, m] of report.models.entries()) {
+    const row = rows.nth(k);
+    assert.deepEqual(await values(row.locator('td')),
+      [m.revenue.mean, m.revenue.ci95, m.sold.mean, m.percentOfOptimal].map(String));
+  }
+  const refs = page.locator('table.sim-references');
+  assert.equal(await refs.locator('td[data-key="optimal"]').getAttribute('data-value'), String(report.optimal.revenue));
+  assert.equal(await refs.locator('td[data-key="fluidBound"]').getAttribute('data-value'), String(report.fluidBound));
+  assert.equal(await refs.locator('td[data-key="bestFixed"]').getAttribute('data-value'), String(report.bestFixed.revenue));
+  for (const [item, p] of Object.entries(report.bestFixed.prices)) {
+    assert.equal(await page.locator(`table.sim-fixed td[data-item="${item}"]`).getAttribute('data-value'), String(p));
+  }
+  assert.equal(await page.locator('.sim-chart canvas').count(), 1);
+  await page.locator('.sim-chart .u-over').hover({ position: { x: 60, y: 40 } });
+  await shot('simulation');
+  await page.goto(`${base}/console/#/p/festival/i/day-1/subscriptions`);
+  await page.locator('main[data-ready="subscriptions"]').waitFor();
+});
+
 test('sign out, then sign in with a pasted token', async () => {
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByRole('heading', { name: 'Sign in' }).waitFor();

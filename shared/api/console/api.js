@@ -16,14 +16,27 @@ export class ApiError extends Error {
 
 /** GET a path of the API (relative, e.g. "projects"), answered as JSON. */
 export async function get(path, params = {}) {
+  return call('GET', path, params);
+}
+
+/** POST a JSON body to a path of the API, answered as JSON (a problem: ApiError). */
+export async function post(path, body, params = {}) {
+  return call('POST', path, params, body);
+}
+
+async function call(method, path, params, payload) {
   const url = new URL(path.replace(/^\//, ''), API);
   for (const [k, v] of Object.entries(params)) {
     if (v !== undefined && v !== null && v !== '') url.searchParams.set(k, v);
   }
   const t = token();
   if (!t) throw new ApiError(401, { title: 'Not signed in' }, path);
+  const headers = { authorization: `Bearer ${t}`, accept: 'application/json' };
+  if (payload !== undefined) headers['content-type'] = 'application/json';
   const response = await fetch(url, {
-    headers: { authorization: `Bearer ${t}`, accept: 'application/json' },
+    method,
+    headers,
+    body: payload === undefined ? undefined : JSON.stringify(payload),
     cache: 'no-store',
     credentials: 'omit', // no cookies; and a 401's Basic challenge opens no browser dialog
   });

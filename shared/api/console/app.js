@@ -8,11 +8,13 @@ import { itemPage } from './pages/item.js';
 import { productPage } from './pages/product.js';
 import { subscriptionsPage } from './pages/subscriptions.js';
 import { rejectionsPage } from './pages/rejections.js';
+import { simulationPage } from './pages/simulation.js';
 
 const main = document.getElementById('main');
 const crumbs = document.getElementById('crumbs');
 const who = document.getElementById('who');
 const signOutButton = document.getElementById('sign-out');
+const simulateLink = document.getElementById('simulate-link');
 
 signOutButton.addEventListener('click', signOutByUser);
 onChange(render);
@@ -20,6 +22,7 @@ window.addEventListener('hashchange', render);
 
 function parse(hash) {
   const parts = hash.split('?')[0].replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === 'simulate' && parts.length === 1) return { page: 'simulation' };
   if (parts[0] === 'p' && parts[2] === 'i' && parts.length >= 4) {
     const [p, i] = [parts[1], parts[3]];
     if (parts.length === 4) return { page: 'instance', p, i };
@@ -38,6 +41,7 @@ function breadcrumbs(r) {
   if (r.page === 'product') trail.push(link(route.product(r.p, r.i, r.x), `product ${r.x}`));
   if (r.page === 'subscriptions') trail.push(link(route.subscriptions(r.p, r.i), 'Webhooks'));
   if (r.page === 'rejections') trail.push(link(route.rejections(r.p, r.i), 'Rejected entries'));
+  if (r.page === 'simulation') trail.push(link('#/simulate', 'Simulate a market'));
   const last = trail[trail.length - 1];
   last.setAttribute('aria-current', 'page');
   crumbs.replaceChildren(h('ol', {}, trail.map((x) => h('li', {}, x))));
@@ -53,6 +57,7 @@ async function render() {
     crumbs.replaceChildren();
     who.textContent = '';
     signOutButton.hidden = true;
+    simulateLink.hidden = true;
     main.replaceChildren(signInPage());
     document.title = 'Sign in · Pricing console';
     main.querySelector('input')?.focus();
@@ -62,10 +67,11 @@ async function render() {
   who.textContent = `tenant ${claims.tenant ?? claims.sub ?? '?'}`;
   if (claims.exp) who.title = `token valid until ${new Date(claims.exp * 1000).toISOString()}`;
   signOutButton.hidden = false;
+  simulateLink.hidden = false;
   const r = parse(location.hash);
   breadcrumbs(r);
   main.replaceChildren(h('p', { class: 'muted', 'aria-busy': 'true' }, 'Loading…'));
-  const pages = { projects: projectsPage, instance: instancePage, item: itemPage, product: productPage, subscriptions: subscriptionsPage, rejections: rejectionsPage };
+  const pages = { projects: projectsPage, instance: instancePage, item: itemPage, product: productPage, subscriptions: subscriptionsPage, rejections: rejectionsPage, simulation: simulationPage };
   let content;
   try {
     content = await pages[r.page](r);

@@ -53,6 +53,7 @@ static ASSETS: &[Asset] = &[
     asset!("pages/product.js", JS),
     asset!("pages/subscriptions.js", JS),
     asset!("pages/rejections.js", JS),
+    asset!("pages/simulation.js", JS),
     asset!("vendor/uPlot.esm.js", JS),
     asset!("vendor/uPlot.min.css", CSS),
     asset!("vendor/uPlot.LICENSE", "text/plain; charset=utf-8"),

@@ -16,6 +16,7 @@ pub mod paging;
 pub mod prices;
 pub mod projects;
 pub mod reports;
+pub mod simulations;
 pub mod subscriptions;
 pub mod summaries;
 pub mod system;
@@ -115,6 +116,7 @@ pub const ROUTES: &[(&str, &str)] = &[
         "/projects/{projectId}/subscriptions/{subscriptionId}/deliveries",
     ),
     ("POST", "/webhooks/errors"),
+    ("POST", "/simulations"),
     ("POST", "/projects/{projectId}/publicKeys"),
     ("GET", "/projects/{projectId}/publicKeys"),
     ("POST", "/projects/{projectId}/instances/{instanceId}/items"),
@@ -245,6 +247,8 @@ fn management_routes<P: Ports>() -> Router<Arc<App<P>>> {
             get(subscriptions::deliveries::<P>),
         )
         .route("/webhooks/errors", post(reports::report_error::<P>))
+        // A market scenario simulated (issue 14's simulation page; docs/api.md).
+        .route("/simulations", post(simulations::run::<P>))
         .route(
             "/projects/{projectId}/publicKeys",
             any(system::gone_public_keys),

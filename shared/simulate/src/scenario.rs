@@ -44,6 +44,10 @@ pub struct Bounds {
     pub max_shape_points: usize,
     pub max_runs: u32,
     pub max_past_instances: u32,
+    /// Largest `seed`.
+    pub max_seed: u64,
+    /// Largest magnitude of a price, a willingness-to-pay parameter and a shape weight.
+    pub max_value: f64,
 }
 
 impl Bounds {
@@ -60,6 +64,8 @@ impl Bounds {
         max_shape_points: usize::MAX,
         max_runs: MAX_RUNS,
         max_past_instances: MAX_PAST_INSTANCES,
+        max_seed: u64::MAX,
+        max_value: f64::INFINITY,
     };
 }
 
@@ -217,7 +223,7 @@ impl Scenario {
             runs: root
                 .opt_u64("runs", 1, u64::from(b.max_runs))?
                 .map_or(DEFAULT_RUNS, |n| n as u32),
-            seed: root.opt_u64("seed", 0, u64::MAX)?.unwrap_or(DEFAULT_SEED),
+            seed: root.opt_u64("seed", 0, b.max_seed)?.unwrap_or(DEFAULT_SEED),
             context: Context::default(),
         })
     }
@@ -245,6 +251,9 @@ fn item_from_json(value: &Value, path: &str, b: &Bounds) -> Result<ItemMarket, F
         let v = ps.req_f64(key)?;
         if v < 0.0 {
             return Err(ps.error(key, "must not be negative"));
+        }
+        if v > b.max_value {
+            return Err(ps.error(key, format!("must be at most {}", b.max_value)));
         }
         Money::from_f64(v).map_err(|e| ps.error(key, e.to_string()))?;
         Ok(v)
@@ -290,8 +299,18 @@ fn item_from_json(value: &Value, path: &str, b: &Bounds) -> Result<ItemMarket, F
             })
         })
         .collect::<Result<Vec<[f64; 2]>, FieldError>>()?;
+    if let Some(j) = points.iter().position(|p| p[1].abs() > b.max_value) {
+        return Err(FieldError::new(
+            &format!("{shape_path}/{j}"),
+            format!("a weight must be at most {}", b.max_value),
+        ));
+    }
     let shape = Shape::new(&points).map_err(|m| FieldError::new(&shape_path, m))?;
-    let wtp = wtp_from_json(o.req("willingnessToPay")?, &o.path_of("willingnessToPay"))?;
+    let wtp = wtp_from_json(
+        o.req("willingnessToPay")?,
+        &o.path_of("willingnessToPay"),
+        b,
+    )?;
     Ok(ItemMarket {
         item_id,
         min,
@@ -303,10 +322,17 @@ fn item_from_json(value: &Value, path: &str, b: &Bounds) -> Result<ItemMarket, F
     })
 }
 
-fn wtp_from_json(value: &Value, path: &str) -> Result<Wtp, FieldError> {
+fn wtp_from_json(value: &Value, path: &str, b: &Bounds) -> Result<Wtp, FieldError> {
     let o = Obj::new(value, path)?;
-    let positive = |key: &str| -> Result<f64, FieldError> {
+    let number = |key: &str| -> Result<f64, FieldError> {
         let v = o.req_f64(key)?;
+        if v.abs() > b.max_value {
+            return Err(o.error(key, format!("must be from -{0} to {0}", b.max_value)));
+        }
+        Ok(v)
+    };
+    let positive = |key: &str| -> Result<f64, FieldError> {
+        let v = number(key)?;
         if v > 0.0 {
             Ok(v)
         } else {
@@ -323,14 +349,14 @@ fn wtp_from_json(value: &Value, path: &str) -> Result<Wtp, FieldError> {
         "logistic" => {
             o.only(&["type", "location", "scale"])?;
             Ok(Wtp::Logistic {
-                location: o.req_f64("location")?,
+                location: number("location")?,
                 scale: positive("scale")?,
             })
         }
         "uniform" => {
             o.only(&["type", "low", "high"])?;
-            let low = o.req_f64("low")?;
-            let high = o.req_f64("high")?;
+            let low = number("low")?;
+            let high = number("high")?;
             if high <= low {
                 return Err(o.error("high", "must be above low"));
             }
