@@ -96,6 +96,9 @@ def provision(endpoint, prefix, template=None):
             if props.get("GlobalSecondaryIndexes"):
                 args["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
             desc = ddb.create_table(**args)["TableDescription"]
+            if props.get("TimeToLiveSpecification"):
+                # The retention policy's and the rate limiter's expires_at (tests read it back).
+                ddb.update_time_to_live(TableName=table, TimeToLiveSpecification=props["TimeToLiveSpecification"])
             refs[name], arns[name] = table, desc["TableArn"]
         elif kind == "AWS::SQS::Queue":
             fifo = bool(props.get("FifoQueue"))

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use pricing_core::limits::{DEFAULT_RATE_WINDOW, Quotas, RateWindow};
+use pricing_core::retention::{Class, Retention};
 
 /// Names of the variables (set by template.yaml Globals for every function).
 pub mod vars {
@@ -27,6 +28,12 @@ pub mod vars {
     pub const TENANT_RATE_LIMIT: &str = "TENANT_RATE_LIMIT";
     /// Optional: the window of `TENANT_RATE_LIMIT`, in seconds.
     pub const TENANT_RATE_WINDOW_SECONDS: &str = "TENANT_RATE_WINDOW_SECONDS";
+    /// Optional retention in days (`pricing_core::retention`; 0 keeps for ever, else at
+    /// least 14): the TTL the written items carry.
+    pub const RETAIN_CALCULATIONS_DAYS: &str = "RETAIN_CALCULATIONS_DAYS";
+    pub const RETAIN_PRICE_HISTORY_DAYS: &str = "RETAIN_PRICE_HISTORY_DAYS";
+    pub const RETAIN_DELIVERIES_DAYS: &str = "RETAIN_DELIVERIES_DAYS";
+    pub const RETAIN_EVENTS_DAYS: &str = "RETAIN_EVENTS_DAYS";
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -53,6 +60,8 @@ pub struct Config {
     pub quotas: Quotas,
     /// The per-tenant request limit; `None` when turned off (`TENANT_RATE_LIMIT=0`).
     pub rate_limit: Option<RateWindow>,
+    /// The retention policy (defaults: `Retention::default()`).
+    pub retention: Retention,
 }
 
 impl Config {
@@ -82,7 +91,18 @@ impl Config {
                 .map_err(|_| ConfigError::Invalid(name, "a whole number")),
         };
         let defaults = Quotas::default();
+        let retention = |name: &'static str, class: Class| {
+            Retention::period(class, number(name, class.default_days())?)
+                .map_err(|_| ConfigError::Invalid(name, "0 (for ever) or 14 to 36500 days"))
+        };
+        let retention = Retention {
+            calculations: retention(vars::RETAIN_CALCULATIONS_DAYS, Class::Calculations)?,
+            price_history: retention(vars::RETAIN_PRICE_HISTORY_DAYS, Class::PriceHistory)?,
+            deliveries: retention(vars::RETAIN_DELIVERIES_DAYS, Class::Deliveries)?,
+            events: retention(vars::RETAIN_EVENTS_DAYS, Class::Events)?,
+        };
         Ok(Config {
+            retention,
             table_name: req(vars::TABLE_NAME)?,
             process_queue_url: req(vars::PROCESS_QUEUE_URL)?,
             recalc_queue_url: req(vars::RECALC_QUEUE_URL)?,
@@ -188,6 +208,24 @@ mod tests {
         );
         m.insert(vars::TENANT_RATE_LIMIT.into(), "0".into());
         assert_eq!(Config::from_map(&m).expect("config").rate_limit, None);
+        assert_eq!(c.retention, Retention::default());
+        m.insert(vars::RETAIN_CALCULATIONS_DAYS.into(), "0".into());
+        m.insert(vars::RETAIN_PRICE_HISTORY_DAYS.into(), "365".into());
+        m.insert(vars::RETAIN_DELIVERIES_DAYS.into(), "14".into());
+        m.insert(vars::RETAIN_EVENTS_DAYS.into(), "".into());
+        assert_eq!(
+            Config::from_map(&m).expect("config").retention,
+            Retention::from_days(0, 365, 14, 90).expect("valid")
+        );
+        m.insert(vars::RETAIN_DELIVERIES_DAYS.into(), "7".into());
+        assert_eq!(
+            Config::from_map(&m),
+            Err(ConfigError::Invalid(
+                "RETAIN_DELIVERIES_DAYS",
+                "0 (for ever) or 14 to 36500 days"
+            ))
+        );
+        m.insert(vars::RETAIN_DELIVERIES_DAYS.into(), "30".into());
         m.insert(vars::MAX_PROJECTS_PER_TENANT.into(), "many".into());
         assert_eq!(
             Config::from_map(&m),

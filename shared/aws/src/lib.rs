@@ -20,7 +20,7 @@ pub mod secrets;
 pub mod sqs;
 
 pub use config::{Config, ConfigError};
-pub use dynamo::DynamoStore;
+pub use dynamo::{DynamoStore, TTL_ATTRIBUTE};
 pub use sqs::{Queues, SqsQueue, parse_message};
 
 /// The shared SDK configuration: region and credentials from the environment (the Lambda

@@ -261,8 +261,20 @@ struct NewDelivery {
     bytes: usize,
 }
 
+/// How long after its creation a delivery's event and listing entry expire beyond the
+/// retention: longer than the whole retry schedule (about 31 hours with jitter), so they
+/// outlast the state item, which expires the retention after the final attempt.
+const EXPIRY_MARGIN_MS: i64 = 2 * 86_400_000;
+
 impl NewDelivery {
-    fn new(op: &str, d: &Delivery, position: usize) -> StoreResult<Self> {
+    /// `expiry`: the TTL attribute of the event and the listing entry (the state item
+    /// gets one when the delivery becomes final).
+    fn new(
+        op: &str,
+        d: &Delivery,
+        position: usize,
+        expiry: Option<(&'static str, AttributeValue)>,
+    ) -> StoreResult<Self> {
         let pk = keys::delivery_pk(&d.webhook_id);
         let meta = encode(
             op,
@@ -305,12 +317,12 @@ impl NewDelivery {
             state.insert(GSI1SK.to_owned(), s(gsk));
         }
         let bytes = event.len() + 2_000;
-        let event = Item::from([
+        let mut event = Item::from([
             (PK.to_owned(), s(&pk)),
             (SK.to_owned(), s(EVENT_SK)),
             (RECORD.to_owned(), s(event)),
         ]);
-        let listing = Item::from([
+        let mut listing = Item::from([
             (
                 PK.to_owned(),
                 s(keys::delivery_listing_pk(&d.project(), &d.subscription_id)),
@@ -325,6 +337,10 @@ impl NewDelivery {
             ),
             (WID.to_owned(), s(&d.webhook_id)),
         ]);
+        if let Some((name, at)) = expiry {
+            event.insert(name.to_owned(), at.clone());
+            listing.insert(name.to_owned(), at);
+        }
         Ok(NewDelivery {
             webhook_id: d.webhook_id.clone(),
             state,
@@ -361,7 +377,9 @@ impl DeliveryStore for DynamoStore {
         let mut pending = Vec::with_capacity(deliveries.len());
         for (position, d) in deliveries.iter().enumerate() {
             if seen.insert(d.webhook_id.as_str()) {
-                pending.push(NewDelivery::new(OP, d, position)?);
+                let expiry = Timestamp::from_millis(d.created_at.millis() + EXPIRY_MARGIN_MS)
+                    .and_then(|at| self.expiry(pricing_core::retention::Class::Deliveries, at));
+                pending.push(NewDelivery::new(OP, d, position, expiry)?);
             }
         }
         let mut created = Vec::new();
@@ -448,8 +466,13 @@ impl DeliveryStore for DynamoStore {
         let Some(state) = find(keys::DELIVERY_SK) else {
             return Ok(None);
         };
-        let event = find(EVENT_SK)
-            .ok_or_else(|| corrupt(OP, format!("delivery {webhook_id} has no event")))?;
+        let Some(event) = find(EVENT_SK) else {
+            // A final delivery past its retention: TTL deletes its items in no order.
+            if state.contains_key(super::TTL_ATTRIBUTE) {
+                return Ok(None);
+            }
+            return Err(corrupt(OP, format!("delivery {webhook_id} has no event")));
+        };
         delivery_of(OP, state, event).map(Some)
     }
 
@@ -507,6 +530,16 @@ impl DeliveryStore for DynamoStore {
                     .expression_attribute_values(":due_sk", s(gsk));
             }
             None => remove.extend([GSI1PK, GSI1SK]),
+        }
+        // A final delivery is kept for the retention after its last attempt.
+        if update.status.is_final()
+            && let Some((name, at)) = self.expiry(
+                pricing_core::retention::Class::Deliveries,
+                update.attempted_at,
+            )
+        {
+            set.push_str(&format!(", {name} = :expires"));
+            req = req.expression_attribute_values(":expires", at);
         }
         if !remove.is_empty() {
             set.push_str(&format!(" REMOVE {}", remove.join(", ")));
@@ -601,12 +634,13 @@ impl DeliveryStore for DynamoStore {
             entries.push((
                 get_s(OP, &entry, SK)?.to_owned(),
                 get_s(OP, &entry, WID)?.to_owned(),
+                entry.contains_key(super::TTL_ATTRIBUTE),
             ));
         }
         // The state items only: the events (up to ~100 KB each) are not read.
         let wanted = entries
             .iter()
-            .map(|(_, wid)| (keys::delivery_pk(wid), keys::DELIVERY_SK.to_owned()))
+            .map(|(_, wid, _)| (keys::delivery_pk(wid), keys::DELIVERY_SK.to_owned()))
             .collect();
         let mut states: HashMap<String, Item> = HashMap::new();
         for item in self
@@ -616,10 +650,17 @@ impl DeliveryStore for DynamoStore {
             states.insert(get_s(OP, &item, PK)?.to_owned(), item);
         }
         let mut listed = Vec::with_capacity(entries.len());
-        for (sk, wid) in entries {
-            let state = states
-                .get(&keys::delivery_pk(&wid))
-                .ok_or_else(|| corrupt(OP, format!("delivery {wid} is listed but not stored")))?;
+        for (sk, wid, expires) in entries {
+            let Some(state) = states.get(&keys::delivery_pk(&wid)) else {
+                // Past its retention, the state item may go before the listing entry.
+                if expires {
+                    continue;
+                }
+                return Err(corrupt(
+                    OP,
+                    format!("delivery {wid} is listed but not stored"),
+                ));
+            };
             listed.push((sk, summary_of(OP, state)?));
         }
         let page_of = super::projects::page_of(listed, page.limit, |(sk, _)| sk.clone());

@@ -227,6 +227,10 @@ impl DynamoStore {
             .value(":to", s(keys::event_batch_sk(u64::MAX)))
             .max(limit.saturating_add(1));
         let mut ids: Vec<String> = Vec::new();
+        // Ids of batches past their retention: DynamoDB may have deleted some of their
+        // events already (TTL deletes items one by one, in no order).
+        let mut expired: HashSet<String> = HashSet::new();
+        let now_secs = pricing_core::time::Timestamp::now().millis() / 1000;
         'batches: for batch in self.query(op, q).await? {
             let number = get_s(op, &batch, SK)?
                 .strip_prefix(keys::EVENT_BATCH_PREFIX)
@@ -234,9 +238,17 @@ impl DynamoStore {
                 .ok_or_else(|| corrupt(op, "an event batch key is not EVLOG#{number}"))?;
             let listed: Vec<String> = serde_json::from_str(get_s(op, &batch, IDS)?)
                 .map_err(|e| corrupt(op, format!("event batch {number}: {e}")))?;
+            let past_retention = batch
+                .get(super::TTL_ATTRIBUTE)
+                .and_then(|v| v.as_n().ok())
+                .and_then(|v| v.parse::<i64>().ok())
+                .is_some_and(|t| t <= now_secs);
             for (idx, id) in listed.into_iter().enumerate() {
                 if number == from_batch && skip_through.is_some_and(|s| idx as u64 <= s) {
                     continue;
+                }
+                if past_retention {
+                    expired.insert(id.clone());
                 }
                 ids.push(id);
                 if ids.len() == limit {
@@ -254,13 +266,17 @@ impl DynamoStore {
             let event: Event = decode(op, &item)?;
             by_id.insert(event.id.clone(), event);
         }
-        ids.iter()
-            .map(|id| {
-                by_id
-                    .remove(id)
-                    .ok_or_else(|| corrupt(op, format!("event {id} is listed but not stored")))
-            })
-            .collect()
+        // An event past its retention may be gone (its batch is listed until TTL deletes
+        // it too): skipped. Any other missing event is damage.
+        let mut out = Vec::with_capacity(ids.len());
+        for id in &ids {
+            match by_id.remove(id) {
+                Some(event) => out.push(event),
+                None if expired.contains(id) => {}
+                None => return Err(corrupt(op, format!("event {id} is listed but not stored"))),
+            }
+        }
+        Ok(out)
     }
 
     /// Moves the dispatch mark forward to `to`; with `leave_index`, also removes the
@@ -406,12 +422,21 @@ impl DynamoStore {
         }
 
         let batch = count + 1;
+        // Events and their batch expire together, counted from now (their creation).
+        let expiry = self.expiry(
+            pricing_core::retention::Class::Events,
+            pricing_core::time::Timestamp::now(),
+        );
         let put = |sk: String| {
-            Put::builder()
+            let p = Put::builder()
                 .table_name(self.table())
                 .item(PK, s(pk))
                 .item(SK, s(sk))
-                .condition_expression("attribute_not_exists(pk)")
+                .condition_expression("attribute_not_exists(pk)");
+            match &expiry {
+                Some((name, at)) => p.item(*name, at.clone()),
+                None => p,
+            }
         };
         let mut actions = Vec::with_capacity(fresh.len() + 2);
         for (idx, (id, record)) in fresh.iter().enumerate() {

@@ -60,7 +60,7 @@ use pricing_core::ports::{StoreError, StoreResult};
 use crate::error::{corrupt, store_error};
 
 pub use keys::{BACKLOG_SHARDS, DUE_SHARDS, OUTBOX_SHARDS};
-pub use limiter::DynamoRateLimit;
+pub use limiter::{DynamoRateLimit, TTL_ATTRIBUTE};
 
 /// One DynamoDB item.
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -75,6 +75,8 @@ const BATCH_GET_KEYS: usize = 100;
 pub struct DynamoStore {
     client: Client,
     table: Arc<str>,
+    /// What the written items' TTL (`expires_at`) follows (see [`DynamoStore::with_retention`]).
+    retention: pricing_core::retention::Retention,
 }
 
 impl std::fmt::Debug for DynamoStore {
@@ -90,7 +92,33 @@ impl DynamoStore {
         DynamoStore {
             client,
             table: Arc::from(table.into()),
+            retention: pricing_core::retention::Retention::default(),
         }
+    }
+
+    /// The retention policy (issue 12, item 3; docs/retention.md): the
+    /// items this store writes of each class carry the table's TTL attribute
+    /// (`expires_at`, epoch seconds) when it keeps them no longer; DynamoDB deletes them
+    /// after that time. The default is `Retention::default()`.
+    pub fn with_retention(mut self, retention: pricing_core::retention::Retention) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// The retention policy the written items follow.
+    pub fn retention(&self) -> &pricing_core::retention::Retention {
+        &self.retention
+    }
+
+    /// The TTL attribute of an item of `class` made at `at`, if the class expires.
+    pub(crate) fn expiry(
+        &self,
+        class: pricing_core::retention::Class,
+        at: pricing_core::time::Timestamp,
+    ) -> Option<(&'static str, AttributeValue)> {
+        self.retention
+            .expires_at(class, at)
+            .map(|t| (TTL_ATTRIBUTE, AttributeValue::N(t.to_string())))
     }
 
     /// The table name.

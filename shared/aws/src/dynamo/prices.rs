@@ -195,6 +195,14 @@ impl DynamoStore {
             items.push(item);
         }
         self.batch_put(OP, items).await?;
+        // Each of these items' previous entry is no longer its latest: its retention starts.
+        let changed: Vec<ItemId> = prices
+            .iter()
+            .filter(|p| is_history_entry(p))
+            .map(|p| p.item_id.clone())
+            .collect();
+        self.expire_replaced_entries(pk, meta.sequence, changed)
+            .await?;
         self.client()
             .update_item()
             .table_name(self.table())
@@ -206,6 +214,114 @@ impl DynamoStore {
             .await
             .map_err(|e| store_error(OP, e))?;
         Ok(())
+    }
+
+    /// Sets the TTL (`expires_at`) of the marker of a calculation that is no longer the
+    /// latest: the calculation retention from now (issue 12, item 3). The latest
+    /// calculation never carries one. A failure is logged, not returned: the new
+    /// calculation is stored, and the old marker is then kept (a few hundred bytes).
+    async fn expire_calculation(&self, pk: &str, calculation_id: &str) {
+        const OP: &str = "save_calculation (replaced marker)";
+        let Some((name, at)) = self.expiry(
+            pricing_core::retention::Class::Calculations,
+            pricing_core::time::Timestamp::now(),
+        ) else {
+            return;
+        };
+        let result = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .key(PK, s(pk))
+            .key(SK, s(marker_sk(calculation_id)))
+            .update_expression(format!("SET {name} = :ttl"))
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":ttl", at)
+            .send()
+            .await;
+        match result {
+            Ok(_) => {}
+            Err(e) if super::is_condition_failed(&e) => {}
+            Err(e) => {
+                let e = store_error(OP, e);
+                tracing::warn!(pk, calculation_id, error = %e, "a replaced calculation keeps no TTL");
+            }
+        }
+    }
+
+    /// Sets the TTL of the entry before sequence `seq` of each item in `items` (an item's
+    /// latest entry never has one: it explains the item's current price): the price
+    /// history horizon from that entry's own time. One Query (Limit 1) and, for an entry
+    /// without a TTL, one UpdateItem (about 1 KB) per item, 16 at a time.
+    async fn expire_replaced_entries(
+        &self,
+        pk: &str,
+        seq: u64,
+        items: Vec<ItemId>,
+    ) -> StoreResult<()> {
+        const OP: &str = "save_calculation (replaced history entries)";
+        if seq <= 1
+            || items.is_empty()
+            || self
+                .retention()
+                .of(pricing_core::retention::Class::PriceHistory)
+                .is_none()
+        {
+            return Ok(());
+        }
+        let mut pending = items.into_iter();
+        loop {
+            let mut tasks = tokio::task::JoinSet::new();
+            for item in pending.by_ref().take(16) {
+                let (store, pk) = (self.clone(), pk.to_owned());
+                tasks.spawn(async move { store.expire_replaced_entry(&pk, seq, &item).await });
+            }
+            if tasks.is_empty() {
+                return Ok(());
+            }
+            while let Some(done) = tasks.join_next().await {
+                done.map_err(|e| StoreError::Failed(format!("{OP}: {e}")))??;
+            }
+        }
+    }
+
+    async fn expire_replaced_entry(&self, pk: &str, seq: u64, item: &ItemId) -> StoreResult<()> {
+        const OP: &str = "save_calculation (replaced history entry)";
+        let mut q = Query::new("pk = :pk AND sk BETWEEN :lo AND :hi")
+            .value(":pk", s(pk.to_owned()))
+            .value(":lo", s(history_prefix(item)))
+            .value(":hi", s(history_sk(item, seq - 1)))
+            .max(1);
+        q.forward = false;
+        let Some(previous) = self.query(OP, q).await?.into_iter().next() else {
+            return Ok(());
+        };
+        if previous.contains_key(super::TTL_ATTRIBUTE) {
+            return Ok(());
+        }
+        let entry: PriceHistoryEntry = decode(OP, &previous)?;
+        let Some((name, at)) = self.expiry(
+            pricing_core::retention::Class::PriceHistory,
+            entry.calculated_at,
+        ) else {
+            return Ok(());
+        };
+        let result = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .key(PK, s(pk))
+            .key(SK, s(get_s(OP, &previous, SK)?))
+            .update_expression(format!("SET {name} = :ttl"))
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":ttl", at)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if super::is_condition_failed(&e) => Ok(()),
+            Err(e) => Err(store_error(OP, e)),
+        }
     }
 
     /// Deletes the parts of a calculation that is no longer the latest, once its history
@@ -406,6 +522,10 @@ impl PriceStore for DynamoStore {
         }
         // 3. History, then the marker's done flag.
         self.write_history(&pk, &meta, &calculation.prices).await?;
+        // The replaced calculation's marker: its retention starts (the latest keeps none).
+        if let Some((replaced, _)) = &replaced {
+            self.expire_calculation(&pk, replaced).await;
+        }
         // 4. The replaced calculation's price list, unless a replay still needs it.
         if let Some((replaced, parts)) = replaced {
             self.drop_parts(&pk, &replaced, parts).await?;
