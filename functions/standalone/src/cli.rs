@@ -77,7 +77,7 @@ pub struct ServeArgs {
     /// webhooks to repair.
     #[arg(long, default_value_t = 60)]
     pub schedule_tick: u64,
-    /// Retention (docs/operations.md, "Retention"): days a calculation other than an
+    /// Retention (docs/retention.md): days a calculation other than an
     /// instance's latest is kept; 0 keeps them for ever, else at least 14.
     #[arg(long, env = "PRICING_RETAIN_CALCULATIONS_DAYS", default_value_t = pricing_core::retention::DEFAULT_CALCULATIONS_DAYS)]
     pub retain_calculations_days: u64,

@@ -9,15 +9,15 @@
 //!   and, where a store keeps one, its snapshot of prices). The latest calculation (the
 //!   current prices) is never pruned. A calculation id dedupes a replayed calculation
 //!   message only while it is kept: the minimum period outlasts any queued message.
-//! - `price_history`: an item's history entries older than the horizon, except those of
-//!   the latest calculation.
+//! - `price_history`: an item's history entries older than the horizon, except its latest
+//!   entry (it explains the item's current price).
 //! - `deliveries`: final webhook deliveries (succeeded, or failed after the whole retry
 //!   schedule), counted from their creation. A pending or retrying delivery is never
 //!   pruned.
 //! - `events`: dispatched events (their deliveries hold their own copy). An event not yet
 //!   handed to the subscriptions is never pruned by the standalone's pruning step.
 //!
-//! Defaults and their reasons are in docs/operations.md ("Retention") and the README.
+//! Defaults and their reasons are in docs/retention.md and the README.
 
 use std::time::Duration;
 
