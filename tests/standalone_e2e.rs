@@ -804,7 +804,7 @@ async fn metrics_count_a_real_flow() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let values = loop {
         let values = scraped(&scrape().await);
-        if values.contains_key("pricing_webhook_deliveries_total{outcome=\"succeeded\"}") {
+        if values.get("pricing_webhook_deliveries_total{outcome=\"succeeded\"}") == Some(&1.0) {
             break values;
         }
         assert!(
@@ -848,7 +848,14 @@ async fn metrics_count_a_real_flow() {
         value("pricing_webhook_deliveries_total{outcome=\"succeeded\"}"),
         1.0
     );
-    assert!(!values.contains_key("pricing_webhook_deliveries_total{outcome=\"retrying\"}"));
+    assert_eq!(
+        value("pricing_webhook_deliveries_total{outcome=\"retrying\"}"),
+        0.0
+    );
+    assert_eq!(
+        value("pricing_calculations_total{trigger=\"schedule\"}"),
+        0.0
+    );
     assert_eq!(value("pricing_webhook_attempt_duration_seconds_count"), 1.0);
     assert_eq!(value("pricing_webhook_oldest_pending_seconds"), 0.0);
     let key_age = value("pricing_signing_key_age_seconds");

@@ -25,7 +25,9 @@ pub fn registry() -> Registry {
     REGISTRY
         .get_or_init(|| {
             let registry = Registry::new();
-            if !registry.install() {
+            if registry.install() {
+                metrics::register_known();
+            } else {
                 tracing::warn!("another metrics recorder is installed; /metrics stays empty");
             }
             registry

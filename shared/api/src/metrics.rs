@@ -178,6 +178,27 @@ pub const METRICS: &[Described] = &[
     },
 ];
 
+/// Makes every counter whose label values are known exist at 0 (a scrape then shows each
+/// series from the start: `pricing_entries_rejected_total`'s codes appear as they occur).
+pub fn register_known() {
+    for d in METRICS.iter().filter(|d| d.kind == Kind::Counter) {
+        match d.labels {
+            [] => metrics::counter!(d.name).increment(0),
+            ["trigger"] => {
+                for t in ["schedule", "sales", "request"] {
+                    metrics::counter!(d.name, "trigger" => t).increment(0);
+                }
+            }
+            ["outcome"] => {
+                for o in ["succeeded", "retrying", "failed"] {
+                    metrics::counter!(d.name, "outcome" => o).increment(0);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// The description of a metric of the service.
 pub fn described(name: &str) -> Option<&'static Described> {
     METRICS.iter().find(|d| d.name == name)
@@ -832,6 +853,20 @@ mod tests {
         assert!(lines.contains(&"pricing_webhook_attempt_duration_seconds_count 3"));
         assert!(lines.contains(&"pricing_webhook_attempt_duration_seconds_sum 5000.75"));
         assert!(text.contains("# HELP pricing_signing_key_age_seconds Age of the key"));
+    }
+
+    #[test]
+    fn known_counters_start_at_zero_and_flush_nothing() {
+        let registry = Registry::flushed();
+        metrics::with_local_recorder(&registry, register_known);
+        let text = render_prometheus(&registry.snapshot());
+        assert!(
+            text.contains("\npricing_entries_accepted_total 0\n"),
+            "{text}"
+        );
+        assert!(text.contains("pricing_calculations_total{trigger=\"sales\"} 0"));
+        assert!(text.contains("pricing_webhook_deliveries_total{outcome=\"failed\"} 0"));
+        assert!(registry.flush().is_empty());
     }
 
     #[test]
