@@ -90,6 +90,12 @@ pub struct ProductSales {
     /// Sum of units * (price paid / default price) per bin.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub relative: Vec<f64>,
+    /// The units per bin read at the default prices: each unit counts
+    /// [`units_at_default`] of its relative price, so a bin in which the price moved is
+    /// read by the prices its buyers met, not by the mean price they paid (empty in
+    /// records that began before it was kept: they are read by `relative`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub at_default: Vec<f64>,
     /// Units sold net of returns (to tell a sell-out).
     #[serde(default)]
     pub net_sold: i64,
@@ -133,6 +139,7 @@ impl ProductSales {
         if self.bins.len() != CURVE_BINS {
             self.bins = vec![0; CURVE_BINS];
             self.relative = vec![0.0; CURVE_BINS];
+            self.at_default = vec![0.0; CURVE_BINS];
         }
         self.period = Some(match self.period {
             Some(p) => Period {
@@ -146,8 +153,34 @@ impl ProductSales {
         self.bins[bin] = self.bins[bin].saturating_add(units);
         let relative = if default > 0.0 { price / default } else { 1.0 };
         self.relative[bin] += units as f64 * relative;
+        if let Some(v) = self.at_default.get_mut(bin) {
+            *v += units as f64 * units_at_default(relative);
+        }
     }
 }
+
+/// The demand at the default price that a unit bought at relative price `r` (price /
+/// default) stands for, as the curve learner reads past sales: `1 / F(r)`, `F` the
+/// [`logistic_response`] with the prior response, at most [`MAX_UNITS_AT_DEFAULT`].
+///
+/// Each unit is weighed by the price its buyer met (an inverse-probability weight): the
+/// expected sum over a bin is the demand the bin had at the default prices, however the
+/// price moved within it. Read instead at the mean price the bin's units were sold at, a
+/// bin in which the price rose steeply (a product selling out in a late surge: 52 to 100
+/// within a day and a half) looked mostly sold at the low prices, and the surge was read
+/// 30 % smaller than it was (docs/pricing.md).
+pub fn units_at_default(r: f64) -> f64 {
+    let f = logistic_response(PRIOR_RELATIVE_RESPONSE, r);
+    if f > 0.0 {
+        (1.0 / f).min(MAX_UNITS_AT_DEFAULT)
+    } else {
+        MAX_UNITS_AT_DEFAULT
+    }
+}
+
+/// The most a unit sold at a raised price counts for at the default (a price one buyer in
+/// ten would still pay): more would let one buyer's luck set a bin of the curve.
+pub const MAX_UNITS_AT_DEFAULT: f64 = 10.0;
 
 /// How much of the booking curve an item spent at each price: `(price, mass)` pairs, the
 /// mass being the share of the period's demand (by the curve believed at the time) that
@@ -272,6 +305,9 @@ pub struct PastSales {
     pub bins: [f64; CURVE_BINS],
     /// Sum of units * relative price per bin.
     pub relative: [f64; CURVE_BINS],
+    /// Units per bin read at the default prices ([`units_at_default`]), when the record
+    /// keeps them.
+    pub at_default: Option<[f64; CURVE_BINS]>,
     /// When the product sold out (elapsed share): no demand is read after it.
     pub sold_out_at: Option<f64>,
     /// How far through its sales period the instance was when it was read (elapsed
@@ -284,6 +320,7 @@ impl PastSales {
         PastSales {
             bins: [0.0; CURVE_BINS],
             relative: [0.0; CURVE_BINS],
+            at_default: None,
             sold_out_at: None,
             read_until: 1.0,
         }
@@ -305,6 +342,11 @@ impl PastSales {
                 past.bins[k] = units as f64;
                 past.relative[k] = relative;
             }
+        }
+        if sales.at_default.len() == CURVE_BINS && sales.bins.len() == CURVE_BINS {
+            let mut at_default = [0.0; CURVE_BINS];
+            at_default.copy_from_slice(&sales.at_default);
+            past.at_default = Some(at_default);
         }
         past.sold_out_at = sales.sold_out_at.or_else(|| {
             // Sold out without a time (sales without timestamps): after the last sale.
@@ -489,10 +531,22 @@ fn fit_curve(rows: &[&PastSales], beta: f64) -> Curve {
             let relative = relative_prices(p, &observed);
             let (mut units, mut factor) = ([0.0; CURVE_BINS], [0.0; CURVE_BINS]);
             for (k, &o) in observed.iter().enumerate() {
-                if read_bin(p, k, o) {
-                    units[k] = p.bins[k];
+                // Read at the default prices when the record keeps them, else at the
+                // bin's mean relative price.
+                match &p.at_default {
+                    Some(at_default) => {
+                        if read_bin(p, k, o) {
+                            units[k] = at_default[k];
+                        }
+                        factor[k] = 1.0;
+                    }
+                    None => {
+                        if read_bin(p, k, o) {
+                            units[k] = p.bins[k];
+                        }
+                        factor[k] = logistic_response(beta, relative[k]);
+                    }
                 }
-                factor[k] = logistic_response(beta, relative[k]);
             }
             (units, factor, observed)
         })

@@ -250,3 +250,60 @@ fn the_logistic_reading_has_the_exponential_response_at_the_default() {
     assert!(logistic_response(beta, 0.7) < (beta * 0.3_f64).exp());
     assert!(logistic_response(beta, 1e9) >= 0.0);
 }
+
+#[test]
+fn a_bin_whose_price_rose_within_it_is_read_by_the_prices_its_buyers_met() {
+    // Flat demand of 20,000 units a period at the default, buyers' willingness to pay as
+    // the learner reads it. In bins 10-14 the price rose within the bin: half of its
+    // demand met the default, half 1.8 times the default (few of those buy, so most of the
+    // bin's units were sold at the default). Read at the mean price paid, those bins looked
+    // 30 % smaller than the others; each unit weighed by the price its buyer met, they are
+    // as dense as the rest.
+    let period = Period::new(
+        Timestamp::from_millis(0).expect("t"),
+        Timestamp::from_millis(30 * 86_400_000).expect("t"),
+    )
+    .expect("period");
+    let per_bin = 20_000.0 / CURVE_BINS as f64;
+    let mut sales = ProductSales::default();
+    for k in 0..CURVE_BINS {
+        let tau = Some((k as f64 + 0.5) / CURVE_BINS as f64);
+        let at = |r: f64, share: f64| {
+            (per_bin * share * logistic_response(PRIOR_RELATIVE_RESPONSE, r)).round() as i64
+        };
+        if (10..15).contains(&k) {
+            sales.record(at(1.0, 0.5), 50.0, tau, 50.0, None, &period);
+            sales.record(at(1.8, 0.5), 90.0, tau, 50.0, None, &period);
+        } else {
+            sales.record(at(1.0, 1.0), 50.0, tau, 50.0, None, &period);
+        }
+    }
+    let now = Timestamp::from_millis(31 * 86_400_000).expect("t");
+    let past = PastSales::of_product(&sales, None, 0, now);
+    assert!(past.at_default.is_some());
+    let curve = learn_curve(&[past.clone(), past]).expect("a curve");
+    for k in 10..15 {
+        let ratio = curve.bins[k] / curve.bins[5];
+        assert!(
+            (ratio - 1.0).abs() < 0.03,
+            "bin {k}: {ratio} of an unmoved bin"
+        );
+    }
+}
+
+#[test]
+fn a_record_without_units_at_default_is_read_by_its_mean_prices() {
+    // Records stored before the units at the default were kept still teach a curve.
+    let mut p = PastSales::new();
+    for k in 0..CURVE_BINS {
+        p.bins[k] = 20.0;
+        p.relative[k] = 20.0;
+    }
+    let curve = learn_curve(&[p]).expect("a curve");
+    assert!(
+        curve
+            .bins
+            .iter()
+            .all(|&g| (g * CURVE_BINS as f64 - 1.0).abs() < 1e-6)
+    );
+}
