@@ -92,8 +92,8 @@ fn failing_store(stack: &Stack, failure: Failure) -> DynamoStore {
     )
 }
 
-/// 150 entries: every third without a transaction id, the others with one (3 transactions
-/// of at most 49 entries with ids... on DynamoDB: more than one chunk).
+/// 150 entries: every third without a transaction id, the others with one (100 markers: on
+/// DynamoDB more than one transaction, at most 97 markers each).
 fn request(tag: &str) -> Vec<NewEntry> {
     (0..150)
         .map(|n| {
@@ -234,9 +234,11 @@ async fn a_commit_whose_answer_is_lost_is_reported_as_done() {
     let store = stack.store();
     let run = Run::new("appends-lost");
     let key = run.key("p", "i");
-    // 196 entries without ids: two transactions of 98; the answer of the second, which
-    // commits, is lost.
-    let entries: Vec<NewEntry> = (0..196).map(|n| new_entry(None, n)).collect();
+    // 150 entries with ids: two transactions (97 markers at most in one); the answer of
+    // the second, which commits, is lost.
+    let entries: Vec<NewEntry> = (0..150)
+        .map(|n| new_entry(Some(&format!("lost-{n}")), n))
+        .collect();
     let failure = Failure {
         fail_at: 2,
         lose_answer: true,
@@ -249,11 +251,11 @@ async fn a_commit_whose_answer_is_lost_is_reported_as_done() {
         .expect("the commit landed: success");
     assert_eq!(
         out,
-        (1..=196)
+        (1..=150)
             .map(|sequence| AppendOutcome::Accepted { sequence })
             .collect::<Vec<_>>()
     );
-    assert_eq!(log_len(&store, &key).await, 196);
+    assert_eq!(log_len(&store, &key).await, 150);
     assert_eq!(failure.transactions.load(Ordering::SeqCst), 2);
     assert!(
         !failure.losing.load(Ordering::SeqCst),

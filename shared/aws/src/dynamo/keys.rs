@@ -95,6 +95,35 @@ pub(crate) fn dedupe_sk(transaction_id: &str) -> String {
     format!("T#{transaction_id}")
 }
 
+/// Sequences per log block: a segment (an item of consecutive entries) never spans two
+/// blocks, and a block's segments live in one shard of the log (see `log.rs`).
+pub(crate) const LOG_BLOCK: u64 = 256;
+/// Partition keys the log's segments rotate over, block by block.
+pub(crate) const LOG_SHARDS: u64 = 8;
+/// Partition keys the dedupe markers spread over (FNV-1a of the transaction id).
+pub(crate) const MARKER_SHARDS: u32 = 16;
+
+/// The block of a sequence (sequences start at 1).
+pub(crate) fn log_block(seq: u64) -> u64 {
+    seq.saturating_sub(1) / LOG_BLOCK
+}
+
+/// The last sequence of the block of `seq`.
+pub(crate) fn log_block_end(seq: u64) -> u64 {
+    (log_block(seq) + 1) * LOG_BLOCK
+}
+
+/// The partition of the segment holding `seq`: `{instance pk}#L{block mod LOG_SHARDS}`.
+/// Instance ids never hold `#`, so no instance's partition key has this form.
+pub(crate) fn segment_pk(instance_pk: &str, seq: u64) -> String {
+    format!("{instance_pk}#L{}", log_block(seq) % LOG_SHARDS)
+}
+
+/// The partition of a transaction id's dedupe marker: `{instance pk}#T{shard}`.
+pub(crate) fn marker_pk(instance_pk: &str, transaction_id: &str) -> String {
+    format!("{instance_pk}#T{}", fnv1a(transaction_id) % MARKER_SHARDS)
+}
+
 /// The commit record of a leased append (see `log.rs`): its lease's writes are committed.
 pub(crate) const APPEND_PREFIX: &str = "APPEND#";
 

@@ -8,9 +8,9 @@
 //! | `T#{tenant}` | `P#{pid}` | the tenant's listing copy of the project |
 //! | `P#{pid}` | `I#{iid}` | instance configuration |
 //! | `I#{pid}/{iid}` | `HEAD` | state header (`record`, `applied_seq`, `rev`) |
-//! | `I#{pid}/{iid}` | `LOG` | log head (`last_seq`, `lease`); `gsi1pk`/`gsi1sk` = backlog marker |
-//! | `I#{pid}/{iid}` | `E#{seq:020}` | log entry (visible up to `last_seq`) |
-//! | `I#{pid}/{iid}` | `T#{transactionId}` | dedupe marker (`seq`, `lease`?) |
+//! | `I#{pid}/{iid}` | `LOG` | log head (`last_seq`, `lease`, `dirty`); `gsi1pk`/`gsi1sk` = backlog marker |
+//! | `I#{pid}/{iid}#L{0..7}` | `E#{last seq:020}` | log segment: compressed entries of one block (visible up to `last_seq`) |
+//! | `I#{pid}/{iid}#T{0..15}` | `T#{transactionId}` | dedupe marker (`seq`, `lease`?) |
 //! | `I#{pid}/{iid}` | `APPEND#{lease}` | commit record of an append of several transactions |
 //! | `I#{pid}/{iid}` | `ITEM#{id}`, `PROD#{id}` | item and product state |
 //! | `I#{pid}/{iid}` | `EVENT#{id}` | event (`record`, `batch`, `idx`) |
