@@ -8,16 +8,14 @@
 //! bound.
 //!
 //! `cargo test --release -p standalone --test memory_e2e -- --ignored --nocapture`
-//! (env `ITEMS`, default 100000; `CALCULATIONS`, default 4)
-
-mod support;
+//! (env `ITEMS`, default 100000; `CALCULATIONS`, default 4; `STANDALONE_BIN`, another
+//! build of the binary to measure, e.g. a copy of an earlier release build)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{Service, token};
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -26,8 +24,9 @@ fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// (VmRSS, VmHWM) of a process, in MB.
-fn rss(pid: u32) -> (u64, u64) {
+/// (VmRSS, VmHWM, RssAnon) of a process, in MB. RssAnon is the heap (RssFile, the rest,
+/// is mapped files and shared pages).
+fn rss(pid: u32) -> (u64, u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
     let field = |name: &str| {
         status
@@ -37,7 +36,7 @@ fn rss(pid: u32) -> (u64, u64) {
             .expect("a /proc status field")
             / 1024
     };
-    (field("VmRSS:"), field("VmHWM:"))
+    (field("VmRSS:"), field("VmHWM:"), field("RssAnon:"))
 }
 
 /// Bytes of every file in the data directory (the database, its WAL, keys).
@@ -48,6 +47,63 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
         .filter(|m| m.is_file())
         .map(|m| m.len())
         .sum()
+}
+
+/// The binary measured: `STANDALONE_BIN` or this package's build.
+fn binary() -> String {
+    std::env::var("STANDALONE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_standalone").into())
+}
+
+/// The service on `data`: (process, base URL). Its stdout is drained by a thread.
+fn start(data: &std::path::Path) -> (support::KillOnDrop, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(binary())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(data)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start standalone");
+    let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
+    let base = loop {
+        let mut line = String::new();
+        assert!(
+            reader.read_line(&mut line).expect("read stdout") > 0,
+            "the service exited early"
+        );
+        if let Some(addr) = line.trim().strip_prefix("listening on ") {
+            break addr.to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in reader.lines() {});
+    (support::KillOnDrop(child), base)
+}
+
+fn token(data: &std::path::Path, tenant: &str) -> String {
+    let out = std::process::Command::new(binary())
+        .args(["token", "--tenant", tenant, "--data"])
+        .arg(data)
+        .output()
+        .expect("token subcommand");
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .last()
+        .expect("a token line")
+        .to_owned()
+}
+
+mod support {
+    /// Kills the service when the test ends, however it ends.
+    pub struct KillOnDrop(pub std::process::Child);
+
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
 
 struct Api {
@@ -113,17 +169,17 @@ async fn large_instance_memory() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let service = Service::start(&data);
-    let pid = service.pid();
+    let (service, base) = start(&data);
+    let pid = service.0.id();
     let api = Api {
         http: reqwest::Client::new(),
-        base: service.base.clone(),
+        base,
         token: token(&data, "memory"),
     };
     let report = |step: &str| {
-        let (now, peak) = rss(pid);
+        let (now, peak, anon) = rss(pid);
         println!(
-            "{step:<58} RSS {now:>5} MB, peak {peak:>5} MB, data dir {:>6.1} MB",
+            "{step:<58} RSS {now:>5} MB (heap {anon:>5}), peak {peak:>5} MB, data dir {:>6.1} MB",
             dir_bytes(&data) as f64 / 1e6
         );
     };

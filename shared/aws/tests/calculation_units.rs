@@ -203,6 +203,7 @@ fn instance(now: Timestamp) -> InstanceState {
             "properties": {"capacity": 1_000, "pricingModel": model, "expectedSales": 0.9,
                            "rounding": {"step": 0.5}},
             "metadata": {},
+            "reserved": 0,
             "seq": 1,
         }))
         .expect("product");
@@ -215,11 +216,13 @@ fn instance(now: Timestamp) -> InstanceState {
                 "properties": {
                     "salesPeriod": {"start": start, "end": end},
                     "dynamicPricing": true,
-                    "priceSettings": {"min": 10, "max": 200, "default": 40 + n % 50},
+                    "priceSettings": {"min": 10, "max": 200, "default": 40 + n % 50, "multiplier": 1},
                 },
                 "metadata": {},
                 "sold": n % 7,
+                "reserved": 0,
                 "revenueMicros": (n % 7) * 40_000_000,
+                "removed": false,
                 "seq": 1,
             }))
             .expect("item");
