@@ -137,6 +137,15 @@ export async function seed(base, token, { items = 10_000, callbackUrl } = {}) {
       sales.push({ type: 'itemSale', transactionId: `order-seat-${n}`,
         data: { itemId: 'seat-' + String(n).padStart(5, '0'), quantity: 1, price: 55 } });
     }
+    if (round === 2) {
+      // The price history lists the calculations that change a price (docs/api.md): a
+      // floor above every price ga-early had moves its price, so its history has a step.
+      sales.push({ type: 'itemProperties', transactionId: 'ga-early-floor',
+        data: { itemId: 'ga-early', patch: [
+          { op: 'replace', path: '/priceSettings/default', value: 80 },
+          { op: 'replace', path: '/priceSettings/min', value: 77 },
+        ] } });
+    }
     await api(base, token, 'POST', entries, { entries: sales });
     await settle(base, token, project, instance);
     await calculate(base, token, project, instance, `round ${round + 1}`);
