@@ -223,6 +223,40 @@ pub async fn sweep<S: Backlog + WorkQueue>(store: &S) {
 mod tests {
     use super::*;
 
+    /// The pruning step runs pass after pass (500 rows each) until nothing past retention
+    /// is left: 1,200 old dispatched events go in one step; an undispatched one stays.
+    #[tokio::test]
+    async fn the_pruning_step_runs_passes_until_done() {
+        use pricing_core::ports::EventStore;
+        use serde_json::json;
+
+        let store = EmbeddedStore::open_in_memory().unwrap();
+        let key = pricing_core::ids::InstanceKey::new(
+            pricing_core::ids::TenantId::from_claim("acme").unwrap(),
+            pricing_core::ids::ProjectId::parse("p").unwrap(),
+            pricing_core::ids::InstanceId::parse("i").unwrap(),
+        );
+        let event = |n: usize| -> pricing_core::model::Event {
+            serde_json::from_value(json!({
+                "id": format!("evt-{n:05}"), "type": "entries.rejected",
+                "projectId": "p", "instanceId": "i",
+                "createdAt": "2026-01-01T00:00:00Z", "data": {"errors": []},
+            }))
+            .unwrap()
+        };
+        let events: Vec<_> = (0..1_201).map(event).collect();
+        for chunk in events.chunks(90) {
+            store.append_events(&key, chunk).await.unwrap();
+        }
+        store.mark_dispatched(&key, "evt-01199").await.unwrap();
+        let now = Timestamp::parse("2027-01-01T00:00:00Z").unwrap();
+        let total = prune(&store, &Retention::default(), now, Duration::from_secs(600)).await;
+        assert_eq!((total.events, total.more), (1_200, false), "{total:?}");
+        let left = store.list_events(&key, None, 10).await.unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].id, "evt-01200");
+    }
+
     #[test]
     fn backoff_grows_and_is_capped() {
         assert_eq!(backoff(1), Duration::from_secs(1));
