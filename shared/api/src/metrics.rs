@@ -47,6 +47,9 @@ pub const CALCULATION_DURATION: &str = "pricing_calculation_duration_seconds";
 pub const PRICES_CHANGED: &str = "pricing_prices_changed_total";
 /// Webhook delivery attempts, label `outcome`: succeeded, retrying, failed.
 pub const DELIVERIES: &str = "pricing_webhook_deliveries_total";
+/// Webhook delivery attempts that did not succeed (retrying or failed for good), label
+/// `subscription` (its id): what the per-subscription failure alarm watches.
+pub const WEBHOOK_FAILURES: &str = "pricing_webhook_failures_total";
 /// How long a webhook POST took.
 pub const ATTEMPT_DURATION: &str = "pricing_webhook_attempt_duration_seconds";
 /// How long the longest-waiting due webhook delivery has been due.
@@ -154,6 +157,13 @@ pub const METRICS: &[Described] = &[
         labels: &["outcome"],
         unit: "Count",
         help: "Webhook delivery attempts by outcome: succeeded, retrying (will be attempted again), failed (for good).",
+    },
+    Described {
+        name: WEBHOOK_FAILURES,
+        kind: Kind::Counter,
+        labels: &["subscription"],
+        unit: "Count",
+        help: "Webhook delivery attempts that did not succeed, by subscription id.",
     },
     Described {
         name: ATTEMPT_DURATION,
@@ -277,20 +287,40 @@ pub async fn handle_work<S: WorkStore, Q: Enqueue>(
     Ok(handled)
 }
 
+/// What a webhook POST did: delivered or not, how long it took, and (when it was not
+/// delivered) the subscription the body names.
+type Attempt = (bool, Duration, Option<String>);
+
 /// A webhook transport that notes the attempt it made (at most one per message).
 struct Observed<T> {
     inner: T,
-    attempt: Arc<Mutex<Option<(bool, Duration)>>>,
+    attempt: Arc<Mutex<Option<Attempt>>>,
+}
+
+/// The `subscriptionId` of a webhook envelope (read only for an attempt that failed).
+fn subscription_of(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Envelope {
+        subscription_id: String,
+    }
+    serde_json::from_slice::<Envelope>(body)
+        .ok()
+        .map(|e| e.subscription_id)
 }
 
 impl<T: WebhookTransport> WebhookTransport for Observed<T> {
     async fn post(&self, request: pricing_core::ports::WebhookRequest) -> Response {
         let started = Instant::now();
+        let subscription = subscription_of(&request.body);
         let response = self.inner.post(request).await;
         let delivered =
             matches!(response, Response::Status { status, .. } if (200..300).contains(&status));
-        *self.attempt.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((delivered, started.elapsed()));
+        *self.attempt.lock().unwrap_or_else(PoisonError::into_inner) = Some((
+            delivered,
+            started.elapsed(),
+            subscription.filter(|_| !delivered),
+        ));
         response
     }
 }
@@ -319,17 +349,21 @@ where
         attempt: Arc::default(),
     };
     let settle = webhooks::handle(store, queue, &observed, signer, message, now).await;
-    let attempt = *observed
+    let attempt = observed
         .attempt
         .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    if let Some((delivered, took)) = attempt {
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    if let Some((delivered, took, failed_subscription)) = attempt {
         let outcome = match (&settle, delivered) {
             (_, true) => "succeeded",
             (Ok(Settle::RetryIn(_)) | Err(_), false) => "retrying",
             (Ok(Settle::Done | Settle::DeadLetter), false) => "failed",
         };
         metrics::counter!(DELIVERIES, "outcome" => outcome).increment(1);
+        if let Some(subscription) = failed_subscription {
+            metrics::counter!(WEBHOOK_FAILURES, "subscription" => subscription).increment(1);
+        }
         metrics::histogram!(ATTEMPT_DURATION).record(took.as_secs_f64());
     }
     settle
@@ -867,6 +901,40 @@ mod tests {
         assert!(text.contains("pricing_calculations_total{trigger=\"sales\"} 0"));
         assert!(text.contains("pricing_webhook_deliveries_total{outcome=\"failed\"} 0"));
         assert!(registry.flush().is_empty());
+    }
+
+    /// A receiver that answers every POST with `status`.
+    #[derive(Clone)]
+    struct Answers(u16);
+
+    impl WebhookTransport for Answers {
+        async fn post(&self, _: pricing_core::ports::WebhookRequest) -> Response {
+            Response::Status {
+                status: self.0,
+                retry_after: None,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_attempt_names_its_subscription_and_a_delivered_one_does_not() {
+        let body = br#"{"id":"evt_1","type":"prices.updated","projectId":"p","subscriptionId":"sub_42","data":{}}"#;
+        for (status, expected) in [(500, Some("sub_42".to_owned())), (204, None)] {
+            let observed = Observed {
+                inner: Answers(status),
+                attempt: Arc::default(),
+            };
+            let request = pricing_core::ports::WebhookRequest {
+                url: "http://receiver.test/hook".into(),
+                headers: Vec::new(),
+                body: body.to_vec(),
+            };
+            observed.post(request).await;
+            let attempt = observed.attempt.lock().unwrap().take().unwrap();
+            assert_eq!(attempt.0, status == 204);
+            assert_eq!(attempt.2, expected, "status {status}");
+        }
+        assert_eq!(subscription_of(b"not json"), None);
     }
 
     #[test]
