@@ -651,6 +651,12 @@ async fn submit_until_acknowledged(
             if status < 300 {
                 return answer;
             }
+            if status == 429 {
+                // The tenant's rate limit (its window counter is a DynamoDB write the
+                // proxy faults too): nothing was stored; a client waits and resends.
+                tokio::time::sleep(Duration::from_millis(1000)).await;
+                continue;
+            }
             assert!(status >= 500, "{method} {path}: {status} {answer}");
         }
     }
