@@ -2755,7 +2755,11 @@ async fn the_openapi_document_is_served_gzip_to_who_accepts_it_and_plain_otherwi
     assert_eq!(response.headers()["content-encoding"], "gzip");
     assert_eq!(response.headers()["vary"], "accept-encoding");
     let gz = response.into_body().collect().await.unwrap().to_bytes();
-    assert!(gz.len() * 4 < pricing_api::system::OPENAPI.len(), "{}", gz.len());
+    assert!(
+        gz.len() * 4 < pricing_api::system::OPENAPI.len(),
+        "{}",
+        gz.len()
+    );
     let inflated = pricing_api::gzip::inflate(&gz);
     assert_eq!(inflated, pricing_api::system::OPENAPI.as_bytes());
 }

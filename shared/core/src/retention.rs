@@ -76,7 +76,9 @@ impl Class {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RetentionError {
-    #[error("retention of {class}: {days} days is below the minimum of {MIN_DAYS} (0 keeps it for ever)")]
+    #[error(
+        "retention of {class}: {days} days is below the minimum of {MIN_DAYS} (0 keeps it for ever)"
+    )]
     TooShort { class: &'static str, days: u64 },
     #[error("retention of {class}: {days} days is too long")]
     TooLong { class: &'static str, days: u64 },

@@ -509,8 +509,8 @@ mod prices {
     use std::time::Duration;
 
     use pricing_contract::fixtures::{
-        Run, calculated, calculation, event, header, instance, item_id, item_price, kept, price_match,
-        process, project,
+        Run, calculated, calculation, event, header, instance, item_id, item_price, kept,
+        price_match, process, project,
     };
     use pricing_core::model::{PageRequest, PriceCalculation};
     use pricing_core::ports::{
