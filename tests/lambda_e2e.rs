@@ -1167,7 +1167,10 @@ async fn the_default_revenue_model_learns_from_sales_and_from_other_instances() 
             assert_eq!(stored["price"], newest["price"]);
             stored["explanation"] = newest["explanation"].clone();
         } else {
-            assert_eq!(stored["changed"], false, "a changed price has its history entry");
+            assert_eq!(
+                stored["changed"], false,
+                "a changed price has its history entry"
+            );
             stored["explanation"] = Value::Null;
         }
         stored
@@ -1533,6 +1536,25 @@ async fn lambda_invocation_times() {
     summary("entry-processor, one wake-up", process);
 }
 
+/// The line without its terminal colour sequences (`ESC [ ... letter`): the runtime's text
+/// logs colour the field names, and the digits of those sequences are not the value.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Starts each bootstrap under `dir` with the provisioned environment and reports its
 /// cold start: the `init_us` it logs and the wall time from exec to that line. The
 /// runtime API address is closed, so each exits once initialized.
@@ -1575,6 +1597,7 @@ fn cold_starts(env: &HashMap<String, String>, dir: &std::path::Path) {
             let out = BufReader::new(child.stdout.take().unwrap());
             let mut found = None;
             for line in out.lines().map_while(Result::ok) {
+                let line = strip_ansi(&line);
                 if let Some(at) = line.find("init_us") {
                     let digits: String = line[at + 7..]
                         .chars()
