@@ -1066,6 +1066,171 @@ async fn the_management_api_needs_no_private_key() {
     );
 }
 
+/// The status, content type, `Allow` header and body of a Lambda HTTP response to `event`.
+async fn answer(router: &Router, event: &str) -> (Value, Value, Value, Value) {
+    let request: LambdaRequest = serde_json::from_str(event).expect("a Lambda HTTP event");
+    let response = Adapter::from(router.clone())
+        .call(LambdaEvent::new(request, Context::default()))
+        .await
+        .expect("the adapter answers");
+    let v = serde_json::to_value(&response).expect("serializable");
+    let body = v["body"]
+        .as_str()
+        .map(|b| serde_json::from_str(b).unwrap_or(Value::Null))
+        .unwrap_or(Value::Null);
+    (
+        v["statusCode"].clone(),
+        v["headers"]["content-type"].clone(),
+        v["headers"]["allow"].clone(),
+        body,
+    )
+}
+
+/// Issue 12, item 6: `POST /simulations` has a function of its own (simulations-api), so
+/// the management-api links no market simulator. Through API Gateway events on the
+/// emulator, the function answers exactly what the whole API (the standalone's router)
+/// answers: a report, each refusal, the token check and a wrong method; the management-api
+/// no longer serves the path (the gateway routes it to the simulations function).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulations_are_answered_by_their_own_function() {
+    use std::sync::Arc;
+
+    use pricing_api::{App, Stores};
+    use pricing_core::jws::{Signer, StoredKey};
+
+    let env = pricing_emulator::provision("lambda-simulations");
+    let config = Config::from_map(&env).expect("the provisioned environment is complete");
+    let sdk = pricing_aws::emulator::emulator_sdk_config(pricing_emulator::endpoint()).await;
+    let aws = Aws::with_sdk(config, sdk);
+    aws.maintain_keys(None).await.expect("a first key");
+    let simulations_api = aws
+        .simulations_router()
+        .await
+        .expect("simulations-api cold start from the public keys");
+    let management_api = aws.management_router().await.expect("management-api");
+    let store = pricing_embedded::EmbeddedStore::open_in_memory().unwrap();
+    let key = StoredKey::generate("k".into(), Timestamp::now()).unwrap();
+    let whole = pricing_api::router(Arc::new(App::new(
+        Stores {
+            store: store.clone(),
+            queue: store,
+        },
+        Arc::new(Signer::from_keys(&[key]).unwrap()),
+        Arc::new(pricing_lambda::auth::AuthorizerClaims),
+    )));
+
+    let scenario = json!({
+        "name": "lambda", "days": 5, "slotsPerDay": 12, "capacity": 30, "expectedSales": 0.9,
+        "items": [{"itemId": "ga", "priceSettings": {"min": 20, "max": 100, "default": 50},
+            "arrivals": 80, "shape": [[0, 1], [1, 2]],
+            "willingnessToPay": {"type": "exponential", "mean": 40}}],
+        "runs": 12, "seed": 3
+    });
+    let mut negative = scenario.clone();
+    negative["capacity"] = json!(-1);
+    let mut too_much = scenario.clone();
+    too_much["runs"] = json!(1000);
+    let mut no_token: Value = serde_json::from_str(&http_event(
+        "POST",
+        "/simulations",
+        "/simulations",
+        Some(scenario.clone()),
+        "acme",
+    ))
+    .unwrap();
+    no_token["requestContext"]
+        .as_object_mut()
+        .unwrap()
+        .remove("authorizer");
+    let report_event = http_event(
+        "POST",
+        "/simulations?models=pace,fixed",
+        "/simulations",
+        Some(scenario.clone()),
+        "acme",
+    );
+    let cases = [
+        ("a report", report_event.clone(), 200),
+        (
+            "the default models",
+            http_event(
+                "POST",
+                "/simulations",
+                "/simulations",
+                Some(scenario.clone()),
+                "acme",
+            ),
+            200,
+        ),
+        (
+            "an invalid field",
+            http_event(
+                "POST",
+                "/simulations",
+                "/simulations",
+                Some(negative),
+                "acme",
+            ),
+            400,
+        ),
+        (
+            "an unknown model",
+            http_event(
+                "POST",
+                "/simulations?models=nope",
+                "/simulations",
+                Some(scenario.clone()),
+                "acme",
+            ),
+            400,
+        ),
+        (
+            "too much work",
+            http_event(
+                "POST",
+                "/simulations",
+                "/simulations",
+                Some(too_much),
+                "acme",
+            ),
+            422,
+        ),
+        (
+            "no body",
+            http_event("POST", "/simulations", "/simulations", None, "acme"),
+            400,
+        ),
+        ("no token", no_token.to_string(), 401),
+        (
+            "a wrong method",
+            http_event("GET", "/simulations", "/simulations", None, "acme"),
+            405,
+        ),
+    ];
+    for (case, event, status) in cases {
+        let function = answer(&simulations_api, &event).await;
+        assert_eq!(function.0, status, "{case}: {}", function.3);
+        assert_eq!(function, answer(&whole, &event).await, "{case}");
+    }
+    let (_, _, _, report) = answer(&simulations_api, &report_event).await;
+    let labels: Vec<&str> = report["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .map(|m| m["label"].as_str().expect("label"))
+        .collect();
+    assert_eq!(labels, ["pace", "fixed"]);
+    assert_eq!(report["runs"], 12);
+
+    // The management-api (behind the gateway's /{proxy+}) has no such route any more.
+    let (s, body) = invoke(
+        &management_api,
+        http_event("POST", "/simulations", "/{proxy+}", Some(scenario), "acme"),
+    )
+    .await;
+    assert_eq!(s, 404, "{body}");
+}
+
 /// Hands what `queue_url` holds to the handlers, as the event source mapping would, and
 /// deletes what they did not fail; every message must succeed. Returns how many there were.
 async fn drain(aws: &Aws, processor: &Processor, queue_url: &str) -> usize {
@@ -1565,6 +1730,7 @@ fn cold_starts(env: &HashMap<String, String>, dir: &std::path::Path) {
     for function in [
         "entries-api",
         "management-api",
+        "simulations-api",
         "entry-processor",
         "scheduler",
     ] {

@@ -157,8 +157,8 @@ fn statements(lines: &[String]) -> Vec<Statement> {
 }
 
 /// Issue 9, item 8: only the key-rotator may write the key secrets; the functions that sign
-/// read the signing keys; the management API reads only the public keys; no other function
-/// touches either secret.
+/// read the signing keys; the management and simulations APIs read only the public keys;
+/// no other function touches either secret.
 #[test]
 fn only_the_key_rotator_writes_the_key_secrets() {
     use std::collections::BTreeMap;
@@ -239,7 +239,11 @@ fn only_the_key_rotator_writes_the_key_secrets() {
     );
     assert_eq!(
         readers["SigningPublicKeysSecret"],
-        set(&["KeyRotatorFunction", "ManagementApiFunction"]),
+        set(&[
+            "KeyRotatorFunction",
+            "ManagementApiFunction",
+            "SimulationsApiFunction"
+        ]),
         "who reads the public keys"
     );
 
@@ -259,6 +263,7 @@ fn only_the_key_rotator_writes_the_key_secrets() {
     for reader in [
         "EntriesApiFunction",
         "ManagementApiFunction",
+        "SimulationsApiFunction",
         "WebhookDeliveryFunction",
     ] {
         let lines = &resources
@@ -579,4 +584,220 @@ fn the_dashboard_shows_the_metrics_the_service_records() {
             m.name
         );
     }
+}
+
+// ------------------------------------------------------------------ routes
+// Issue 12, item 6: each API function links only its part of the API (bootstrap size).
+// The gateway must send every route to the function that serves it, behind the same JWT
+// authorizer as before: clients see one API.
+
+/// One `HttpApi` event of a function: (function, method, path, public).
+#[derive(Debug, Clone)]
+struct GatewayRoute {
+    function: String,
+    method: String,
+    path: String,
+    /// `Auth: Authorizer: NONE` (no token checked by the gateway).
+    public: bool,
+}
+
+fn gateway_routes(resources: &[(String, Vec<String>)]) -> Vec<GatewayRoute> {
+    let mut out = Vec::new();
+    for (function, lines) in of_type(resources, "AWS::Serverless::Function") {
+        let mut current: Option<GatewayRoute> = None;
+        for line in lines {
+            let t = line.trim();
+            if t == "Type: HttpApi" {
+                out.extend(current.take());
+                current = Some(GatewayRoute {
+                    function: function.clone(),
+                    method: String::new(),
+                    path: String::new(),
+                    public: false,
+                });
+            } else if t.starts_with("Type: ") {
+                out.extend(current.take());
+            } else if let Some(route) = current.as_mut() {
+                if let Some(m) = t.strip_prefix("Method: ") {
+                    route.method = m.to_owned();
+                } else if let Some(p) = t.strip_prefix("Path: ") {
+                    route.path = p.to_owned();
+                } else if t == "Authorizer: NONE" {
+                    route.public = true;
+                }
+            }
+        }
+        out.extend(current);
+    }
+    for r in &out {
+        assert!(
+            !r.method.is_empty() && r.path.starts_with('/'),
+            "an HttpApi event without Method or Path: {r:?}"
+        );
+    }
+    out
+}
+
+/// The route API Gateway (HTTP API) picks for `method path`: a full match of literal
+/// segments before path variables, any of them before a greedy `{proxy+}`, an exact method
+/// before ANY.
+fn gateway_route<'a>(
+    routes: &'a [GatewayRoute],
+    method: &str,
+    path: &str,
+) -> Option<&'a GatewayRoute> {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    routes
+        .iter()
+        .filter(|r| r.method == method || r.method == "ANY")
+        .filter_map(|r| {
+            let pattern: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
+            let greedy = pattern.last().is_some_and(|p| p.ends_with("+}"));
+            let fixed = if greedy {
+                &pattern[..pattern.len() - 1]
+            } else {
+                &pattern[..]
+            };
+            let fits = if greedy {
+                segments.len() > fixed.len()
+            } else {
+                segments.len() == fixed.len()
+            };
+            let matches = fits
+                && fixed
+                    .iter()
+                    .zip(&segments)
+                    .all(|(p, s)| p.starts_with('{') || p == s);
+            let literals = fixed.iter().filter(|p| !p.starts_with('{')).count();
+            matches.then_some(((!greedy, literals, r.method == method), r))
+        })
+        .max_by_key(|(rank, _)| *rank)
+        .map(|(_, r)| r)
+}
+
+/// The status, `Allow` header and problem type of `router`'s answer to `method path`.
+async fn answer(router: &axum::Router, method: &str, path: &str) -> (u16, String, String) {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let request = axum::http::Request::builder()
+        .method(method)
+        .uri(path)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status().as_u16();
+    let allow = response
+        .headers()
+        .get("allow")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let kind = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| Some(format!("{} {}", v.get("type")?, v.get("detail")?)))
+        .unwrap_or_default();
+    (status, allow, kind)
+}
+
+/// Whether `router` has a route for `method path`: anything but its fallback's 404 or a
+/// 405. The requests carry no authorizer context, so a matched route that needs a token
+/// answers 401 before any handler work.
+async fn serves(router: &axum::Router, method: &str, path: &str) -> bool {
+    let (status, _, kind) = answer(router, method, path).await;
+    !(status == 405 || (status == 404 && kind.contains("no such resource; see /openapi.json")))
+}
+
+#[tokio::test]
+async fn every_route_goes_to_the_function_that_serves_it() {
+    use std::sync::Arc;
+
+    use pricing_api::{App, Stores};
+    use pricing_core::jws::{Signer, StoredKey};
+
+    let template = template();
+    let resources = resources(&template);
+    let routes = gateway_routes(&resources);
+    let store = pricing_embedded::EmbeddedStore::open_in_memory().unwrap();
+    let key = StoredKey::generate("k".into(), pricing_core::time::Timestamp::now()).unwrap();
+    let app = Arc::new(App::new(
+        Stores {
+            store: store.clone(),
+            queue: store,
+        },
+        Arc::new(Signer::from_keys(&[key]).unwrap()),
+        Arc::new(pricing_lambda::auth::AuthorizerClaims),
+    ));
+    // The whole API in one router (the standalone), and the part each API function serves
+    // (shared/lambda/src/wiring.rs).
+    let whole = pricing_api::router(app.clone());
+    let functions = [
+        (
+            "EntriesApiFunction",
+            pricing_api::entries_router(app.clone()),
+        ),
+        (
+            "ManagementApiFunction",
+            pricing_api::management_router(app.clone()),
+        ),
+        (
+            "SimulationsApiFunction",
+            pricing_api::simulations_router(app.clone()),
+        ),
+    ];
+    let router_of = |function: &str| {
+        &functions
+            .iter()
+            .find(|(f, _)| *f == function)
+            .unwrap_or_else(|| panic!("{function} is not an API function"))
+            .1
+    };
+    let public = ["/health", "/openapi.json"];
+    for &(method, route) in pricing_api::ROUTES {
+        let path = route
+            .split('/')
+            .map(|s| if s.starts_with('{') { "x" } else { s })
+            .collect::<Vec<_>>()
+            .join("/");
+        let to = gateway_route(&routes, method, &path)
+            .unwrap_or_else(|| panic!("the gateway has no route for {method} {route}"));
+        assert_eq!(
+            to.public,
+            public.contains(&route),
+            "{method} {route}: the gateway's authorizer ({to:?})"
+        );
+        let mut served_by = Vec::new();
+        for (function, router) in &functions {
+            if serves(router, method, &path).await {
+                served_by.push(*function);
+            }
+        }
+        assert_eq!(
+            served_by,
+            [to.function.as_str()],
+            "{method} {route}: the gateway sends it to {}, these functions serve it",
+            to.function
+        );
+        // Every method on the path is answered as the whole API answers it (a wrong
+        // method is a 405 naming the allowed ones, wherever the gateway sends it).
+        for other in ["GET", "POST", "PUT", "DELETE", "PATCH"] {
+            let to = gateway_route(&routes, other, &path)
+                .unwrap_or_else(|| panic!("the gateway has no route for {other} {route}"));
+            assert_eq!(
+                answer(router_of(&to.function), other, &path).await,
+                answer(&whole, other, &path).await,
+                "{other} {path} on {} and on the whole API",
+                to.function
+            );
+        }
+    }
+    // The split this checks: the simulator is its own function's, the entry log the
+    // entries-api's, and the rest the management-api's.
+    let to = |m: &str, p: &str| gateway_route(&routes, m, p).map(|r| r.function.as_str());
+    assert_eq!(to("POST", "/simulations"), Some("SimulationsApiFunction"));
+    assert_eq!(
+        to("POST", "/projects/p/instances/i/entries"),
+        Some("EntriesApiFunction")
+    );
+    assert_eq!(to("GET", "/projects"), Some("ManagementApiFunction"));
+    assert_eq!(to("GET", "/console/app.js"), Some("ManagementApiFunction"));
 }

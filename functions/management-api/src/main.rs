@@ -1,5 +1,6 @@
-//! management-api (HTTP): projects, instances, details, keys and every other route. It holds
-//! only the public keys (it publishes the key set and signs nothing).
+//! management-api (HTTP): projects, instances, details, keys and every other route but the
+//! entry log (entries-api) and `POST /simulations` (simulations-api). It holds only the public
+//! keys (it publishes the key set and signs nothing).
 
 use pricing_lambda::wiring::Aws;
 

@@ -125,7 +125,12 @@ pub const ROUTES: &[(&str, &str)] = &[
 
 /// The whole API over `app` (the standalone serves it).
 pub fn router<P: Ports>(app: Arc<App<P>>) -> Router {
-    finish(entry_routes::<P>().merge(management_routes::<P>()), app)
+    finish(
+        entry_routes::<P>()
+            .merge(management_routes::<P>())
+            .merge(simulation_routes::<P>()),
+        app,
+    )
 }
 
 /// The entries-api function's part of the API: the entry log, submitted and read. On AWS
@@ -135,9 +140,23 @@ pub fn entries_router<P: Ports>(app: Arc<App<P>>) -> Router {
     finish(entry_routes::<P>(), app)
 }
 
-/// The management-api function's part of the API: every route but the entry log.
+/// The management-api function's part of the API: every route but the entry log and
+/// `POST /simulations`.
 pub fn management_router<P: Ports>(app: Arc<App<P>>) -> Router {
     finish(management_routes::<P>(), app)
+}
+
+/// The simulations-api function's part of the API: `POST /simulations` alone. On AWS the
+/// gateway routes it to that function (template.yaml), so the management-api links no
+/// market simulator (its bootstrap stays within the size budget), and a simulation, which
+/// is CPU-bound, runs on a function sized for it.
+pub fn simulations_router<P: Ports>(app: Arc<App<P>>) -> Router {
+    finish(simulation_routes::<P>(), app)
+}
+
+fn simulation_routes<P: Ports>() -> Router<Arc<App<P>>> {
+    // A market scenario simulated (issue 14's simulation page; docs/api.md).
+    Router::new().route("/simulations", post(simulations::run::<P>))
 }
 
 fn entry_routes<P: Ports>() -> Router<Arc<App<P>>> {
@@ -247,8 +266,6 @@ fn management_routes<P: Ports>() -> Router<Arc<App<P>>> {
             get(subscriptions::deliveries::<P>),
         )
         .route("/webhooks/errors", post(reports::report_error::<P>))
-        // A market scenario simulated (issue 14's simulation page; docs/api.md).
-        .route("/simulations", post(simulations::run::<P>))
         .route(
             "/projects/{projectId}/publicKeys",
             any(system::gone_public_keys),

@@ -131,6 +131,16 @@ impl Aws {
         Ok(with_metrics_flush(router, None))
     }
 
+    /// The simulations-api function's route (`POST /simulations`;
+    /// `pricing_api::simulations_router`), with the public keys (it signs and publishes
+    /// nothing, but the API's state holds a key set): the management-api no longer links
+    /// the market simulator.
+    pub async fn simulations_router(&self) -> Result<Router, StartError> {
+        let keys = self.public_keys().await?;
+        let router = self.router(Part::Simulations, keys.keys.clone(), keys);
+        Ok(with_metrics_flush(router, None))
+    }
+
     fn router(
         &self,
         part: Part,
@@ -162,6 +172,7 @@ impl Aws {
         match part {
             Part::Entries => pricing_api::entries_router(app),
             Part::Management => pricing_api::management_router(app),
+            Part::Simulations => pricing_api::simulations_router(app),
         }
         .layer(refresh)
     }
@@ -190,6 +201,7 @@ fn with_metrics_flush(router: Router, signer: Option<Arc<Signer>>) -> Router {
 enum Part {
     Entries,
     Management,
+    Simulations,
 }
 
 /// How often a warm function reloads its keys. Shorter than
