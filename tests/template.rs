@@ -420,12 +420,32 @@ fn every_queue_and_dead_letter_queue_has_its_alarms() {
             "{queue}: no alarm on the age of its oldest message"
         );
     }
-    // The processing lag: no lag metric is emitted yet, so the process queue's age it is.
+    // The processing lag, twice: in seconds from the process queue's age (it still rises
+    // when the entry processor does not run at all and so publishes nothing), and in
+    // entries from the service's own gauge, in the namespace the functions write to.
     let lag = alarms
         .iter()
         .find(|a| a.id == "ProcessingLagAlarm")
         .expect("a ProcessingLagAlarm");
     assert_eq!(lag.dimensions, ["!GetAtt ProcessQueue.QueueName"]);
+    let entries = alarms
+        .iter()
+        .find(|a| a.id == "ProcessingLagEntriesAlarm")
+        .expect("a ProcessingLagEntriesAlarm");
+    assert_eq!(entries.metrics, [pricing_api::metrics::PROCESSING_LAG]);
+    assert!(
+        entries.dimensions.is_empty(),
+        "the EMF lines carry no dimension"
+    );
+    let namespace = property(&entries.lines, "Namespace");
+    let lines: Vec<String> = template.lines().map(str::to_owned).collect();
+    let functions_write = property(&lines, "METRICS_NAMESPACE");
+    assert_eq!(
+        namespace, functions_write,
+        "the alarm reads the functions' namespace"
+    );
+    assert_eq!(entries.comparison, "GreaterThanThreshold");
+    assert_eq!(entries.missing, "notBreaching");
 }
 
 #[test]
