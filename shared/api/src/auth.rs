@@ -3,6 +3,9 @@
 //! On AWS the API Gateway JWT authorizer has verified the token and the Lambda reads the
 //! claims; standalone verifies its own HS256 tokens. Both implement [`Authenticator`].
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use axum::http::request::Parts;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use pricing_core::ids::TenantId;
@@ -60,10 +63,59 @@ pub fn bearer(parts: &Parts) -> Result<&str, ApiError> {
 
 /// Issues and verifies the standalone service's own tokens (HS256, secret in the data dir).
 /// Only HS256 is accepted: `alg: none` and algorithm confusion fail verification.
+///
+/// A token that verified is remembered with its tenant and expiry ([`VerifiedTokens`]):
+/// the next request with the very same token string skips the HMAC and the claims' JSON,
+/// and is still refused once the token expired (the same rule as the verification). The
+/// secret never changes within a process, so a token that verified once verifies again
+/// until it expires; refused tokens are not remembered.
 pub struct LocalTokens {
     encoding: EncodingKey,
     decoding: DecodingKey,
     validation: Validation,
+    verified: VerifiedTokens,
+}
+
+/// Tokens that verified, by their exact text: the tenant they name and their `exp`.
+/// Bounded: past [`VerifiedTokens::MAX`] tokens it starts over (a miss costs only a
+/// verification).
+#[derive(Default)]
+struct VerifiedTokens(Mutex<HashMap<String, (TenantId, i64)>>);
+
+impl VerifiedTokens {
+    const MAX: usize = 4_096;
+    /// Longer tokens are verified every time (no token of ours is near this).
+    const MAX_TOKEN: usize = 2_048;
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, (TenantId, i64)>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The tenant of a remembered token still valid at `now` (seconds); an expired one is
+    /// forgotten.
+    fn get(&self, token: &str, now: i64, leeway: i64) -> Option<TenantId> {
+        let mut map = self.map();
+        let (tenant, exp) = map.get(token)?;
+        // jsonwebtoken's rule: expired when exp < now - leeway.
+        if *exp >= now - leeway {
+            return Some(tenant.clone());
+        }
+        map.remove(token);
+        None
+    }
+
+    fn keep(&self, token: &str, tenant: &TenantId, exp: i64) {
+        if token.len() > Self::MAX_TOKEN {
+            return;
+        }
+        let mut map = self.map();
+        if map.len() >= Self::MAX {
+            map.clear();
+        }
+        map.insert(token.to_owned(), (tenant.clone(), exp));
+    }
 }
 
 pub const LOCAL_ISSUER: &str = "pricing-standalone";
@@ -79,6 +131,7 @@ impl LocalTokens {
             encoding: EncodingKey::from_secret(secret),
             decoding: DecodingKey::from_secret(secret),
             validation,
+            verified: VerifiedTokens::default(),
         }
     }
 
@@ -111,8 +164,16 @@ impl LocalTokens {
 
 impl Authenticator for LocalTokens {
     fn authenticate(&self, parts: &Parts) -> Result<TenantId, ApiError> {
-        let claims = self.verify(bearer(parts)?)?;
-        tenant_of(claims.tenant.as_deref(), claims.sub.as_deref())
+        let token = bearer(parts)?;
+        let now = chrono::Utc::now().timestamp();
+        let leeway = i64::try_from(self.validation.leeway).unwrap_or(i64::MAX);
+        if let Some(tenant) = self.verified.get(token, now, leeway) {
+            return Ok(tenant);
+        }
+        let claims = self.verify(token)?;
+        let tenant = tenant_of(claims.tenant.as_deref(), claims.sub.as_deref())?;
+        self.verified.keep(token, &tenant, claims.exp);
+        Ok(tenant)
     }
 }
 
@@ -135,5 +196,48 @@ mod tests {
         assert!(tokens.verify(&other.issue("acme", 60).unwrap()).is_err());
         // Expired.
         assert!(tokens.verify(&tokens.issue("acme", -120).unwrap()).is_err());
+    }
+
+    fn parts(token: &str) -> Parts {
+        let (parts, ()) = axum::http::Request::builder()
+            .header("authorization", format!("Bearer {token}"))
+            .body(())
+            .unwrap()
+            .into_parts();
+        parts
+    }
+
+    /// A remembered token answers its tenant without a verification, and only while it
+    /// has not expired; a refused token is refused every time.
+    #[test]
+    fn a_verified_token_is_remembered_until_it_expires() {
+        let tokens = LocalTokens::new(b"0123456789abcdef0123456789abcdef");
+        let t = tokens.issue("acme", 60).unwrap();
+        assert_eq!(tokens.authenticate(&parts(&t)).unwrap().as_str(), "acme");
+        assert_eq!(tokens.verified.map().len(), 1);
+        assert_eq!(tokens.authenticate(&parts(&t)).unwrap().as_str(), "acme");
+        // Once past its expiry (and the leeway) the remembered token is refused too:
+        // the same rule as jsonwebtoken's.
+        let now = chrono::Utc::now().timestamp();
+        let exp = tokens.verify(&t).unwrap().exp;
+        let tenant = TenantId::from_claim("acme").unwrap();
+        assert!(tokens.verified.get(&t, exp + 30, 30).is_some());
+        assert!(tokens.verified.get(&t, exp + 31, 30).is_none());
+        assert!(
+            tokens.verified.map().is_empty(),
+            "an expired token is forgotten"
+        );
+        // A token remembered with an expiry in the past (it expired while remembered) is
+        // refused and verified again, which refuses it.
+        let old = tokens.issue("acme", -120).unwrap();
+        tokens.verified.keep(&old, &tenant, now - 120);
+        assert!(tokens.authenticate(&parts(&old)).is_err());
+        assert!(tokens.authenticate(&parts(&old)).is_err());
+        // Refused tokens are not remembered; another secret's token stays refused.
+        let other = LocalTokens::new(b"another-secret-another-secret-00");
+        let forged = other.issue("acme", 60).unwrap();
+        assert!(tokens.authenticate(&parts(&forged)).is_err());
+        assert!(tokens.authenticate(&parts(&forged)).is_err());
+        assert!(!tokens.verified.map().contains_key(&forged));
     }
 }

@@ -8,7 +8,7 @@ use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use crate::EmbeddedStore;
 use crate::db::{is_constraint, text, to_i64};
-use crate::projects::{fetch_limit, page_of};
+use crate::projects::{RecordsChanged, fetch_limit, page_of};
 
 impl InstanceStore for EmbeddedStore {
     async fn create_instance_within(
@@ -23,7 +23,9 @@ impl InstanceStore for EmbeddedStore {
         let record = serde_json::to_string(instance).map_err(encode)?;
         let header_record = serde_json::to_string(header).map_err(encode)?;
         let applied = header.applied_seq;
+        let inner = self.inner.clone();
         self.on_writer("create_instance", move |conn| {
+            let _noted = RecordsChanged(&inner);
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let conflict =
                 || StoreError::Conflict(format!("instance {project}/{id} exists")).into();
@@ -75,16 +77,29 @@ impl InstanceStore for EmbeddedStore {
     async fn get_instance(&self, key: &InstanceKey) -> StoreResult<Option<Instance>> {
         let project = key.project_storage_key();
         let id = key.instance_id.to_string();
-        self.on_reader_inline("get_instance", move |conn| {
-            let record: Option<String> = conn
-                .prepare_cached(
-                    "SELECT record FROM instances WHERE project_id = ?1 AND instance_id = ?2",
-                )?
-                .query_row(params![project, id], |r| r.get(0))
-                .optional()?;
-            Ok(record.map(|r| serde_json::from_str(&r)).transpose()?)
-        })
-        .await
+        // Every entries request reads its instance: kept in memory (`records.rs`).
+        let seen = match self.inner.records.instance(&project, &id) {
+            Ok(instance) => return Ok(Some(instance)),
+            Err(seen) => seen,
+        };
+        let (read_project, read_id) = (project.clone(), id.clone());
+        let instance = self
+            .on_reader_inline("get_instance", move |conn| {
+                let record: Option<String> = conn
+                    .prepare_cached(
+                        "SELECT record FROM instances WHERE project_id = ?1 AND instance_id = ?2",
+                    )?
+                    .query_row(params![read_project, read_id], |r| r.get(0))
+                    .optional()?;
+                Ok(record
+                    .map(|r| serde_json::from_str::<Instance>(&r))
+                    .transpose()?)
+            })
+            .await?;
+        if let Some(i) = &instance {
+            self.inner.records.keep_instance(seen, project, id, i);
+        }
+        Ok(instance)
     }
 
     async fn list_instances(
@@ -117,7 +132,9 @@ impl InstanceStore for EmbeddedStore {
         let id = instance.instance_id.to_string();
         let record = serde_json::to_string(instance)
             .map_err(|e| StoreError::Failed(format!("put_instance: {e}")))?;
+        let inner = self.inner.clone();
         self.on_writer("put_instance", move |conn| {
+            let _noted = RecordsChanged(&inner);
             let changed = conn
                 .prepare_cached(
                     "UPDATE instances SET record = ?3 WHERE project_id = ?1 AND instance_id = ?2",

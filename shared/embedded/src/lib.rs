@@ -60,6 +60,7 @@ mod matches;
 mod prices;
 mod projects;
 mod queue;
+mod records;
 mod retention;
 mod schedule;
 mod state;
@@ -126,6 +127,8 @@ struct Inner {
     /// `queue::PendingKeys`): a `send` whose message would merge into one of them writes
     /// nothing. Changed only while holding `writer`.
     pending: queue::PendingKeys,
+    /// The project and instance records read by every entries request (`records.rs`).
+    records: records::Records,
     /// Woken by `send`, `ack` and `retry_later` on the instance-work lane (see
     /// `wait_for_work`).
     work: Notify,
@@ -208,6 +211,7 @@ impl EmbeddedStore {
                 writer: Mutex::new(writer),
                 group: group::GroupQueue::new(),
                 pending: queue::PendingKeys::default(),
+                records: records::Records::default(),
                 readers,
                 next_reader: AtomicUsize::new(0),
                 work: Notify::new(),

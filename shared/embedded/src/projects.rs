@@ -5,8 +5,8 @@ use pricing_core::model::{Page, PageRequest, Project};
 use pricing_core::ports::{ProjectStore, StoreError, StoreResult};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
-use crate::EmbeddedStore;
 use crate::db::{DbResult, is_constraint, text};
+use crate::{EmbeddedStore, Inner};
 
 impl ProjectStore for EmbeddedStore {
     async fn create_project_within(&self, project: &Project, max: u64) -> StoreResult<bool> {
@@ -17,7 +17,9 @@ impl ProjectStore for EmbeddedStore {
             .map_err(|e| StoreError::Failed(format!("create_project: {e}")))?;
         // The count and the insert in one write transaction: the writer is the only one, so
         // racing creators are counted one after the other.
+        let inner = self.inner.clone();
         self.on_writer("create_project", move |conn| {
+            let _noted = RecordsChanged(&inner);
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let exists: bool = tx
                 .prepare_cached("SELECT EXISTS (SELECT 1 FROM projects WHERE project_id = ?1)")?
@@ -51,17 +53,28 @@ impl ProjectStore for EmbeddedStore {
 
     async fn get_project(&self, key: &ProjectKey) -> StoreResult<Option<Project>> {
         let id = key.storage_key();
-        self.on_reader_inline("get_project", move |conn| {
-            let row = conn
-                .prepare_cached("SELECT tenant, record FROM projects WHERE project_id = ?1")?
-                .query_row(params![id], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-                })
-                .optional()?;
-            row.map(|(tenant, record)| decode(&tenant, &record))
-                .transpose()
-        })
-        .await
+        // Every entries request reads its project: kept in memory (`records.rs`).
+        let seen = match self.inner.records.project(&id) {
+            Ok(project) => return Ok(Some(project)),
+            Err(seen) => seen,
+        };
+        let read_id = id.clone();
+        let project = self
+            .on_reader_inline("get_project", move |conn| {
+                let row = conn
+                    .prepare_cached("SELECT tenant, record FROM projects WHERE project_id = ?1")?
+                    .query_row(params![read_id], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                    })
+                    .optional()?;
+                row.map(|(tenant, record)| decode(&tenant, &record))
+                    .transpose()
+            })
+            .await?;
+        if let Some(p) = &project {
+            self.inner.records.keep_project(seen, id, p);
+        }
+        Ok(project)
     }
 
     async fn list_projects(
@@ -115,4 +128,15 @@ pub(crate) fn page_of<T>(mut items: Vec<T>, limit: usize, key: impl Fn(&T) -> St
         None
     };
     Page { items, next }
+}
+
+/// Notes a write of a project or instance record for the kept copies (`records.rs`) when
+/// dropped: after the writing closure returned (its transaction committed or rolled back),
+/// while it still holds the writer connection, on every path out of it.
+pub(crate) struct RecordsChanged<'a>(pub(crate) &'a Inner);
+
+impl Drop for RecordsChanged<'_> {
+    fn drop(&mut self) {
+        self.0.records.changed();
+    }
 }

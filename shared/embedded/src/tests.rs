@@ -1261,6 +1261,45 @@ mod group_commit {
         assert_eq!(next, vec![AppendOutcome::Accepted { sequence: 21 }]);
     }
 
+    /// A job alone in its group runs without a savepoint: its failure or panic still undoes
+    /// all its writes (the whole transaction is rolled back) and answers its own error.
+    #[tokio::test]
+    async fn a_job_alone_in_its_group_is_undone_whole_when_it_fails() {
+        let (_dir, store) = file_store();
+        let key = Run::new("group-alone").key("p", "i");
+        let first = store.append(&key, vec![new_entry(Some("a"), 1)]).await;
+        assert_eq!(
+            first.unwrap(),
+            vec![AppendOutcome::Accepted { sequence: 1 }]
+        );
+        let project = key.project_storage_key();
+        let failed = store
+            .in_group("failing", move |conn| {
+                conn.execute(
+                    "INSERT INTO entries (project_id, instance_id, seq, received_at, jwt)
+                     VALUES (?1, 'i', 1000, 'x', 'x')",
+                    rusqlite::params![project],
+                )?;
+                Err::<(), _>(DbError::Store(StoreError::Failed("refused".into())))
+            })
+            .await;
+        assert_eq!(failed, Err(StoreError::Failed("refused".into())));
+        let panicked = store
+            .in_group("panicking", |conn| {
+                conn.execute_batch("DELETE FROM log_heads")?;
+                panic!("a job panics");
+                #[allow(unreachable_code)]
+                Ok(())
+            })
+            .await;
+        assert!(matches!(panicked, Err(StoreError::Failed(_))));
+        let records = store.read(&key, 0, 100).await.unwrap();
+        assert_eq!(records.iter().map(|r| r.sequence).collect::<Vec<_>>(), [1]);
+        assert_eq!(store.last_sequence(&key).await.unwrap(), 1);
+        let next = store.append(&key, vec![new_entry(Some("b"), 2)]).await;
+        assert_eq!(next.unwrap(), vec![AppendOutcome::Accepted { sequence: 2 }]);
+    }
+
     #[tokio::test]
     async fn a_dropped_store_stops_its_writer() {
         let (_dir, store) = file_store();
