@@ -15,11 +15,13 @@
 //! - if the commit itself fails, every job of the group is answered with that error and
 //!   nothing of the group is stored.
 //!
-//! Who runs a group: the caller that queued a job and then finds the writer connection
-//! free runs the queued group itself, on its own thread (no hand-off at all); a caller that
-//! finds the writer taken (by a group in progress, or by the processor's writes) wakes the
-//! group writer thread, which runs what is queued as soon as the writer is free. Either way
-//! one commit (one WAL append) serves every request queued meanwhile.
+//! Who runs a group: the caller whose job finds no one leading the queue leads it: it
+//! yields once to the runtime (the requests ready meanwhile queue their jobs behind it),
+//! then, if the writer connection is free, runs the queued group itself, on its own thread
+//! (no hand-off at all); if the writer is taken (by a group in progress, or by the
+//! processor's writes) it wakes the group writer thread, which runs what is queued as soon
+//! as the writer is free. Callers that find a leader just wait. Either way one commit (one
+//! WAL append) serves every request queued meanwhile.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, MutexGuard, OnceLock, Weak};
@@ -97,20 +99,29 @@ where
 
 /// The queue of pending jobs and the handle of the group writer thread.
 pub(crate) struct GroupQueue {
-    jobs: Mutex<Vec<Box<dyn Job>>>,
+    queue: Mutex<Queue>,
     thread: OnceLock<std::thread::Thread>,
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: Vec<Box<dyn Job>>,
+    /// Someone will run the queued jobs: a caller that queued the first of them and leads
+    /// once it yielded (see [`run`]), or the writer thread when it was woken for them.
+    /// Cleared when the queue is taken whole.
+    led: bool,
 }
 
 impl GroupQueue {
     pub(crate) fn new() -> Self {
         GroupQueue {
-            jobs: Mutex::new(Vec::new()),
+            queue: Mutex::new(Queue::default()),
             thread: OnceLock::new(),
         }
     }
 
-    fn jobs(&self) -> MutexGuard<'_, Vec<Box<dyn Job>>> {
-        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Starts the group writer thread of the store `inner` refers to. It holds no strong
@@ -138,9 +149,13 @@ impl GroupQueue {
 /// `after`, if any, runs once that transaction committed, before the writer connection is
 /// released (see [`Job::committed`]).
 ///
-/// The job is queued; then, if the writer connection is free, the caller leads: it runs
-/// the queued group (its own job among them) right here, without a hand-off. Otherwise
-/// someone holds the writer and the writer thread takes the queue once it is free.
+/// The job is queued. A caller whose job finds no one leading the queue leads it: it
+/// yields once to the runtime, so that the requests ready meanwhile (on this worker and
+/// the others) queue their jobs behind it, then, if the writer connection is free, runs
+/// the whole queue as one group right here, without a hand-off; if someone holds the
+/// writer, the writer thread takes the queue once it is free. A caller that finds a leader
+/// just waits for its answer. (Without the yield, with a few connections, nearly every
+/// request committed alone: one WAL append and its locks per request.)
 pub(crate) async fn run<T, F>(
     inner: &Inner,
     op: &'static str,
@@ -152,22 +167,40 @@ where
     F: FnOnce(&Connection) -> DbResult<T> + Send + 'static,
 {
     let (answer, answered) = oneshot::channel();
-    inner.group.jobs().push(Box::new(Pending {
-        op,
-        f: Some(f),
-        after,
-        result: None,
-        answer,
-    }));
-    lead_or_hand_over(inner);
+    let lead = {
+        let mut queue = inner.group.queue();
+        queue.jobs.push(Box::new(Pending {
+            op,
+            f: Some(f),
+            after,
+            result: None,
+            answer,
+        }));
+        !std::mem::replace(&mut queue.led, true)
+    };
+    if lead {
+        // Leads when dropped: after the yield, or if this future is dropped while yielding
+        // (the jobs behind it must not wait for the writer thread's timeout).
+        let leader = Leader(inner);
+        tokio::task::yield_now().await;
+        drop(leader);
+    }
     answered
         .await
         .unwrap_or_else(|_| Err(StoreError::Failed(format!("{op}: the writer stopped"))))
 }
 
-/// Runs one group on this thread if the writer is free, else wakes the writer thread. A
-/// job queued while a leader runs its group finds the writer taken and wakes the thread,
-/// so no job waits for a next caller.
+/// The caller leading the queue (see [`run`]): leads when dropped.
+struct Leader<'a>(&'a Inner);
+
+impl Drop for Leader<'_> {
+    fn drop(&mut self) {
+        lead_or_hand_over(self.0);
+    }
+}
+
+/// Runs one group on this thread if the writer is free, else wakes the writer thread,
+/// which runs the queue as soon as the writer is free: no job waits for a next caller.
 fn lead_or_hand_over(inner: &Inner) {
     match inner.writer.try_lock() {
         Ok(mut conn) => run_queued(inner, &mut conn),
@@ -177,14 +210,17 @@ fn lead_or_hand_over(inner: &Inner) {
 }
 
 /// Takes the queued jobs (at most [`MAX_GROUP`]) and runs them as one group on `conn`, the
-/// writer connection, which the caller holds.
+/// writer connection, which the caller holds. Jobs left in the queue (past [`MAX_GROUP`])
+/// are the writer thread's.
 fn run_queued(inner: &Inner, conn: &mut Connection) {
     let (mut group, more) = {
-        let mut jobs = inner.group.jobs();
-        if jobs.len() <= MAX_GROUP {
-            (std::mem::take(&mut *jobs), false)
+        let mut queue = inner.group.queue();
+        if queue.jobs.len() <= MAX_GROUP {
+            queue.led = false;
+            (std::mem::take(&mut queue.jobs), false)
         } else {
-            (jobs.drain(..MAX_GROUP).collect::<Vec<_>>(), true)
+            queue.led = true;
+            (queue.jobs.drain(..MAX_GROUP).collect::<Vec<_>>(), true)
         }
     };
     if group.is_empty() {
@@ -212,7 +248,7 @@ fn writer_thread(inner: &Weak<Inner>) {
         let Some(strong) = inner.upgrade() else {
             return;
         };
-        if strong.group.jobs().is_empty() {
+        if strong.group.queue().jobs.is_empty() {
             drop(strong);
             // Woken by `wake_writer`; the timeout notices a dropped store.
             std::thread::park_timeout(Duration::from_millis(200));
@@ -262,4 +298,39 @@ fn run_jobs(conn: &Connection, group: &mut [Box<dyn Job>]) -> DbResult<()> {
 fn statement(conn: &Connection, sql: &str) -> DbResult<()> {
     conn.prepare_cached(sql)?.execute([])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use pricing_core::ports::EntryLog;
+    use rusqlite::params;
+
+    /// A leader whose request is dropped while it yields (the client went away) still runs
+    /// the queue at once: its job and the ones behind it are not left to the writer
+    /// thread's timeout.
+    #[tokio::test]
+    async fn a_leader_dropped_while_it_yields_still_runs_the_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::EmbeddedStore::open(&dir.path().join("pricing.db")).unwrap();
+        let key = pricing_contract::fixtures::Run::new("leader").key("p", "i");
+        let project = key.project_storage_key();
+        {
+            let job = store.in_group("dropped", move |conn| {
+                conn.execute(
+                    "INSERT INTO log_heads (project_id, instance_id, last_seq) VALUES (?1, 'i', 7)",
+                    params![project],
+                )?;
+                Ok(())
+            });
+            let mut job = pin!(job);
+            let mut cx = Context::from_waker(Waker::noop());
+            assert!(job.as_mut().poll(&mut cx).is_pending(), "the leader yields");
+        }
+        // Dropped above: its write was committed before the drop returned.
+        assert_eq!(store.last_sequence(&key).await.unwrap(), 7);
+    }
 }

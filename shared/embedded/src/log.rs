@@ -36,39 +36,29 @@ impl EntryLog for EmbeddedStore {
     ) -> StoreResult<Vec<LogRecord>> {
         let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
-        self.on_reader("read_log", move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT seq, transaction_id, received_at, jwt FROM entries
-                 WHERE project_id = ?1 AND instance_id = ?2 AND seq > ?3
-                 ORDER BY seq LIMIT ?4",
-            )?;
-            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let after = i64::try_from(after).unwrap_or(i64::MAX);
-            let mut rows = stmt.query(params![project, instance, after, limit])?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next()? {
-                let transaction_id = match row.get_ref(1)?.as_str_or_null() {
-                    Ok(Some(t)) => Some(TransactionId::parse(t).map_err(|e| {
-                        StoreError::Failed(format!("stored transaction id {t:?}: {e}"))
-                    })?),
-                    Ok(None) => None,
-                    Err(e) => return Err(StoreError::Failed(format!("transaction id: {e}")).into()),
-                };
-                let received = text(row, 2)?;
-                out.push(LogRecord {
-                    sequence: to_u64(row.get(0)?, "sequence")?,
-                    transaction_id,
-                    received_at: Timestamp::parse(received).ok_or_else(|| {
-                        StoreError::Failed(format!(
-                            "stored receivedAt {received:?} is not RFC 3339"
-                        ))
-                    })?,
-                    jwt: text(row, 3)?.to_owned(),
-                });
-            }
-            Ok(out)
-        })
-        .await
+        // The processor reads the tail after each wake-up: a few entries under load, read
+        // on this thread when a connection is free (no hand-off to the blocking pool and
+        // back); what lies past the first INLINE_READ entries (a long tail, a large page)
+        // is read on the blocking pool. Entries are appended in sequence order and never
+        // change, so the two reads make one gapless run.
+        let first = limit.min(INLINE_READ);
+        let (p, i) = (project.clone(), instance.clone());
+        let mut out = self
+            .on_reader_inline("read_log", move |conn| {
+                read_entries(conn, &p, &i, after, first)
+            })
+            .await?;
+        if out.len() < first || limit == first {
+            return Ok(out);
+        }
+        let last = out.last().map_or(after, |r| r.sequence);
+        let rest = self
+            .on_reader("read_log", move |conn| {
+                read_entries(conn, &project, &instance, last, limit - first)
+            })
+            .await?;
+        out.extend(rest);
+        Ok(out)
     }
 
     async fn last_sequence(&self, key: &InstanceKey) -> StoreResult<u64> {
@@ -79,6 +69,48 @@ impl EntryLog for EmbeddedStore {
         })
         .await
     }
+}
+
+/// Entries read on the calling thread at most (see `read`).
+const INLINE_READ: usize = 64;
+
+/// At most `limit` entries after `after`, in sequence order.
+fn read_entries(
+    conn: &Connection,
+    project: &str,
+    instance: &str,
+    after: u64,
+    limit: usize,
+) -> DbResult<Vec<LogRecord>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, transaction_id, received_at, jwt FROM entries
+         WHERE project_id = ?1 AND instance_id = ?2 AND seq > ?3
+         ORDER BY seq LIMIT ?4",
+    )?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let after = i64::try_from(after).unwrap_or(i64::MAX);
+    let mut rows = stmt.query(params![project, instance, after, limit])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let transaction_id = match row.get_ref(1)?.as_str_or_null() {
+            Ok(Some(t)) => Some(
+                TransactionId::parse(t)
+                    .map_err(|e| StoreError::Failed(format!("stored transaction id {t:?}: {e}")))?,
+            ),
+            Ok(None) => None,
+            Err(e) => return Err(StoreError::Failed(format!("transaction id: {e}")).into()),
+        };
+        let received = text(row, 2)?;
+        out.push(LogRecord {
+            sequence: to_u64(row.get(0)?, "sequence")?,
+            transaction_id,
+            received_at: Timestamp::parse(received).ok_or_else(|| {
+                StoreError::Failed(format!("stored receivedAt {received:?} is not RFC 3339"))
+            })?,
+            jwt: text(row, 3)?.to_owned(),
+        });
+    }
+    Ok(out)
 }
 
 pub(crate) fn last_sequence(conn: &Connection, project: &str, instance: &str) -> DbResult<u64> {

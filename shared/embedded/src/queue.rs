@@ -23,7 +23,7 @@ use std::time::Duration;
 use pricing_core::model::{Lane, Message};
 use pricing_core::ports::{Received, StoreError, StoreResult, WorkQueue};
 use rand_core::{OsRng, RngCore};
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 use tokio::sync::Notify;
 
 use crate::EmbeddedStore;
@@ -32,12 +32,14 @@ use crate::db::{DbResult, duration_ms, now_ms, text};
 /// The dedupe keys of queued messages that were never received, as committed: a `send`
 /// finding its key here merges into that message without touching the database.
 ///
-/// Kept exact enough to be safe: a key is added only after the transaction that inserted
-/// (or found) its pending message committed, and removed by a receive that hands the message
-/// out (or parks it) before that receive commits, both while holding the writer connection.
-/// So while a key is here, no receive of its message has committed: the worker that will
-/// receive it reads the log after this `send`'s entries were committed. A key missing here
-/// only costs the database lookup. Assumes this process is the only one that receives from
+/// Kept exact enough to be safe: a key is added once the transaction that inserted (or
+/// found) its pending message committed, and removed once the transaction of a receive that
+/// hands the message out (or parks it) committed, before that receive answers; both while
+/// holding the writer connection, in the order of their jobs in the group (a send and the
+/// receive of its message can share one group: the send's key must not outlive the
+/// receive). So while a key is here, the worker that received its message, if any, has not
+/// been answered yet: it reads the log after this `send`'s entries were committed. A key
+/// missing here only costs the database lookup. Assumes this process is the only one that receives from
 /// the database's queue (one `standalone serve` per data directory).
 #[derive(Debug, Default)]
 pub(crate) struct PendingKeys(std::sync::Mutex<HashSet<String>>);
@@ -163,6 +165,9 @@ impl EmbeddedStore {
         Ok(())
     }
 
+    // Receive, ack and retry_later are group-commit jobs like sends and appends: a worker
+    // takes the writer on its own thread when it is free, without a hand-off to the
+    // blocking pool and back, and shares the commit with the requests' writes.
     async fn receive_lane(
         &self,
         lane: QueueLane,
@@ -172,22 +177,38 @@ impl EmbeddedStore {
         if max == 0 {
             return Ok(Vec::new());
         }
-        let inner = self.inner.clone();
-        self.on_writer("receive", move |conn| {
-            receive(conn, lane, max, visibility, &inner.pending)
-        })
-        .await
+        let received = crate::group::run(
+            &self.inner,
+            "receive",
+            move |conn| receive(conn, lane, max, visibility),
+            // Once committed (see `PendingKeys`): these are no longer pending.
+            Some(Box::new(|inner: &crate::Inner, received: &Receipts| {
+                if received.parked {
+                    // Their keys are not known here; the next sends look in the database.
+                    inner.pending.clear();
+                }
+                for r in &received.out {
+                    inner.pending.remove(&r.message.dedupe_key());
+                }
+            })),
+        )
+        .await?;
+        Ok(received.out)
     }
 
     async fn ack_lane(&self, lane: QueueLane, receipt: &str) -> StoreResult<()> {
         let receipt = receipt.to_owned();
-        let deleted = self
-            .on_writer("ack", move |conn| {
+        let deleted = crate::group::run(
+            &self.inner,
+            "ack",
+            move |conn| {
                 Ok(conn
                     .prepare_cached(ACK)?
                     .execute(params![receipt, lane.column(), now_ms()])?)
-            })
-            .await?;
+            },
+            None,
+        )
+        .await?;
         if deleted > 0 {
             // The message's group is free again.
             self.lane_notify(lane).notify_waiters();
@@ -202,8 +223,10 @@ impl EmbeddedStore {
         delay: Duration,
     ) -> StoreResult<()> {
         let receipt = receipt.to_owned();
-        let changed = self
-            .on_writer("retry_later", move |conn| {
+        let changed = crate::group::run(
+            &self.inner,
+            "retry_later",
+            move |conn| {
                 let now = now_ms();
                 Ok(conn.prepare_cached(RETRY_LATER)?.execute(params![
                     receipt,
@@ -211,8 +234,10 @@ impl EmbeddedStore {
                     lane.column(),
                     now
                 ])?)
-            })
-            .await?;
+            },
+            None,
+        )
+        .await?;
         if changed > 0 {
             self.lane_notify(lane).notify_waiters();
         }
@@ -243,8 +268,9 @@ impl EmbeddedStore {
         tokio::pin!(notified);
         // Registered before looking, so a send in between is not missed.
         notified.as_mut().enable();
+        // Two index lookups: on this thread when a connection is free.
         let readiness = match self
-            .on_reader("wait_for_work", move |conn| readiness(conn, lane))
+            .on_reader_inline("wait_for_work", move |conn| readiness(conn, lane))
             .await
         {
             Ok(r) => r,
@@ -372,14 +398,19 @@ pub(crate) const READY: &str = "SELECT EXISTS (
 pub(crate) const NEXT_VISIBLE: &str = "SELECT visible_at FROM queue
      WHERE lane = ?2 AND visible_at > ?1 AND visible_at < ?3 ORDER BY visible_at LIMIT 1";
 
+/// What a receive handed out, and whether it parked messages that do not decode.
+struct Receipts {
+    out: Vec<Received>,
+    parked: bool,
+}
+
+/// Inside the caller's transaction (a group commit's).
 fn receive(
-    conn: &mut Connection,
+    tx: &Connection,
     lane: QueueLane,
     max: usize,
     visibility: Duration,
-    pending: &PendingKeys,
-) -> DbResult<Vec<Received>> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+) -> DbResult<Receipts> {
     let now = now_ms();
     let hidden_until = now.saturating_add(duration_ms(visibility).max(1));
     let lane = lane.column();
@@ -441,20 +472,14 @@ fn receive(
             "UPDATE queue SET receipt = NULL, visible_at = ?2, receive_count = receive_count + 1
              WHERE id = ?1",
         )?;
-        if !parked.is_empty() {
-            // Their keys are not known here; the next sends look in the database.
-            pending.clear();
-        }
-        for id in parked {
+        for id in &parked {
             park.execute(params![id, PARKED])?;
         }
     }
-    // Before the commit (see `PendingKeys`): these are no longer pending.
-    for received in &out {
-        pending.remove(&received.message.dedupe_key());
-    }
-    tx.commit()?;
-    Ok(out)
+    Ok(Receipts {
+        out,
+        parked: !parked.is_empty(),
+    })
 }
 
 /// 128 random bits, hex.
@@ -494,4 +519,65 @@ fn readiness(conn: &mut Connection, lane: QueueLane) -> DbResult<Readiness> {
         Some(row) => Readiness::At(row.get(0)?),
         None => Readiness::Idle,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use pricing_contract::fixtures::Run;
+    use pricing_core::model::Message;
+    use pricing_core::ports::WorkQueue;
+
+    /// A send and the receive that hands its message out can share one group commit; the
+    /// send's pending key must not outlive that receive, or every later send of the key
+    /// would merge into a message already handed out and the instance would never be
+    /// woken again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_send_and_the_receive_of_its_message_in_one_group_leave_no_pending_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::EmbeddedStore::open(&dir.path().join("pricing.db")).unwrap();
+        let message = Message::ProcessInstance {
+            key: Run::new("pending").key("p", "i"),
+        };
+        // A job holds the writer until the send and the receive are queued behind it.
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let gate = tokio::spawn({
+            let store = store.clone();
+            async move {
+                store
+                    .in_group("gate", move |_| {
+                        started_tx.send(()).unwrap();
+                        released.recv().unwrap();
+                        Ok(())
+                    })
+                    .await
+            }
+        });
+        tokio::task::spawn_blocking(move || started.recv().unwrap())
+            .await
+            .unwrap();
+        let send = tokio::spawn({
+            let (store, message) = (store.clone(), message.clone());
+            async move { store.send(&message).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let receive = tokio::spawn({
+            let store = store.clone();
+            async move { store.receive(10, Duration::from_secs(60)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        release.send(()).unwrap();
+        gate.await.unwrap().unwrap();
+        send.await.unwrap().unwrap();
+        let received = receive.await.unwrap().unwrap();
+        assert_eq!(received.len(), 1, "the receive saw the send before it");
+        store.ack(&received[0].receipt).await.unwrap();
+        // The next send of the same key is a new message, not merged into the one above.
+        store.send(&message).await.unwrap();
+        let again = store.receive(10, Duration::from_secs(60)).await.unwrap();
+        assert_eq!(again.len(), 1, "the second send was lost");
+        assert_eq!(again[0].message, message);
+    }
 }
