@@ -4,6 +4,13 @@
 use clap::Parser;
 use standalone::cli::{Cli, Command};
 
+/// mimalloc returns freed memory to the system; glibc's malloc, with an arena per thread
+/// that allocates, kept up to ~2 GB of a 100,000-item instance's freed buffers
+/// (docs/performance.md, "Memory of a 100,000-item instance").
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     standalone::init_tracing();

@@ -131,7 +131,7 @@ pub(crate) fn open_writer(
     )
     .map_err(sqlite)?;
     refuse_foreign(&conn, path)?;
-    configure(&conn).map_err(sqlite)?;
+    configure(&conn, WRITER_CACHE_KIB).map_err(sqlite)?;
     // WAL: readers never block the writer, and a commit is one append to the WAL file.
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
@@ -200,7 +200,7 @@ pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_URI,
     )?;
-    configure(&conn)?;
+    configure(&conn, READER_CACHE_KIB)?;
     conn.pragma_update(None, "query_only", true)?;
     Ok(conn)
 }
@@ -216,7 +216,7 @@ pub(crate) fn spawn_checkpointer<T: Send + Sync + 'static>(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
-    .and_then(|c| configure(&c).map(|()| c))
+    .and_then(|c| configure(&c, CHECKPOINTER_CACHE_KIB).map(|()| c))
     .map_err(|source| EmbeddedError::Database {
         path: path.to_path_buf(),
         source,
@@ -245,16 +245,26 @@ pub(crate) fn spawn_checkpointer<T: Send + Sync + 'static>(
 /// A private in-memory database (one connection: readers share the writer).
 pub(crate) fn open_memory() -> rusqlite::Result<Connection> {
     let conn = Connection::open_in_memory()?;
-    configure(&conn)?;
+    configure(&conn, WRITER_CACHE_KIB)?;
     Ok(conn)
 }
 
-fn configure(conn: &Connection) -> rusqlite::Result<()> {
+/// Page cache of the writer (and of an in-memory database, which is all cache), in KiB.
+const WRITER_CACHE_KIB: i64 = 32 * 1024;
+/// Page cache of each reader, in KiB. A reader's cache fills up to its size with what it
+/// read (a large instance's state is read whole): 3 readers at 32 MiB held ~100 MB of the
+/// standalone's memory with a 100,000-item instance. Pages it misses come from the OS's
+/// file cache (docs/performance.md, "Memory of a 100,000-item instance").
+const READER_CACHE_KIB: i64 = 8 * 1024;
+/// The checkpointer copies WAL frames into the database; it reads little through its cache.
+const CHECKPOINTER_CACHE_KIB: i64 = 2 * 1024;
+
+fn configure(conn: &Connection, cache_kib: i64) -> rusqlite::Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     conn.pragma_update(None, "temp_store", "MEMORY")?;
-    // 32 MiB of page cache per connection (negative = KiB).
-    conn.pragma_update(None, "cache_size", -32_768)?;
+    // Negative: the size in KiB.
+    conn.pragma_update(None, "cache_size", -cache_kib)?;
     Ok(())
 }
 

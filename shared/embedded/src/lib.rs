@@ -53,6 +53,7 @@ mod deliveries;
 mod events;
 mod group;
 mod instances;
+mod item_decode;
 pub mod keys;
 mod limiter;
 mod log;

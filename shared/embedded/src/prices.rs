@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::db::{DbResult, text, to_i64, to_u64};
 use crate::projects::fetch_limit;
-use crate::{EmbeddedStore, lock, run_blocking};
+use crate::{EmbeddedStore, lock};
 
 impl PriceStore for EmbeddedStore {
     async fn save_calculation(
@@ -28,24 +28,38 @@ impl PriceStore for EmbeddedStore {
     ) -> StoreResult<bool> {
         let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
-        // Encoded here (the calculation is borrowed: no copy of it), off the async workers
-        // when the runtime has others to take them over; then written on the blocking pool.
-        let encode = || -> StoreResult<Encoded> {
-            let events = encode_events(events).map_err(|e| {
-                StoreError::Failed(format!("save_calculation: encoding an event: {e}"))
-            })?;
-            Encoded::new(calculation, events).map_err(|e| e.into_store("save_calculation"))
-        };
-        let encoded = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(encode),
-            _ => encode(),
-        }?;
-        let inner = self.inner.clone();
-        run_blocking("save_calculation", move || {
+        // Written from here, with the calculation and its events borrowed: the history rows
+        // and events are encoded while they are inserted, a bounded number at a time (a
+        // 100,000-item first calculation held ~100 MB of encoded rows when they were all
+        // encoded first). Off the async workers when the runtime has others to take them over.
+        let inner = &self.inner;
+        let save = || -> StoreResult<bool> {
+            let head = serde_json::to_string(&CalcHead {
+                calculation_id: calculation.calculation_id.clone(),
+                trigger: calculation.trigger,
+                calculated_at: calculation.calculated_at,
+            })
+            .map_err(|e| StoreError::Failed(format!("save_calculation: encoding: {e}")))?;
+            let snapshot = snapshot(calculation)
+                .map_err(|e| StoreError::Failed(format!("save_calculation: encoding: {e}")))?;
             let mut conn = lock(&inner.writer);
-            write_calculation(&mut conn, &project, &instance, &encoded)
-        })
-        .await
+            let saved = write_calculation(
+                &mut conn,
+                &project,
+                &instance,
+                &Calculation {
+                    c: calculation,
+                    head: &head,
+                    snapshot: &snapshot,
+                    events,
+                },
+            );
+            saved.map_err(|e| e.into_store("save_calculation"))
+        };
+        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(save),
+            _ => save(),
+        }
     }
 
     async fn has_calculation(&self, key: &InstanceKey, calculation_id: &str) -> StoreResult<bool> {
@@ -200,53 +214,13 @@ impl LatestRecord {
     }
 }
 
-/// A calculation as rows, encoded before taking the writer.
-struct Encoded {
-    calculation_id: String,
-    sequence: u64,
-    head: String,
-    snapshot: String,
-    /// (item id, `ItemPrice` JSON) of every price that goes into the history, by item id.
-    history: Vec<(String, String)>,
-    events: Vec<(String, String)>,
-}
-
-impl Encoded {
-    /// The compact snapshot of every price, and the history rows of the changed ones
-    /// (in two threads when there are many).
-    fn new(c: &PriceCalculation, events: Vec<(String, String)>) -> DbResult<Self> {
-        let changed: Vec<&ItemPrice> = c.prices.iter().filter(|p| is_history_entry(p)).collect();
-        let encoded = encode_all(&changed)?;
-        let mut history: Vec<(String, String)> = changed
-            .iter()
-            .zip(encoded)
-            .map(|(p, json)| (p.item_id.to_string(), json))
-            .collect();
-        // Rows in key order: the inserts append to the calculation's range in order.
-        if !history.is_sorted_by(|a, b| a.0 <= b.0) {
-            history.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        }
-        Ok(Encoded {
-            calculation_id: c.calculation_id.clone(),
-            sequence: c.sequence,
-            head: serde_json::to_string(&CalcHead {
-                calculation_id: c.calculation_id.clone(),
-                trigger: c.trigger,
-                calculated_at: c.calculated_at,
-            })?,
-            snapshot: snapshot(c)?,
-            history,
-            events,
-        })
-    }
-}
-
-/// (event id, JSON) of each event.
-fn encode_events(events: &[Event]) -> serde_json::Result<Vec<(String, String)>> {
-    events
-        .iter()
-        .map(|e| Ok((e.id.clone(), serde_json::to_string(e)?)))
-        .collect()
+/// A calculation to write: its head and snapshot encoded, its history rows and events
+/// encoded while they are written.
+struct Calculation<'a> {
+    c: &'a PriceCalculation,
+    head: &'a str,
+    snapshot: &'a str,
+    events: &'a [Event],
 }
 
 /// The calculation as a [`LatestRecord`]: its head, `"prices":[]` and the compact prices.
@@ -274,34 +248,82 @@ pub(crate) fn snapshot(c: &PriceCalculation) -> serde_json::Result<String> {
     })
 }
 
-/// Serializes each value, in two threads when there are many (encoding dominates the
-/// save of a large calculation).
-pub(crate) fn encode_all<T: Serialize + Sync>(values: &[T]) -> DbResult<Vec<String>> {
-    const PARALLEL_FROM: usize = 2_048;
-    let encode = |part: &[T]| -> serde_json::Result<Vec<String>> {
-        part.iter().map(serde_json::to_string).collect()
-    };
-    if values.len() < PARALLEL_FROM {
-        return Ok(encode(values)?);
+/// History rows encoded per batch by the encoding thread.
+const HISTORY_BATCH: usize = 512;
+/// A large calculation's history rows are encoded in a second thread while the writer
+/// inserts (at most two batches ahead of it); a small one's in the writer's thread.
+const HISTORY_PARALLEL_FROM: usize = 2_048;
+
+/// Inserts a history row for each price that goes into the history, in item id order (the
+/// inserts append to the calculation's range in order). Never more than a few batches of
+/// encoded rows exist at once.
+fn insert_history(
+    tx: &rusqlite::Transaction<'_>,
+    project: &str,
+    instance: &str,
+    seq: i64,
+    prices: &[ItemPrice],
+) -> DbResult<()> {
+    let mut changed: Vec<&ItemPrice> = prices.iter().filter(|p| is_history_entry(p)).collect();
+    if !changed.is_sorted_by(|a, b| a.item_id <= b.item_id) {
+        changed.sort_unstable_by(|a, b| a.item_id.cmp(&b.item_id));
     }
-    let (left, right) = values.split_at(values.len() / 2);
-    let (left, right) = std::thread::scope(|s| {
-        let handle = s.spawn(|| encode(right));
-        (encode(left), handle.join())
-    });
-    let right =
-        right.map_err(|_| StoreError::Failed("save_calculation: an encoder panicked".into()))?;
-    let mut out = left?;
-    out.extend(right?);
-    Ok(out)
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO price_history (project_id, instance_id, seq, item_id, record)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    if changed.len() < HISTORY_PARALLEL_FROM {
+        let mut json = Vec::new();
+        for p in changed {
+            json.clear();
+            serde_json::to_writer(&mut json, p)?;
+            insert.execute(params![
+                project,
+                instance,
+                seq,
+                p.item_id.as_str(),
+                utf8(&json)?
+            ])?;
+        }
+        return Ok(());
+    }
+    std::thread::scope(|s| -> DbResult<()> {
+        let (send, receive) = std::sync::mpsc::sync_channel::<serde_json::Result<Vec<String>>>(2);
+        let changed = &changed;
+        s.spawn(move || {
+            for batch in changed.chunks(HISTORY_BATCH) {
+                let encoded = batch.iter().map(serde_json::to_string).collect();
+                // The writer stopped (an insert failed): nothing more to encode.
+                if send.send(encoded).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut prices = changed.iter();
+        for batch in receive {
+            for json in batch? {
+                let p = prices.next().ok_or_else(|| {
+                    StoreError::Failed("save_calculation: more history rows than prices".into())
+                })?;
+                insert.execute(params![project, instance, seq, p.item_id.as_str(), json])?;
+            }
+        }
+        Ok(())
+    })
+}
+
+fn utf8(json: &[u8]) -> DbResult<&str> {
+    std::str::from_utf8(json)
+        .map_err(|e| StoreError::Failed(format!("save_calculation: encoding: {e}")).into())
 }
 
 fn write_calculation(
     conn: &mut Connection,
     project: &str,
     instance: &str,
-    c: &Encoded,
+    calc: &Calculation<'_>,
 ) -> DbResult<bool> {
+    let c = calc.c;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     // A replay first: its sequence may have been overtaken since, which is no conflict.
     let known = tx
@@ -331,29 +353,27 @@ fn write_calculation(
         "INSERT INTO price_calculations (project_id, instance_id, seq, calculation_id, record)
          VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
-    .execute(params![project, instance, seq, c.calculation_id, c.head])?;
+    .execute(params![project, instance, seq, c.calculation_id, calc.head])?;
     tx.prepare_cached(
         "INSERT INTO price_latest (project_id, instance_id, seq, record) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (project_id, instance_id)
          DO UPDATE SET seq = excluded.seq, record = excluded.record",
     )?
-    .execute(params![project, instance, seq, c.snapshot])?;
+    .execute(params![project, instance, seq, calc.snapshot])?;
     {
-        let mut history = tx.prepare_cached(
-            "INSERT INTO price_history (project_id, instance_id, seq, item_id, record)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?;
-        for (item, record) in &c.history {
-            history.execute(params![project, instance, seq, item, record])?;
-        }
+        insert_history(&tx, project, instance, seq, &c.prices)?;
         // Event ids are deterministic: one already stored (a replay) is skipped.
         let mut event = tx.prepare_cached(
             "INSERT INTO events (project_id, instance_id, event_id, record)
              VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT (project_id, instance_id, event_id) DO NOTHING",
         )?;
-        for (id, record) in &c.events {
-            event.execute(params![project, instance, id, record])?;
+        // Encoded one at a time (a part of 1,000 prices is ~75 KB of JSON).
+        let mut json = Vec::new();
+        for e in calc.events {
+            json.clear();
+            serde_json::to_writer(&mut json, e)?;
+            event.execute(params![project, instance, e.id, utf8(&json)?])?;
         }
     }
     tx.commit()?;

@@ -1,7 +1,9 @@
 //! StateStore: the header, item and product records of each instance, and the commit that
 //! writes them (with events) conditionally on the header's applied sequence.
 
-use pricing_core::ids::InstanceKey;
+use std::collections::BTreeMap;
+
+use pricing_core::ids::{InstanceKey, ItemId};
 use pricing_core::ports::{
     Commit, MAX_COMMIT_RECORDS, ProjectSales, StateStore, StoreError, StoreResult,
 };
@@ -170,13 +172,12 @@ fn load_state(conn: &mut Connection, project: &str, instance: &str) -> DbResult<
             "SELECT record FROM state_items WHERE project_id = ?1 AND instance_id = ?2",
         )?;
         let mut rows = stmt.query(params![project, instance])?;
-        let mut records = Vec::new();
+        // The records side by side in one buffer (one allocation, not one per record).
+        let mut records = RecordText::default();
         while let Some(row) = rows.next()? {
-            records.push(text(row, 0)?.to_owned());
+            records.push(text(row, 0)?);
         }
-        for item in decode_all::<ItemState>(&records)? {
-            state.items.insert(item.item_id.clone(), item);
-        }
+        state.items = decode_items(&records)?;
         let mut stmt = tx.prepare_cached(
             "SELECT record FROM state_products WHERE project_id = ?1 AND instance_id = ?2",
         )?;
@@ -190,25 +191,57 @@ fn load_state(conn: &mut Connection, project: &str, instance: &str) -> DbResult<
     Ok(state)
 }
 
-/// Records decoded in parallel halves when there are many: decoding dominates the load
-/// of a large state.
-fn decode_all<T: serde::de::DeserializeOwned + Send>(records: &[String]) -> DbResult<Vec<T>> {
-    const PARALLEL_FROM: usize = 2_048;
-    let decode = |part: &[String]| -> serde_json::Result<Vec<T>> {
-        part.iter().map(|r| serde_json::from_str(r)).collect()
-    };
-    if records.len() < PARALLEL_FROM {
-        return Ok(decode(records)?);
+/// Records read from rows, kept in one string.
+#[derive(Default)]
+struct RecordText {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl RecordText {
+    fn push(&mut self, record: &str) {
+        self.text.push_str(record);
+        self.ends.push(self.text.len());
     }
-    let (left, right) = records.split_at(records.len() / 2);
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Records `from..to`.
+    fn range(&self, from: usize, to: usize) -> impl Iterator<Item = &str> {
+        let start = |i: usize| if i == 0 { 0 } else { self.ends[i - 1] };
+        (from..to).map(move |i| &self.text[start(i)..self.ends[i]])
+    }
+}
+
+/// Item records decoded (by [`crate::item_decode::decode_item`]) into the map, in two
+/// threads when there are many (decoding dominates the load of a large state), each into a
+/// map of its own, joined at the end (no intermediate list of decoded records).
+fn decode_items(records: &RecordText) -> DbResult<BTreeMap<ItemId, ItemState>> {
+    const PARALLEL_FROM: usize = 2_048;
+    let decode = |from: usize, to: usize| -> serde_json::Result<BTreeMap<ItemId, ItemState>> {
+        let mut map = BTreeMap::new();
+        for record in records.range(from, to) {
+            let item = crate::item_decode::decode_item(record)?;
+            map.insert(item.item_id.clone(), item);
+        }
+        Ok(map)
+    };
+    let n = records.len();
+    if n < PARALLEL_FROM {
+        return Ok(decode(0, n)?);
+    }
+    let half = n / 2;
     let (left, right) = std::thread::scope(|s| {
-        let handle = s.spawn(|| decode(right));
-        let left = decode(left);
+        let handle = s.spawn(|| decode(half, n));
+        let left = decode(0, half);
         (left, handle.join())
     });
-    let right = right.map_err(|_| StoreError::Failed("load_state: a decoder panicked".into()))?;
+    let mut right =
+        right.map_err(|_| StoreError::Failed("load_state: a decoder panicked".into()))??;
     let mut out = left?;
-    out.extend(right?);
+    out.append(&mut right);
     Ok(out)
 }
 
