@@ -304,7 +304,7 @@ fn statement(conn: &Connection, sql: &str) -> DbResult<()> {
 mod tests {
     use std::future::Future;
     use std::pin::pin;
-    use std::task::{Context, Poll, Waker};
+    use std::task::{Context, Waker};
 
     use pricing_core::ports::EntryLog;
     use rusqlite::params;
