@@ -1,7 +1,7 @@
 //! Market simulation (PRICING.md): the pricing models compared on a simulated market
 //! against the optimal dynamic policy, the fluid bound and the best fixed prices. Pure
 //! computation on the domain crate (no I/O), so that `standalone simulate` and the API's
-//! `POST /simulations` (the standalone and the management-api function) run the same code.
+//! `POST /simulations` (the standalone and the simulations-api function) run the same code.
 //!
 //! - [`scenario`]: the market scenario document, read with errors that name the field.
 //! - [`market`]: buyers, instances through the real apply step and engine, past
