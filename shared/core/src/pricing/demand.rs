@@ -399,9 +399,49 @@ pub fn learn_curve(past: &[PastSales]) -> Option<Curve> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Learned {
     pub curve: Curve,
-    /// Units a whole period sells at the default prices (the mean over the instances).
+    /// Units a whole period sells at the default prices (the mean over the instances),
+    /// stated for `response`.
     pub level: f64,
+    /// The same, stated for the prior response (for a product whose items do not take
+    /// `response`: see `revenue`).
+    pub level_at_prior: f64,
+    /// The relative price response the instances show ([`learn_response`]; the prior
+    /// when their prices do not tell it).
+    pub response: Response,
 }
+
+/// A relative price response `b * d` (demand falls by `exp(-b * d * (r - 1))` at relative
+/// price `r`) with its uncertainty.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Response {
+    /// The posterior mean of `b * d`.
+    pub relative: f64,
+    /// Its posterior standard deviation.
+    pub sd: f64,
+    /// How many past instances it was learned from.
+    pub instances: usize,
+}
+
+impl Response {
+    /// The prior response, before any past instance: [`PRIOR_RELATIVE_RESPONSE`] with a
+    /// relative standard deviation of `relative_sd`.
+    pub fn prior(relative_sd: f64) -> Response {
+        Response {
+            relative: PRIOR_RELATIVE_RESPONSE,
+            sd: relative_sd * PRIOR_RELATIVE_RESPONSE,
+            instances: 0,
+        }
+    }
+}
+
+/// The relative standard deviation of the prior price response (see [`fit`]'s priors).
+pub const PRIOR_RESPONSE_SD: f64 = 0.5;
+
+/// Between-edition variation of a product's demand level assumed before the instances
+/// can measure it (sd of the log level: editions within about 10 % of each other), and
+/// the weight of that assumption against their measured spread (in instances).
+const EDITION_LEVEL_SD: f64 = 0.1;
+const EDITION_LEVEL_PRIOR_WEIGHT: f64 = 1.0;
 
 /// The price response `b * d` assumed before any price variation was seen: demand falls
 /// by `exp(-1.5)` when the price rises by its default (the default is a clearing price,
@@ -433,12 +473,25 @@ pub fn logistic_response(beta: f64, r: f64) -> f64 {
 ///    as the last ones read (booking curves rise toward the event);
 /// 2. the curve and each instance's level are fitted by alternating (a multiplicative
 ///    Poisson model), shrunk toward the prior curve by [`CURVE_PRIOR_UNITS`];
-/// 3. the level is the mean of the instances' levels, each weighted by the share of its
+/// 3. the price response is learned from how the instances' prices differed
+///    ([`learn_response`]);
+/// 4. the level is the mean of the instances' levels, each weighted by the share of its
 ///    demand (by the curve) that had passed when it was read: an ended instance counts
 ///    fully, one still selling by how far it has come. Each instance's level is the one
-///    [`fit`]'s exponential response needs to expect its units at the prices they sold
-///    at, over the learned curve.
+///    [`fit`]'s exponential response (the learned one, and the prior one) needs to expect
+///    its units at the prices they sold at, over the learned curve.
 pub fn learn(past: &[PastSales]) -> Option<Learned> {
+    learn_with(past, true)
+}
+
+/// [`learn`] without step 3 (the price response stays the prior): for instances of
+/// different products pooled (their levels differ by product, not by edition), which
+/// only lend a new product their curve.
+pub fn learn_pooled(past: &[PastSales]) -> Option<Learned> {
+    learn_with(past, false)
+}
+
+fn learn_with(past: &[PastSales], response: bool) -> Option<Learned> {
     let rows: Vec<&PastSales> = past
         .iter()
         .filter(|p| p.units() > 0.0 && read_end(p) > 0.0)
@@ -446,12 +499,28 @@ pub fn learn(past: &[PastSales]) -> Option<Learned> {
     if rows.is_empty() {
         return None;
     }
-    let beta = PRIOR_RELATIVE_RESPONSE;
-    let curve = fit_curve(&rows, beta);
+    let curve = fit_curve(&rows, PRIOR_RELATIVE_RESPONSE);
+    let prior = Response::prior(PRIOR_RESPONSE_SD);
+    let response = if response {
+        learn_response(&rows, prior)
+    } else {
+        prior
+    };
+    Some(Learned {
+        level: level_for(&rows, &curve, response.relative),
+        level_at_prior: level_for(&rows, &curve, PRIOR_RELATIVE_RESPONSE),
+        curve,
+        response,
+    })
+}
+
+/// The level (units over a whole period at the default prices) that [`fit`]'s
+/// exponential response `beta` needs to expect the instances' units at the prices they
+/// sold at, over `curve`: the mean over the instances, each weighted by the share of its
+/// demand that had passed when it was read.
+fn level_for(rows: &[&PastSales], curve: &Curve, beta: f64) -> f64 {
     let (mut sum, mut weights) = (0.0, 0.0);
-    for p in &rows {
-        // The level [`fit`]'s exponential response needs to expect this instance's units
-        // at the prices they sold at, over the learned curve.
+    for p in rows {
         let observed = observed(p);
         let relative = relative_prices(p, &observed);
         let mut seen = 0.0;
@@ -468,8 +537,224 @@ pub fn learn(past: &[PastSales]) -> Option<Learned> {
         sum += weight * level;
         weights += weight;
     }
-    let level = if weights > 0.0 { sum / weights } else { 0.0 };
-    Some(Learned { curve, level })
+    if weights > 0.0 { sum / weights } else { 0.0 }
+}
+
+/// One past instance's bin as [`learn_response`] reads it: the instance, its units, the
+/// observed fraction of the bin, its relative price less 1.
+#[derive(Debug, Clone, Copy)]
+struct Cell {
+    instance: usize,
+    units: f64,
+    observed: f64,
+    x: f64,
+}
+
+/// Learns the relative price response `beta` from past instances of a product, starting
+/// from `prior`.
+///
+/// Model: instance `j` sells in bin `k` Poisson units of mean `G_k * exp(u_j) * o_jk *
+/// exp(-beta * (r_jk - 1))`: `G_k` the bin's demand at the default (any booking curve and
+/// level: it is not assumed, the fit conditions on each bin's total over the instances),
+/// `u_j` the instance's deviation from the product's usual level, `o_jk` the observed
+/// fraction of the bin (censored after a sell-out or where an instance still selling has
+/// not come), `r_jk` the mean relative price its units sold at. Conditioning on the bin
+/// totals leaves, per bin, a multinomial split of the units between the instances that
+/// read it (a conditional logit), so `beta` is learned only from how the instances'
+/// prices differed within the same share of the period: not from the booking curve,
+/// and not from a bin's price answering the sales before it (those are independent of
+/// the bin's own buyers). What remains to mistake for a price effect is a difference of
+/// level between editions (a stronger edition sells more and, pricing by its sales, at
+/// higher prices): `u_j` has a Gaussian prior of standard deviation `tau`, measured from
+/// the spread of the instances' totals about the fit (Pearson's statistic, a method of
+/// moments) and shrunk toward [`EDITION_LEVEL_SD`] with the weight of
+/// [`EDITION_LEVEL_PRIOR_WEIGHT`] instances (two instances cannot measure it).
+///
+/// The result is the maximum a posteriori `beta` with the posterior standard deviation
+/// from the curvature (the prior's when no two instances priced a share of the period
+/// differently). Returns, out-of-order sales and sales without a time do not reach it:
+/// it reads the units per bin that the apply step keeps.
+pub fn learn_response(past: &[&PastSales], prior: Response) -> Response {
+    let mut cells: Vec<Vec<Cell>> = vec![Vec::new(); CURVE_BINS];
+    for (j, p) in past.iter().enumerate() {
+        let observed = observed(p);
+        let relative = relative_prices(p, &observed);
+        for (k, &o) in observed.iter().enumerate().skip(1) {
+            // The price the bin opened at (the one its previous bin's units sold at):
+            // set before any of the bin's buyers came, it does not answer their number.
+            if o > 0.0 {
+                cells[k].push(Cell {
+                    instance: j,
+                    units: if read_bin(p, k, o) { p.bins[k] } else { 0.0 },
+                    observed: o,
+                    x: relative[k - 1] - 1.0,
+                });
+            }
+        }
+    }
+    // A bin tells something only when two instances read it and it sold.
+    cells.retain(|c| c.len() >= 2 && c.iter().any(|c| c.units > 0.0));
+    let instances = past.len();
+    if cells.is_empty() || instances < 2 {
+        return prior;
+    }
+    // First with every edition at the same level, to measure how much they differ.
+    let (beta, _, _) = response_map(&cells, instances, prior, None, 0.0);
+    let mut expected = vec![0.0; instances];
+    let mut sold = vec![0.0; instances];
+    for bin in &cells {
+        let total: f64 = bin.iter().map(|c| c.units).sum();
+        let weights: Vec<f64> = bin
+            .iter()
+            .map(|c| c.observed * (-beta * c.x).clamp(-50.0, 50.0).exp())
+            .collect();
+        let sum: f64 = weights.iter().sum();
+        for (c, w) in bin.iter().zip(&weights) {
+            expected[c.instance] += total * w / sum;
+            sold[c.instance] += c.units;
+        }
+    }
+    let read: Vec<(f64, f64)> = expected
+        .iter()
+        .zip(&sold)
+        .filter(|(e, _)| **e > 0.0)
+        .map(|(e, s)| (*e, *s))
+        .collect();
+    // Degrees of freedom: the instances' totals less their sum and beta.
+    let df = read.len().saturating_sub(2) as f64;
+    let measured = if df > 0.0 {
+        let pearson: f64 = read.iter().map(|(e, s)| (s - e).powi(2) / e).sum();
+        let mean = read.iter().map(|(e, _)| e).sum::<f64>() / read.len() as f64;
+        (pearson / df - 1.0).max(0.0) / mean
+    } else {
+        0.0
+    };
+    let tau2 = (EDITION_LEVEL_PRIOR_WEIGHT * EDITION_LEVEL_SD.powi(2) + df * measured)
+        / (EDITION_LEVEL_PRIOR_WEIGHT + df);
+    let (beta, sd, _) = response_map(&cells, instances, prior, Some(beta), tau2);
+    Response {
+        relative: beta,
+        sd,
+        instances,
+    }
+}
+
+/// The MAP of `beta` and the editions' level deviations `u` (prior sd `sqrt(tau2)`; all
+/// held at 0 when `tau2` is 0) under [`learn_response`]'s model, by Newton's method on
+/// the concave log posterior, from `start`. Returns `beta`, its posterior sd and `u`.
+fn response_map(
+    cells: &[Vec<Cell>],
+    instances: usize,
+    prior: Response,
+    start: Option<f64>,
+    tau2: f64,
+) -> (f64, f64, Vec<f64>) {
+    let (b0, inv_vb) = (prior.relative, 1.0 / prior.sd.max(1e-6).powi(2));
+    let (b_min, b_max) = (0.05 * b0, 20.0 * b0);
+    // Parameters: beta, then u_j when the editions may differ.
+    let n = if tau2 > 0.0 { 1 + instances } else { 1 };
+    let inv_vu = if tau2 > 0.0 { 1.0 / tau2 } else { 0.0 };
+    let mut theta = vec![0.0; n];
+    theta[0] = start.unwrap_or(b0).clamp(b_min, b_max);
+    let mut hessian = vec![vec![0.0; n]; n];
+    let mut gradient = vec![0.0; n];
+    for _ in 0..50 {
+        for row in hessian.iter_mut() {
+            row.iter_mut().for_each(|v| *v = 0.0);
+        }
+        gradient.iter_mut().for_each(|v| *v = 0.0);
+        let beta = theta[0];
+        for bin in cells {
+            let total: f64 = bin.iter().map(|c| c.units).sum();
+            let eta = |c: &Cell| {
+                let u = if n > 1 { theta[1 + c.instance] } else { 0.0 };
+                (u - beta * c.x).clamp(-50.0, 50.0)
+            };
+            let peak = bin.iter().map(eta).fold(f64::NEG_INFINITY, f64::max);
+            let weights: Vec<f64> = bin
+                .iter()
+                .map(|c| c.observed * (eta(c) - peak).exp())
+                .collect();
+            let sum: f64 = weights.iter().sum();
+            // d eta / d beta = -x; d eta / d u_j = 1.
+            let mean_x: f64 = bin.iter().zip(&weights).map(|(c, w)| w / sum * -c.x).sum();
+            for (c, w) in bin.iter().zip(&weights) {
+                let pi = w / sum;
+                let z = -c.x;
+                let residual = c.units - total * pi;
+                gradient[0] += z * residual;
+                hessian[0][0] -= total * pi * z * (z - mean_x);
+                if n > 1 {
+                    let j = 1 + c.instance;
+                    gradient[j] += residual;
+                    hessian[0][j] -= total * pi * (z - mean_x);
+                    hessian[j][0] = hessian[0][j];
+                    hessian[j][j] -= total * pi;
+                    for (d, w2) in bin.iter().zip(&weights) {
+                        hessian[j][1 + d.instance] += total * pi * w2 / sum;
+                    }
+                }
+            }
+        }
+        gradient[0] -= (theta[0] - b0) * inv_vb;
+        hessian[0][0] -= inv_vb;
+        for j in 1..n {
+            gradient[j] -= theta[j] * inv_vu;
+            hessian[j][j] -= inv_vu;
+        }
+        let Some(step) = solve_negative(&hessian, &gradient) else {
+            break;
+        };
+        let next = (theta[0] + step[0].clamp(-1.0, 1.0)).clamp(b_min, b_max);
+        let moved = (next - theta[0]).abs();
+        theta[0] = next;
+        for j in 1..n {
+            theta[j] += step[j].clamp(-1.0, 1.0);
+        }
+        if moved < 1e-6 && step.iter().skip(1).all(|s| s.abs() < 1e-6) {
+            break;
+        }
+    }
+    // The posterior variance of beta: the first diagonal element of (-H)^-1.
+    let mut unit = vec![0.0; n];
+    unit[0] = 1.0;
+    let sd = solve_negative(&hessian, &unit)
+        .map(|v| v[0].max(0.0).sqrt())
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .unwrap_or(prior.sd);
+    (theta[0], sd.min(prior.sd), theta[1..].to_vec())
+}
+
+/// Solves `(-h) x = g` for a symmetric negative definite `h` (Cholesky); `None` when it
+/// is not.
+fn solve_negative(h: &[Vec<f64>], g: &[f64]) -> Option<Vec<f64>> {
+    let n = g.len();
+    let mut l = vec![vec![0.0; n]; n];
+    for i in 0..n {
+        for j in 0..=i {
+            let dot: f64 = l[i][..j].iter().zip(&l[j][..j]).map(|(a, b)| a * b).sum();
+            let sum = -h[i][j] - dot;
+            if i == j {
+                if !(sum > 0.0 && sum.is_finite()) {
+                    return None;
+                }
+                l[i][i] = sum.sqrt();
+            } else {
+                l[i][j] = sum / l[j][j];
+            }
+        }
+    }
+    let mut y = vec![0.0; n];
+    for i in 0..n {
+        let dot: f64 = l[i][..i].iter().zip(&y[..i]).map(|(a, b)| a * b).sum();
+        y[i] = (g[i] - dot) / l[i][i];
+    }
+    let mut x = vec![0.0; n];
+    for i in (0..n).rev() {
+        let dot: f64 = (i + 1..n).map(|k| l[k][i] * x[k]).sum();
+        x[i] = (y[i] - dot) / l[i][i];
+    }
+    Some(x)
 }
 
 /// The elapsed share up to which an instance's sales tell demand: its sell-out or how far

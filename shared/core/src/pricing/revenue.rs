@@ -31,7 +31,7 @@ const LEVEL_SD: f64 = 0.5;
 /// Standard deviation of log(level) when the prior level comes from past instances.
 const HISTORY_LEVEL_SD: f64 = 0.35;
 /// Standard deviation of the price response, relative to the prior response.
-const RESPONSE_SD: f64 = 0.5;
+const RESPONSE_SD: f64 = demand::PRIOR_RESPONSE_SD;
 /// The weight of the data against a booking curve that is only the prior: a late surge
 /// and weak demand look alike early, so a prior curve's reading of the data is trusted
 /// less (see docs/pricing.md).
@@ -98,7 +98,7 @@ impl ProjectHistory {
                 .into_iter()
                 .filter_map(|(id, sales)| demand::learn(&sales).map(|c| (id, c)))
                 .collect(),
-            pooled: demand::learn(&all),
+            pooled: demand::learn_pooled(&all),
         }
     }
 
@@ -208,12 +208,22 @@ pub(crate) fn plan_product(
     let share = 1.0 / items.len().max(1) as f64;
     // The level the product's past instances showed, else what the user expects.
     let learned = history.learned(&product.product_id);
+    let single = items.len() == 1;
     let (believed, level_sd) = match learned {
-        Some(l) => (l.level, HISTORY_LEVEL_SD),
+        Some(l) if single => (l.level, HISTORY_LEVEL_SD),
+        Some(l) => (l.level_at_prior, HISTORY_LEVEL_SD),
         None => (
             product.properties.expected_sales * capacity as f64,
             LEVEL_SD,
         ),
+    };
+    // The price response the past instances showed. The product record sums its items'
+    // sales, so what it shows is the response of one item only when the product has one:
+    // several items (a general and a premium one respond differently) start from the
+    // prior, and each learns its own from its price moves.
+    let (relative_response, response_sd) = match learned {
+        Some(l) if single => (l.response.relative, l.response.sd / l.response.relative),
+        _ => (demand::PRIOR_RELATIVE_RESPONSE, RESPONSE_SD),
     };
     let solving: Vec<Solving<'_>> = items
         .iter()
@@ -227,8 +237,8 @@ pub(crate) fn plan_product(
                 level: (believed * share).max(0.5),
                 default,
                 level_sd,
-                relative_response: demand::PRIOR_RELATIVE_RESPONSE,
-                response_sd: RESPONSE_SD,
+                relative_response,
+                response_sd,
             };
             let start = input.carried.and_then(|c| c.estimate);
             let estimate = demand::fit(&prior, &item.demand, &exposure, evidence, start);

@@ -232,7 +232,7 @@ fn a_surge_sold_at_raised_prices_is_read_with_a_steepening_response() {
     let expected: f64 = (0..CURVE_BINS)
         .map(|k| {
             let r = if k >= 17 { 1.6 } else { 1.0 };
-            learned.level * learned.curve.bins[k] * (-PRIOR_RELATIVE_RESPONSE * (r - 1.0)).exp()
+            learned.level * learned.curve.bins[k] * (-learned.response.relative * (r - 1.0)).exp()
         })
         .sum();
     assert!((expected / sold - 1.0).abs() < 0.02, "{expected} vs {sold}");
@@ -306,4 +306,149 @@ fn a_record_without_units_at_default_is_read_by_its_mean_prices() {
             .iter()
             .all(|&g| (g * CURVE_BINS as f64 - 1.0).abs() < 1e-6)
     );
+}
+
+/// One past instance for [`learn_response`]: demand `level` a period at the default,
+/// spread flat over it, response `beta`, sold in `SUB` slots per bin. The relative price
+/// starts at `shift` and then answers the sales: up `react` per unit sold ahead of the
+/// pace of `level` (down when behind), as a learner re-pricing hourly does.
+fn instance_with_reacting_prices(
+    rng: &mut Rng,
+    level: f64,
+    beta: f64,
+    shift: f64,
+    react: f64,
+) -> PastSales {
+    const SUB: usize = 12;
+    let mut p = PastSales::new();
+    let per_slot = level / (CURVE_BINS * SUB) as f64;
+    let mut r: f64 = shift;
+    for k in 0..CURVE_BINS {
+        for _ in 0..SUB {
+            let mean = per_slot * (-beta * (r - 1.0)).exp();
+            let units = rng.poisson(mean) as f64;
+            p.bins[k] += units;
+            p.relative[k] += units * r;
+            r = (r + react * (units - per_slot)).clamp(0.3, 3.0);
+        }
+    }
+    p
+}
+
+fn prior_response() -> Response {
+    Response::prior(PRIOR_RESPONSE_SD)
+}
+
+#[test]
+fn the_response_is_learned_from_instances_priced_differently() {
+    // The first edition sold at the default, the later ones 25 % below it (a learner
+    // that cut on its prior): the truth (1.0) is read, not the prior (1.5).
+    let (mut sum, runs) = (0.0, 20);
+    for seed in 0..runs {
+        let mut rng = Rng(100 + seed);
+        let past: Vec<PastSales> = [1.0, 0.75, 0.75]
+            .iter()
+            .map(|&r| instance_with_reacting_prices(&mut rng, 110.0, 1.0, r, 0.0))
+            .collect();
+        let rows: Vec<&PastSales> = past.iter().collect();
+        let learned = learn_response(&rows, prior_response());
+        assert!(learned.sd < prior_response().sd, "{learned:?}");
+        assert_eq!(learned.instances, 3);
+        sum += learned.relative;
+    }
+    let mean = sum / runs as f64;
+    assert!((mean - 1.0).abs() < 0.2, "mean response {mean}");
+}
+
+#[test]
+fn prices_answering_an_instances_own_sales_do_not_flatten_the_response() {
+    // The editions open at different prices (what earlier editions taught them), then the
+    // price answers their sales: a lucky stretch sells more at prices raised within it.
+    // Read by the price a bin's units sold at, the bin's own luck looks like demand that
+    // does not mind a higher price (0.42 for the truth 1.5, measured); read by the price
+    // it opened at (its previous bin's mean price, a proxy that misses the last moves
+    // before the bin) it is 1.18: still a fifth flat when prices mostly answer recent
+    // luck, as here, but no longer confounded with it.
+    let truth = 1.5;
+    let (mut sum, runs) = (0.0, 20);
+    for seed in 0..runs {
+        let mut rng = Rng(200 + seed);
+        let past: Vec<PastSales> = [0.9, 1.0, 1.1, 0.95, 1.05, 1.0]
+            .iter()
+            .map(|&shift| instance_with_reacting_prices(&mut rng, 2000.0, truth, shift, 0.004))
+            .collect();
+        let rows: Vec<&PastSales> = past.iter().collect();
+        sum += learn_response(&rows, prior_response()).relative;
+    }
+    let mean = sum / runs as f64;
+    assert!((mean / truth - 1.0).abs() < 0.25, "mean response {mean}");
+}
+
+#[test]
+fn without_differences_in_price_the_response_is_the_prior() {
+    let mut rng = Rng(7);
+    let past: Vec<PastSales> = (0..3)
+        .map(|_| instance_with_reacting_prices(&mut rng, 150.0, 1.0, 0.8, 0.0))
+        .collect();
+    let rows: Vec<&PastSales> = past.iter().collect();
+    let learned = learn_response(&rows, prior_response());
+    assert!(
+        (learned.relative - PRIOR_RELATIVE_RESPONSE).abs() < 1e-6,
+        "{learned:?}"
+    );
+    // One instance alone says nothing about how prices change its demand.
+    assert_eq!(
+        learn_response(&rows[..1], prior_response()),
+        prior_response()
+    );
+}
+
+#[test]
+fn returns_and_out_of_order_sales_do_not_change_the_learned_response() {
+    let period = Period::new(
+        Timestamp::from_millis(0).expect("t"),
+        Timestamp::from_millis(30 * 86_400_000).expect("t"),
+    )
+    .expect("period");
+    let now = Timestamp::from_millis(31 * 86_400_000).expect("t");
+    // Three editions priced at the default, 20 % and 30 % below it, 5 units a bin at
+    // the default (response 1).
+    let sales: Vec<Vec<(i64, f64, f64)>> = [1.0, 0.8, 0.7]
+        .iter()
+        .map(|&r| {
+            (0..CURVE_BINS)
+                .map(|k| {
+                    let units = (5.0 * (-(r - 1.0_f64)).exp()).round() as i64;
+                    ((k as f64 + 0.5) / CURVE_BINS as f64, 50.0 * r, units as f64)
+                })
+                .map(|(tau, price, units)| (units as i64, price, tau))
+                .collect()
+        })
+        .collect();
+    type Sale = (i64, f64, f64);
+    let read = |order: &dyn Fn(&[Sale]) -> Vec<Sale>, returns: bool| {
+        let past: Vec<PastSales> = sales
+            .iter()
+            .map(|edition| {
+                let mut record = ProductSales::default();
+                for (units, price, tau) in order(edition) {
+                    record.record(units, price, Some(tau), 50.0, Some(1_000), &period);
+                    if returns {
+                        // A return frees a unit; it does not undo a purchase decision.
+                        record.record(-1, price, Some(tau), 50.0, Some(1_000), &period);
+                    }
+                }
+                PastSales::of_product(&record, Some(10_000), 0, now)
+            })
+            .collect();
+        let rows: Vec<&PastSales> = past.iter().collect();
+        learn_response(&rows, prior_response())
+    };
+    let in_order = read(&|e| e.to_vec(), false);
+    let reversed = read(&|e| e.iter().rev().copied().collect(), false);
+    let with_returns = read(&|e| e.to_vec(), true);
+    assert!(in_order.sd < prior_response().sd, "{in_order:?}");
+    assert!(in_order.relative < 1.4, "{in_order:?}");
+    assert_eq!(in_order, reversed);
+    assert_eq!(in_order, with_returns);
 }
