@@ -635,7 +635,13 @@ async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Submits until acknowledged (a client retrying a failed or unanswered request as is).
+/// How long a client keeps resending one request before the run fails.
+const SUBMIT_PATIENCE: Duration = Duration::from_secs(600);
+
+/// Submits until acknowledged: a client resending a failed or unanswered request as is,
+/// at once the first times, then backing off up to 8 s (the long run met a project-wide
+/// calculatePrices that failed 60 times in a row without backing off). Fails the run after
+/// [`SUBMIT_PATIENCE`], naming what the attempts got.
 async fn submit_until_acknowledged(
     chaos: &mut Chaos,
     router: &Router,
@@ -644,23 +650,43 @@ async fn submit_until_acknowledged(
     route: &str,
     body: Value,
 ) -> Value {
-    for _ in 0..60 {
+    let started = Instant::now();
+    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    let mut last = Value::Null;
+    for attempt in 0u32.. {
         chaos.figures.submit_attempts += 1;
         let call = invoke(router, http_event(method, path, route, Some(body.clone())));
-        if let Some((status, answer)) = chaos.cut(call).await {
-            if status < 300 {
-                return answer;
+        let outcome = match chaos.cut(call).await {
+            Some((status, answer)) if status < 300 => return answer,
+            Some((status, answer)) => {
+                // 429: the tenant's rate limit (its window counter is a DynamoDB write the
+                // proxy faults too): nothing was stored. 5xx: a failed AWS call.
+                assert!(
+                    status == 429 || status >= 500,
+                    "{method} {path}: {status} {answer}"
+                );
+                last = answer;
+                status.to_string()
             }
-            if status == 429 {
-                // The tenant's rate limit (its window counter is a DynamoDB write the
-                // proxy faults too): nothing was stored; a client waits and resends.
-                tokio::time::sleep(Duration::from_millis(1000)).await;
-                continue;
-            }
-            assert!(status >= 500, "{method} {path}: {status} {answer}");
+            None => "cut off".to_owned(),
+        };
+        *outcomes.entry(outcome.clone()).or_default() += 1;
+        if started.elapsed() > SUBMIT_PATIENCE {
+            panic!(
+                "{method} {path} never acknowledged: {} attempts in {} s, {outcomes:?}, last \
+                 answer {last}",
+                attempt + 1,
+                started.elapsed().as_secs()
+            );
         }
+        let backoff = match outcome.as_str() {
+            "429" => 1_000,
+            _ if attempt < 3 => 0,
+            _ => (250u64 << attempt.min(5)).min(8_000),
+        };
+        tokio::time::sleep(Duration::from_millis(backoff)).await;
     }
-    panic!("{method} {path} never acknowledged");
+    unreachable!("the loop returns or panics")
 }
 
 async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Figures {
