@@ -5,7 +5,8 @@
 # (`load --rate`: latency counted from each request's scheduled time), for the p99.
 # Prints the machine's load average, the three results, the ratio entries/health, and the
 # server's CPU time per request in each full-speed phase (from /proc: utime + stime), which
-# other load on the machine disturbs much less than the rates.
+# other load on the machine disturbs much less than the rates, and the server's context
+# switches per request (every thread's, from /proc/PID/task/*/status).
 #
 #   infra/load/one-entry.sh                 # builds (release), then measures; ~35 s
 #   BIN=/path/to/standalone infra/load/one-entry.sh   # another build of the service
@@ -49,19 +50,28 @@ URL="http://127.0.0.1:$PORT"
 echo "== $(date -u +%FT%TZ) $(git rev-parse --short HEAD 2>/dev/null || true), $(nproc) cores, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The server's CPU time so far, in clock ticks (utime + stime of /proc/PID/stat).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER/stat"; }
+# Context switches of all the server's threads so far (voluntary + involuntary), as the
+# threads alive now count them (the runtime's threads live as long as the server).
+switches() {
+    cat /proc/"$SERVER"/task/*/status 2>/dev/null |
+        awk '/^(non)?voluntary_ctxt_switches/ {n += $2} END {print n}'
+}
 # Microseconds of server CPU per request: ticks used, requests answered (wrk's count).
 per_request() {
     awk -v t="$1" -v hz="$(getconf CLK_TCK)" -v n="$2" 'BEGIN {printf "%.0f us", t * 1e6 / hz / n}'
 }
 echo "== GET /health: wrk -t$THREADS -c$CONNECTIONS -d${SECONDS_EACH}s --latency"
 c0=$(cpu_ticks)
+s0=$(switches)
 health=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_EACH}s" --latency "$URL/health")
 c1=$(cpu_ticks)
+s1=$(switches)
 echo "$health" | grep -E "requests in|Requests/sec|Latency  |99%|Non-2xx|Socket errors" || true
 echo "== POST entries, one itemSale each: wrk -t$THREADS -c$CONNECTIONS -d${SECONDS_EACH}s --latency -s infra/load/wrk/one-entry.lua"
 entries=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_EACH}s" --latency \
     -s infra/load/wrk/one-entry.lua "$URL")
 c2=$(cpu_ticks)
+s2=$(switches)
 echo "$entries" | grep -E "requests in|Requests/sec|Latency  |99%|Non-2xx|Socket errors" || true
 if echo "$entries" | grep -q "Non-2xx"; then
     echo "some entries requests failed; server log: $DATA/server.log" >&2
@@ -74,6 +84,8 @@ echo "entries/health = $(awk -v e="$e" -v h="$h" 'BEGIN {printf "%.1f %%", 100 *
 hn=$(echo "$health" | awk '/requests in/ {print $1}')
 en=$(echo "$entries" | awk '/requests in/ {print $1}')
 echo "server CPU per request: /health $(per_request $((c1 - c0)) "$hn"), entries $(per_request $((c2 - c1)) "$en")"
+echo "server context switches per request: $(awk -v h=$((s1 - s0)) -v hn="$hn" -v e=$((s2 - s1)) -v en="$en" \
+    'BEGIN {printf "/health %.2f, entries %.2f", h / hn, e / en}')"
 half=$(awk -v e="$e" 'BEGIN {printf "%d", e / 2}')
 echo "== POST entries at half that rate ($half/s), open loop: load --batch 1 --rate $half --duration $SECONDS_EACH"
 "$LOAD" --url "$URL" --batch 1 --rate "$half" --duration "$SECONDS_EACH" | tail -n 1
