@@ -22,7 +22,9 @@ SAM_CLI_TELEMETRY=0 .venv/bin/sam validate --lint --region us-east-1 --template-
 
 mkdir -p target
 port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-.venv/bin/moto_server -H 127.0.0.1 -p "$port" > target/moto.log 2>&1 &
+# moto with a lean TransactWriteItems rollback (tests/support/moto_lean.py): plain moto
+# deep-copies every table a transaction touches, which grew the shared server past 10 GB.
+.venv/bin/python tests/support/moto_lean.py "$port" > target/moto.log 2>&1 &
 moto_pid=$!
 trap 'kill $moto_pid 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do

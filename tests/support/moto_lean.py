@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
-"""moto server for the chaos runs (tests/chaos.rs): moto with a cheaper TransactWriteItems.
+"""The AWS emulator of the tests: moto with a cheaper TransactWriteItems.
+
+Started by infra/test.sh for the whole test command, by pricing_emulator when a test runs
+alone, and by the chaos runs (tests/chaos.rs).
 
 moto backs up every table a TransactWriteItems touches with a deep copy of the whole table
-before it starts (to roll back a cancelled transaction), so each transaction costs time in
-proportion to the table's size: ~0.4 ms per stored item, seconds per transaction once a
-chaos run has stored tens of thousands of items. Here the backup holds only the items the
-transaction names, and a cancelled transaction puts those back. That is the same rollback
-as long as no other request runs meanwhile, which the chaos runs' fault proxy guarantees
-(it forwards one DynamoDB request at a time).
+before it starts (to roll back a cancelled transaction), so each transaction costs time and
+memory in proportion to the table's size: ~0.4 ms per stored item, seconds per transaction
+once a chaos run has stored tens of thousands of items, and a shared server that grew past
+10 GB during the test command. Here the backup holds only the items the transaction names,
+and a cancelled transaction puts those back. That is the same rollback as long as no other
+DynamoDB request runs meanwhile, which the tests mostly guarantee: every test process sends
+one DynamoDB request at a time (`pricing_aws::emulator::emulator_sdk_config`, the chaos
+runs' fault proxy) and cargo runs one test process at a time. Where two processes do send
+at once (a test and a Lambda bootstrap it runs), putting back only the named items undoes
+less of the other's work than plain moto's restore of the whole table does.
 
 Usage: moto_lean.py PORT   (serves on 127.0.0.1:PORT)
 """

@@ -53,12 +53,13 @@ fn start() -> String {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free loopback port");
-    let moto = root.join(".venv/bin/moto_server");
-    // The watchdog ends the emulator when this test process is gone.
+    // moto with a lean TransactWriteItems rollback (tests/support/moto_lean.py, the same
+    // emulator as the test command's). The watchdog ends it when this test process is gone.
     let script = format!(
-        "'{}' -H 127.0.0.1 -p {port} >/dev/null 2>&1 & m=$!; \
+        "'{}' '{}' {port} >/dev/null 2>&1 & m=$!; \
          while kill -0 {parent} 2>/dev/null; do sleep 1; done; kill $m",
-        moto.display(),
+        root.join(".venv/bin/python").display(),
+        root.join("tests/support/moto_lean.py").display(),
         parent = std::process::id()
     );
     let watchdog = Command::new("sh")
