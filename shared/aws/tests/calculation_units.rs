@@ -12,6 +12,8 @@
 //! `cargo test -p pricing-aws --test calculation_units -- --ignored --nocapture`
 
 mod common;
+#[path = "common/item_size.rs"]
+mod item_size;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,6 +22,7 @@ use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_runtime_api::box_error::BoxError;
 use common::Stack;
+use item_size::{item_size, units};
 use pricing_aws::DynamoStore;
 use pricing_contract::fixtures::Run;
 use pricing_core::model::PriceCalculation;
@@ -45,41 +48,11 @@ struct Meter {
     sizes: Arc<Mutex<HashMap<(String, String), usize>>>,
 }
 
-fn value_size(v: &Value) -> usize {
-    let Some((kind, inner)) = v.as_object().and_then(|o| o.iter().next()) else {
-        return 0;
-    };
-    match kind.as_str() {
-        "S" => inner.as_str().map_or(0, str::len),
-        "N" => {
-            let digits = inner
-                .as_str()
-                .unwrap_or("")
-                .trim_start_matches(['-', '0'])
-                .replace('.', "");
-            digits.len().div_ceil(2) + 1
-        }
-        "B" => inner.as_str().map_or(0, |b| b.len() / 4 * 3),
-        "BOOL" | "NULL" => 1,
-        _ => inner.to_string().len(),
-    }
-}
-
-fn item_size(item: &Value) -> usize {
-    item.as_object().map_or(0, |o| {
-        o.iter().map(|(name, v)| name.len() + value_size(v)).sum()
-    })
-}
-
 fn key_of(item: &Value) -> (String, String) {
     (
         item["pk"]["S"].as_str().unwrap_or("?").to_owned(),
         item["sk"]["S"].as_str().unwrap_or("?").to_owned(),
     )
-}
-
-fn units(bytes: usize) -> f64 {
-    bytes.div_ceil(1024).max(1) as f64
 }
 
 impl Meter {

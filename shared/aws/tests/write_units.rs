@@ -15,6 +15,8 @@
 //! in docs/aws.md.
 
 mod common;
+#[path = "common/item_size.rs"]
+mod item_size;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,6 +25,7 @@ use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_runtime_api::box_error::BoxError;
 use common::Stack;
+use item_size::{item_size, units};
 use pricing_aws::DynamoStore;
 use pricing_contract::fixtures::{Run, transaction_id};
 use pricing_core::jws::{Signer, StoredKey};
@@ -57,50 +60,8 @@ impl Meter {
     }
 }
 
-/// The size of an attribute value by DynamoDB's rules (of the ones the adapter writes).
-fn value_size(v: &Value) -> usize {
-    let Some((kind, inner)) = v.as_object().and_then(|o| o.iter().next()) else {
-        return 0;
-    };
-    match kind.as_str() {
-        "S" => inner.as_str().map_or(0, str::len),
-        "N" => {
-            let digits = inner
-                .as_str()
-                .unwrap_or("")
-                .trim_start_matches(['-', '0'])
-                .replace('.', "");
-            digits.len().div_ceil(2) + 1
-        }
-        // Base64 on the wire: billed by the decoded bytes.
-        "B" => inner.as_str().map_or(0, |b| b.len() / 4 * 3),
-        "BOOL" | "NULL" => 1,
-        "L" => {
-            3 + inner
-                .as_array()
-                .map_or(0, |l| l.iter().map(|e| 1 + value_size(e)).sum())
-        }
-        "M" => {
-            3 + inner.as_object().map_or(0, |m| {
-                m.iter().map(|(k, e)| 1 + k.len() + value_size(e)).sum()
-            })
-        }
-        _ => inner.to_string().len(),
-    }
-}
-
-fn item_size(item: &Value) -> usize {
-    item.as_object().map_or(0, |o| {
-        o.iter().map(|(name, v)| name.len() + value_size(v)).sum()
-    })
-}
-
 fn pk_of(item: &Value) -> String {
     item["pk"]["S"].as_str().unwrap_or("?").to_owned()
-}
-
-fn units(bytes: usize) -> f64 {
-    bytes.div_ceil(1024).max(1) as f64
 }
 
 impl Intercept for Meter {
