@@ -34,6 +34,10 @@ done
 export PRICING_EMULATOR_ENDPOINT="http://127.0.0.1:$port"
 echo "== AWS emulator (moto) at $PRICING_EMULATOR_ENDPOINT"
 
+# Property tests draw their cases from a fixed seed, so a run of the test command is
+# repeatable and a red run can be replayed; PROPTEST_RNG_SEED=<another u64> explores other
+# cases (a failure is saved in the suite's .proptest-regressions file: commit it).
+export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261125}"
 cargo test --workspace --all-targets --locked "$@"
 
 # The API contract (docs/api.md, "The OpenAPI document"): openapi-spec-validator on

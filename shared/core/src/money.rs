@@ -20,6 +20,10 @@ pub enum MoneyError {
 
 impl Money {
     pub const ZERO: Money = Money(0);
+    /// The largest amount `from_f64` accepts back (a whole number of units, exact in f64),
+    /// so every amount the service writes can be read again.
+    pub const MAX: Money = Money(8_999_999_999 * SCALE);
+    pub const MIN: Money = Money(-8_999_999_999 * SCALE);
 
     pub const fn from_micros(micros: i64) -> Self {
         Self(micros)
@@ -52,6 +56,11 @@ impl Money {
 
     pub fn is_negative(self) -> bool {
         self.0 < 0
+    }
+
+    /// The amount limited to `[MIN, MAX]`.
+    pub fn saturate(self) -> Self {
+        self.clamp(Self::MIN, Self::MAX)
     }
 }
 
@@ -89,5 +98,18 @@ mod tests {
         assert_eq!(Money::from_f64(1.2345678), Err(MoneyError::TooPrecise));
         assert_eq!(Money::from_f64(f64::NAN), Err(MoneyError::NotFinite));
         assert_eq!(Money::from_f64(1e13), Err(MoneyError::TooLarge));
+    }
+
+    #[test]
+    fn the_limits_round_trip() {
+        for m in [
+            Money::MAX,
+            Money::MIN,
+            Money::from_micros(i64::MAX).saturate(),
+        ] {
+            let back: Money = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+            assert_eq!(back, m);
+        }
+        assert_eq!(Money::from_micros(i64::MIN).saturate(), Money::MIN);
     }
 }

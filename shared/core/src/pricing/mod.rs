@@ -540,7 +540,8 @@ fn apply_matches<'a>(
         let ps = &target.properties.price_settings;
         let step = ctx_of(&target.product_id).step;
         let scaled = rounding::scale(source_price, rule.ratio);
-        let raw = Money::from_micros(scaled.micros().saturating_add(rule.offset.micros()));
+        let raw =
+            Money::from_micros(scaled.micros().saturating_add(rule.offset.micros())).saturate();
         let (clamped, bound) = rounding::clamp(raw, ps.min, ps.max);
         let rounded = round_within(clamped, step, ps.min, ps.max);
         let p = &mut calculation.prices[t];

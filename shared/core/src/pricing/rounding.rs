@@ -22,12 +22,13 @@ fn saturate(v: i128) -> Money {
 }
 
 /// `value * factor`, rounded to the nearest millionth (half away from zero). Saturates at
-/// the ends of the range; a NaN factor gives zero (the bounds then decide the price).
+/// `Money::MIN`/`Money::MAX`, so a runaway factor never puts an amount the API itself would
+/// refuse into an explanation; a NaN factor gives zero (the bounds then decide the price).
 pub fn scale(value: Money, factor: f64) -> Money {
     // Exact for |micros| < 2^53, i.e. amounts below 9e9, which covers every valid Money.
     let x = value.micros() as f64 * factor;
     // `as` saturates and maps NaN to 0.
-    Money::from_micros(x.round() as i64)
+    Money::from_micros(x.round() as i64).saturate()
 }
 
 /// Clamps `value` to `[min, max]` and says which bound applied. Expects `min <= max`.
@@ -206,7 +207,9 @@ mod tests {
         assert_eq!(scale(m("1"), 1.025), m("1.025"));
         assert_eq!(round_to_step(scale(m("1"), 1.025), m("0.05")), m("1.05"));
         assert_eq!(scale(m("1"), f64::NAN), Money::ZERO);
-        assert_eq!(scale(m("1"), f64::INFINITY).micros(), i64::MAX);
+        assert_eq!(scale(m("1"), f64::INFINITY), Money::MAX);
+        assert_eq!(scale(m("1"), f64::NEG_INFINITY), Money::MIN);
+        assert_eq!(scale(m("1"), 1e12), Money::MAX);
     }
 
     #[test]
