@@ -435,6 +435,9 @@ struct Figures {
     webhooks_distinct: usize,
     calculations_stored: usize,
     overdue_webhooks_resent: usize,
+    /// The most receives any message of a lane needed (process, recalc, webhook): against
+    /// the queues' maxReceiveCount (10 each).
+    most_receives: [u32; 3],
     submit_seconds: u64,
     seconds: u64,
 }
@@ -468,7 +471,7 @@ impl Chaos {
     }
 
     /// What the event source mapping receives (errors of the receive: nothing this time).
-    async fn receive(&self, queue_url: &str) -> Option<(SqsEvent, Vec<String>)> {
+    async fn receive(&mut self, queue_url: &str) -> Option<(SqsEvent, Vec<String>)> {
         let client = aws_sdk_sqs::Client::new(&self.aws.sdk);
         let out = client
             .receive_message()
@@ -502,6 +505,19 @@ impl Chaos {
                 "eventSource": "aws:sqs",
                 "awsRegion": "us-east-1",
             }));
+            let receives: u32 = attributes
+                .get("ApproximateReceiveCount")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            let lane = [
+                &self.aws.config.process_queue_url,
+                &self.aws.config.recalc_queue_url,
+            ]
+            .iter()
+            .position(|u| u.as_str() == queue_url)
+            .unwrap_or(2);
+            let most = &mut self.figures.most_receives[lane];
+            *most = (*most).max(receives);
             receipts.push(m.receipt_handle().unwrap_or_default().to_owned());
         }
         Some((

@@ -448,6 +448,30 @@ fn every_queue_and_dead_letter_queue_has_its_alarms() {
     assert_eq!(entries.missing, "notBreaching");
 }
 
+/// The process and recalc queues give their idempotent messages 10 receives before the
+/// dead-letter queue (docs/aws.md, "Process and recalc queues"); the webhook queue 10 (8
+/// attempts and 2 of slack, docs/aws.md, "Webhook queue").
+#[test]
+fn each_queue_dead_letters_after_its_documented_receives() {
+    let template = template();
+    let resources = resources(&template);
+    for (queue, receives) in [
+        ("ProcessQueue", "10"),
+        ("RecalcQueue", "10"),
+        ("WebhookQueue", "10"),
+    ] {
+        let (_, lines) = resources
+            .iter()
+            .find(|(id, _)| id == queue)
+            .unwrap_or_else(|| panic!("{queue} missing"));
+        assert_eq!(
+            property(lines, "maxReceiveCount"),
+            vec![receives.to_owned()],
+            "{queue}"
+        );
+    }
+}
+
 #[test]
 fn every_function_has_error_and_throttle_alarms() {
     let template = template();
