@@ -910,7 +910,10 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
         direct.config.recalc_queue_url.clone(),
         direct.config.webhook_queue_url.clone(),
     ];
-    let drain_deadline = Instant::now() + Duration::from_secs(180);
+    // Three minutes, longer while a delivery waits for a retry of its schedule (after 5 s,
+    // 5 min, 30 min: a delivery retried twice under faults waits 5 min), up to 40 min.
+    let drain_start = Instant::now();
+    let mut drain_deadline = drain_start + Duration::from_secs(180);
     let mut round = 0u32;
     loop {
         round += 1;
@@ -958,10 +961,44 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
         if depth == 0 && behind == 0 && open == 0 && round > 3 {
             break;
         }
-        assert!(
-            Instant::now() < drain_deadline,
-            "not drained: {depth} messages, {behind} instances behind, {open} deliveries open"
-        );
+        let now = Timestamp::now().millis();
+        let retry_due = deliveries
+            .items
+            .iter()
+            .filter(|d| !matches!(d.status, DeliveryStatus::Succeeded | DeliveryStatus::Failed))
+            .filter_map(|d| d.next_attempt_at)
+            .map(|t| Duration::from_millis(u64::try_from(t.millis() - now).unwrap_or(0)))
+            .max();
+        if let Some(due) = retry_due {
+            drain_deadline = drain_deadline
+                .max(Instant::now() + due + Duration::from_secs(90))
+                .min(drain_start + Duration::from_secs(40 * 60));
+        }
+        if Instant::now() >= drain_deadline {
+            // What is still open, and why: its attempts, when the next one is due, its error.
+            let now = Timestamp::now().millis();
+            let open: Vec<String> = deliveries
+                .items
+                .iter()
+                .filter(|d| !matches!(d.status, DeliveryStatus::Succeeded | DeliveryStatus::Failed))
+                .map(|d| {
+                    format!(
+                        "{} {:?} after {} attempts, next in {:?} s, error {:?}",
+                        d.webhook_id,
+                        d.status,
+                        d.attempt,
+                        d.next_attempt_at.map(|t| (t.millis() - now) / 1000),
+                        d.error
+                    )
+                })
+                .collect();
+            panic!(
+                "not drained: {depth} messages, {behind} instances behind, {} deliveries \
+                 open: {open:#?}\n{:#?}",
+                open.len(),
+                chaos.figures
+            );
+        }
         if depth == 0 && (behind > 0 || open > 0) {
             // Lost wake-ups are the sweep's to find.
             chaos.schedule().await;
