@@ -123,8 +123,9 @@ where
     response
 }
 
-/// webhook-delivery: one message of the webhooks lane (an attempt, or a manual trigger);
-/// the caller settles the message as the result says.
+/// webhook-delivery: one message of the webhooks lane (an attempt, or a manual trigger),
+/// tried again in the invocation after a passing failure ([`retry_transient`]); the caller
+/// settles the message as the result says.
 pub async fn webhook_message<S, Q, T>(
     store: &S,
     queue: &Q,
@@ -137,10 +138,14 @@ where
     Q: Enqueue,
     T: WebhookTransport + Clone,
 {
-    let settle =
+    // A passing failure is tried again here, as for the work lanes: a webhook message also
+    // spends a receive on each of its scheduled attempts (maxReceiveCount 10 = 8 attempts
+    // and 2 of slack), so passing failures must not use up the slack.
+    let settle = retry_transient(|| {
         metrics::handle_webhook(store, queue, transport, signer, &message, Timestamp::now())
-            .await
-            .map_err(|e| format!("{message:?}: {e}"))?;
+    })
+    .await
+    .map_err(|e| format!("{message:?}: {e}"))?;
     match settle {
         Settle::DeadLetter => {
             tracing::warn!(
