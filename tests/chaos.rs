@@ -383,16 +383,20 @@ async fn invoke(router: &Router, event: String) -> (u16, Value) {
 type Hits = Arc<Mutex<Vec<(String, Value)>>>;
 
 /// The webhook receiver: keeps every request (webhook-id, body) and answers a seeded share
-/// with 503 and Retry-After: 1 *after* keeping it (the receiver processed it, the sender
-/// does not know: a receiver-side duplicate under the same webhook-id follows).
+/// of them with 503 and Retry-After: 1 *after* keeping it (the receiver processed it, the
+/// sender does not know: a receiver-side duplicate under the same webhook-id follows). At
+/// most once per webhook-id: a second 503 would put the next attempt 5 minutes out (the
+/// retry schedule, tested in `webhooks`), which only makes the drain wait.
 async fn start_receiver(seed: u64) -> (Hits, std::net::SocketAddr) {
     use axum::http::StatusCode;
     use axum::response::IntoResponse;
     let hits: Hits = Default::default();
     let state = hits.clone();
+    let refused: Arc<Mutex<std::collections::HashSet<String>>> = Default::default();
     let app = Router::new().fallback(
         move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
             let hits = state.clone();
+            let refused = refused.clone();
             async move {
                 let id = headers
                     .get("webhook-id")
@@ -401,8 +405,10 @@ async fn start_receiver(seed: u64) -> (Hits, std::net::SocketAddr) {
                     .to_owned();
                 let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                 let mut hits = hits.lock().unwrap();
-                hits.push((id, body));
-                if Rng::new(seed ^ hits.len() as u64).unit() < 0.15 {
+                hits.push((id.clone(), body));
+                if Rng::new(seed ^ hits.len() as u64).unit() < 0.15
+                    && refused.lock().unwrap().insert(id)
+                {
                     (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", "1")]).into_response()
                 } else {
                     StatusCode::NO_CONTENT.into_response()
@@ -967,7 +973,9 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
             .iter()
             .filter(|d| !matches!(d.status, DeliveryStatus::Succeeded | DeliveryStatus::Failed))
             .filter_map(|d| d.next_attempt_at)
-            .map(|t| Duration::from_millis(u64::try_from(t.millis() - now).unwrap_or(0)))
+            // Only a retry still to come: an overdue one is the sweep's (below).
+            .filter_map(|t| u64::try_from(t.millis() - now).ok())
+            .map(Duration::from_millis)
             .max();
         if let Some(due) = retry_due {
             drain_deadline = drain_deadline
@@ -1004,8 +1012,12 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
             chaos.schedule().await;
             if behind == 0 {
                 // A delivery whose message was lost (its sender cut off between storing it
-                // and sending the message): the webhook sweep re-enqueues it once it is
-                // OVERDUE_GRACE late. The schedule as it runs that much later.
+                // and sending the message, or a create whose answer was lost: the retry
+                // finds it stored and sends nothing): the webhook sweep re-enqueues it once
+                // it is OVERDUE_GRACE late. The schedule as it runs that much later; the due
+                // time the sweep stamps on what it re-enqueues (its own `now`) is then set
+                // back to the real now, as a sweep running then would have stamped it
+                // (left at `later`, the message would wait those 11 minutes).
                 let later = Timestamp::from_millis(
                     Timestamp::now().millis()
                         + i64::try_from(pricing_core::webhooks::OVERDUE_GRACE.as_millis()).unwrap()
@@ -1017,6 +1029,12 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
                         .await
                         .unwrap();
                 chaos.figures.overdue_webhooks_resent += sweep.deliveries;
+                for d in &deliveries.items {
+                    let _ = direct
+                        .store
+                        .postpone(&d.webhook_id, later, Timestamp::now())
+                        .await;
+                }
             }
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
