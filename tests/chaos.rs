@@ -1030,10 +1030,12 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
                         .unwrap();
                 chaos.figures.overdue_webhooks_resent += sweep.deliveries;
                 for d in &deliveries.items {
-                    let _ = direct
+                    // `false`: not one the sweep stamped (its due time is not `later`).
+                    direct
                         .store
                         .postpone(&d.webhook_id, later, Timestamp::now())
-                        .await;
+                        .await
+                        .expect("postpone");
                 }
             }
         }
