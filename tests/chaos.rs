@@ -16,9 +16,6 @@
 mod fault_proxy;
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::TcpListener as StdListener;
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use fault_proxy::{Decider, Fault, FaultConfig, FaultProxy, When};
@@ -28,72 +25,6 @@ use pricing_core::model::{AppendOutcome, NewEntry};
 use pricing_core::ports::{EntryLog, PriceStore};
 use pricing_core::time::Timestamp;
 use pricing_lambda::wiring::Aws;
-
-fn root() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// This process's own emulator: moto with the lean transaction rollback, on a free
-/// loopback port, stopped by a watchdog when the test process ends.
-fn lean_moto() -> &'static str {
-    static ENDPOINT: OnceLock<String> = OnceLock::new();
-    ENDPOINT.get_or_init(|| {
-        let root = root();
-        let out = Command::new(root.join("infra/venv.sh"))
-            .current_dir(&root)
-            .output()
-            .expect("infra/venv.sh");
-        assert!(out.status.success(), "infra/venv.sh failed");
-        let port = StdListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let script = format!(
-            "'{}' '{}' {port} >/dev/null 2>&1 & m=$!; \
-             while kill -0 {parent} 2>/dev/null; do sleep 1; done; kill $m",
-            root.join(".venv/bin/python").display(),
-            root.join("tests/support/moto_lean.py").display(),
-            parent = std::process::id()
-        );
-        let watchdog = Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start moto_lean.py");
-        static WATCHDOG: OnceLock<std::sync::Mutex<std::process::Child>> = OnceLock::new();
-        let _ = WATCHDOG.set(std::sync::Mutex::new(watchdog));
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "moto_lean.py did not start");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        format!("http://127.0.0.1:{port}")
-    })
-}
-
-/// The template's resources under a fresh prefix on `endpoint`.
-fn provision(endpoint: &str, name: &str) -> HashMap<String, String> {
-    let root = root();
-    let out = Command::new(root.join(".venv/bin/python"))
-        .arg(root.join("infra/emulator.py"))
-        .args([
-            "provision",
-            "--endpoint",
-            endpoint,
-            "--prefix",
-            &pricing_emulator::unique_prefix(name),
-        ])
-        .output()
-        .expect("infra/emulator.py");
-    assert!(
-        out.status.success(),
-        "provision: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the environment as JSON")
-}
 
 /// The SDK through `proxy`: serialized as on the emulator, and an attempt timeout shorter
 /// than the proxy's `Delay`, so a held-back answer is a timeout the SDK retries.
@@ -176,8 +107,8 @@ fn the_proxy_decides_from_the_seed_and_the_call_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_faults_are_reproducible_and_appends_survive_them() {
-    let endpoint = lean_moto();
-    let env = provision(endpoint, "chaos-append");
+    let endpoint = pricing_emulator::own_endpoint();
+    let env = pricing_emulator::provision_on(endpoint, "chaos-append");
     let config = Config::from_map(&env).unwrap();
     let mut faults = FaultConfig::new(20261124, 0.3);
     faults.delay = Duration::from_millis(400);
@@ -259,8 +190,8 @@ async fn proxy_faults_are_reproducible_and_appends_survive_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_rotations_survive_faulted_secrets_calls() {
     use pricing_core::jws::Signer;
-    let endpoint = lean_moto();
-    let env = provision(endpoint, "chaos-keys");
+    let endpoint = pricing_emulator::own_endpoint();
+    let env = pricing_emulator::provision_on(endpoint, "chaos-keys");
     let config = Config::from_map(&env).unwrap();
     let mut faults = FaultConfig::new(20261124, 0.3);
     faults.delay = Duration::from_millis(400);
@@ -345,7 +276,8 @@ const PROJECT: &str = "chaos";
 const VISIBILITY: i32 = 2;
 
 fn http_event(method: &str, path: &str, route: &str, body: Option<Value>) -> String {
-    let fixture = root().join("infra/events/apigw-v2-submit-entries.json");
+    let fixture =
+        pricing_emulator::workspace_root().join("infra/events/apigw-v2-submit-entries.json");
     let mut e: Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
     e["routeKey"] = json!(format!("{method} {route}"));
     e["requestContext"]["routeKey"] = e["routeKey"].clone();
@@ -713,8 +645,8 @@ async fn submit_until_acknowledged(
 
 async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Figures {
     let started = Instant::now();
-    let endpoint = lean_moto();
-    let env = provision(endpoint, "chaos");
+    let endpoint = pricing_emulator::own_endpoint();
+    let env = pricing_emulator::provision_on(endpoint, "chaos");
     let config = Config::from_map(&env).unwrap();
     let mut faults = FaultConfig::new(seed, 0.0);
     faults.delay = Duration::from_millis(400);

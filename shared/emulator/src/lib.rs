@@ -30,6 +30,13 @@ pub fn endpoint() -> &'static str {
     })
 }
 
+/// An emulator of this process's own, never the shared one (the chaos runs put a fault
+/// proxy in front of it and fill it with their own load), started on first use.
+pub fn own_endpoint() -> &'static str {
+    static ENDPOINT: OnceLock<String> = OnceLock::new();
+    ENDPOINT.get_or_init(start)
+}
+
 fn run(cmd: &mut Command, what: &str) -> std::process::Output {
     let out = cmd
         .output()
@@ -97,6 +104,11 @@ pub fn unique_prefix(name: &str) -> String {
 /// Creates the template's tables, queues and secrets under a fresh prefix and returns the
 /// function environment (TABLE_NAME, PROCESS_QUEUE_URL, ...) pointing at them.
 pub fn provision(name: &str) -> HashMap<String, String> {
+    provision_on(endpoint(), name)
+}
+
+/// [`provision`] on the emulator at `endpoint`.
+pub fn provision_on(endpoint: &str, name: &str) -> HashMap<String, String> {
     let root = workspace_root();
     let out = run(
         Command::new(root.join(".venv/bin/python"))
@@ -104,7 +116,7 @@ pub fn provision(name: &str) -> HashMap<String, String> {
             .args([
                 "provision",
                 "--endpoint",
-                endpoint(),
+                endpoint,
                 "--prefix",
                 &unique_prefix(name),
             ]),
