@@ -10,8 +10,9 @@
 //! revenue-maximising price; when the believed demand exceeds the units left, `lambda`
 //! rises until it does not. Estimates come from [`demand::fit`]; the curve and the prior
 //! demand level from the project's past instances ([`ProjectHistory`]), else the flat
-//! prior curve and the user's `expectedSales` — and then the model does not cut below the
-//! default price (early on, a late surge and weak demand look alike).
+//! prior curve and the user's `expectedSales` — and then the model cuts below the default
+//! price only as far as the user's belief calls for, the sales do not contradict, and
+//! [`UNINFORMED_CUT`] allows (early on, a late surge and weak demand look alike).
 
 use std::collections::BTreeMap;
 
@@ -36,6 +37,14 @@ const RESPONSE_SD: f64 = demand::PRIOR_RESPONSE_SD;
 /// and weak demand look alike early, so a prior curve's reading of the data is trusted
 /// less (see docs/pricing.md).
 const EVIDENCE_ON_PRIOR_CURVE: f64 = 0.35;
+
+/// The deepest cut below the default price the model makes while the booking curve is only
+/// the prior. The cut rests on the prior price response (b * d = 1.5), which no sale at a
+/// single price can confirm; if the user's default was already the revenue-maximising
+/// price (b * d = 1), a cut by c earns (1 - c) * e^c of the default's revenue, about
+/// 1 - c^2 / 2: at 12 % that is 0.8 % less, inside the promise of never doing more than a
+/// point worse than leaving the price at the default (docs/pricing.md).
+const UNINFORMED_CUT: f64 = 0.12;
 
 /// The change per calculation the revenue model allows itself when the product sets no
 /// `maxStepChange`: 25 % of the previous price. The model re-solves from scratch each
@@ -163,20 +172,26 @@ impl ItemPlan {
     }
 }
 
+/// One item's market as the solve sees it.
+#[derive(Debug, Clone, Copy)]
+struct Market {
+    estimate: Estimate,
+    default: f64,
+    /// The lowest model price: the item's min, or a floor while the booking curve is only
+    /// the prior (see [`cut_floors`]).
+    min: f64,
+    max: f64,
+    /// Share of the booking curve still to come.
+    remaining: f64,
+}
+
 /// One item's inputs to the solve.
 struct Solving<'a> {
     item: &'a ItemState,
-    estimate: Estimate,
-    default: f64,
-    /// The lowest model price: the item's min, or its default price while the booking
-    /// curve is only the prior (a late surge and weak demand look alike early: without a
-    /// learned curve the model raises prices on evidence but does not cut below the
-    /// user's default).
-    min: f64,
-    max: f64,
+    market: Market,
+    /// The prior level of the fit (units over the whole period at the default price).
+    believed: f64,
     tau: f64,
-    /// Share of the booking curve still to come.
-    remaining: f64,
     exposure: Exposure,
 }
 
@@ -225,7 +240,7 @@ pub(crate) fn plan_product(
         Some(l) if single => (l.response.relative, l.response.sd / l.response.relative),
         _ => (demand::PRIOR_RELATIVE_RESPONSE, RESPONSE_SD),
     };
-    let solving: Vec<Solving<'_>> = items
+    let mut solving: Vec<Solving<'_>> = items
         .iter()
         .map(|input| {
             let item = input.item;
@@ -245,32 +260,39 @@ pub(crate) fn plan_product(
             exposure.estimate = Some(estimate);
             Solving {
                 item,
-                estimate,
-                default,
-                min: if source == CurveSource::Prior {
-                    ps.min.to_f64().max(default * ps.multiplier)
-                } else {
-                    ps.min.to_f64()
+                market: Market {
+                    estimate,
+                    default,
+                    min: ps.min.to_f64(),
+                    max: ps.max.to_f64(),
+                    remaining: 1.0 - curve.cumulative(tau),
                 },
-                max: ps.max.to_f64(),
+                believed: prior.level,
                 tau,
-                remaining: 1.0 - curve.cumulative(tau),
                 exposure,
             }
         })
         .collect();
-    let (bid_price, expected) = solve(&solving, units_left as f64);
+    if source == CurveSource::Prior {
+        let floors = cut_floors(&solving, capacity as f64, units_left as f64);
+        for (s, floor) in solving.iter_mut().zip(floors) {
+            s.market.min = s.market.min.max(floor);
+        }
+    }
+    let markets: Vec<Market> = solving.iter().map(|s| s.market).collect();
+    let (bid_price, expected) = solve(&markets, units_left as f64);
     solving
         .into_iter()
         .map(|s| {
-            let price = item_price(&s, bid_price);
+            let m = &s.market;
+            let price = item_price(m, bid_price);
             let explanation = ModelExplanation::Revenue(Box::new(RevenueExplanation {
-                demand_level: s.estimate.level,
-                price_response: s.estimate.response,
+                demand_level: m.estimate.level,
+                price_response: m.estimate.response,
                 units_left,
                 time_left: 1.0 - s.tau,
-                demand_left: s.remaining,
-                remaining_demand: s.estimate.demand(s.default, s.remaining, price),
+                demand_left: m.remaining,
+                remaining_demand: m.estimate.demand(m.default, m.remaining, price),
                 bid_price,
                 expected_sales: expected,
                 sells_out: expected >= units_left as f64 - 0.5,
@@ -284,6 +306,72 @@ pub(crate) fn plan_product(
                 explanation,
                 exposure: s.exposure,
             }
+        })
+        .collect()
+}
+
+/// The cumulative share of demand by elapsed share `tau` that the cut floor reads sales
+/// against: `tau^1.5`, a curve that rises toward the event (pace's own assumption).
+fn back_loaded_cumulative(tau: f64) -> f64 {
+    tau.clamp(0.0, 1.0).powf(1.5)
+}
+
+/// How far each item may go below its default price while the booking curve is only the
+/// prior (a new project). Early on a late surge and weak demand look alike, so a cut must
+/// not rest on sales running behind a flat curve. A cut needs two things:
+/// - the user's belief calls for it: the price that sells the capacity (or maximises
+///   revenue) over the whole period if demand is what `expectedSales` says, at the prior
+///   price response;
+/// - the sales do not contradict it: the re-solve of what is left, with the demand the
+///   sales show read against a back-loaded curve (a reading that finds more demand still
+///   to come than the flat one), calls for it too.
+///
+/// The floor is the higher of the two prices and of the default less [`UNINFORMED_CUT`],
+/// and never above the default price.
+fn cut_floors(items: &[Solving<'_>], capacity: f64, units_left: f64) -> Vec<f64> {
+    let believed: Vec<Market> = items
+        .iter()
+        .map(|s| Market {
+            estimate: Estimate {
+                level: s.believed,
+                ..s.market.estimate
+            },
+            remaining: 1.0,
+            ..s.market
+        })
+        .collect();
+    let shown: Vec<Market> = items
+        .iter()
+        .map(|s| {
+            let seen = back_loaded_cumulative(s.tau);
+            // The flat prior curve's exposure is `tau`; read against the back-loaded one.
+            let level = if seen > 0.0 {
+                (s.market.estimate.level * (s.tau / seen)).min(1e12)
+            } else {
+                1e12
+            };
+            Market {
+                estimate: Estimate {
+                    level,
+                    ..s.market.estimate
+                },
+                remaining: 1.0 - seen,
+                ..s.market
+            }
+        })
+        .collect();
+    let (belief_bid, _) = solve(&believed, capacity);
+    let (shown_bid, _) = solve(&shown, units_left);
+    items
+        .iter()
+        .zip(believed.iter().zip(&shown))
+        .map(|(s, (b, d))| {
+            let ps = &s.item.properties.price_settings;
+            let base = ps.default.to_f64() * ps.multiplier;
+            let floor = item_price(b, belief_bid)
+                .max(item_price(d, shown_bid))
+                .max(base * (1.0 - UNINFORMED_CUT));
+            floor.min(base)
         })
         .collect()
 }
@@ -354,7 +442,7 @@ fn exposure_now(
 /// meet the units left. Newton's method on `ln S` (a log-sum of exponentials, convex in
 /// `lambda` where no price is at a bound) finds it in a few evaluations; a step that would
 /// leave the bracket of the root is a halving instead.
-fn solve(items: &[Solving<'_>], units_left: f64) -> (f64, f64) {
+fn solve(items: &[Market], units_left: f64) -> (f64, f64) {
     // The believed sales at `lambda` and their slope.
     let sales = |lambda: f64| -> (f64, f64) {
         let (mut total, mut slope) = (0.0, 0.0);
@@ -407,7 +495,7 @@ fn solve(items: &[Solving<'_>], units_left: f64) -> (f64, f64) {
     (lambda, total)
 }
 
-fn item_price(s: &Solving<'_>, lambda: f64) -> f64 {
+fn item_price(s: &Market, lambda: f64) -> f64 {
     let p = lambda + 1.0 / s.estimate.response.max(1e-12);
     p.clamp(s.min, s.max.max(s.min))
 }

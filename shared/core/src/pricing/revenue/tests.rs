@@ -111,6 +111,58 @@ fn without_data_the_price_is_the_default_when_capacity_is_enough() {
     );
 }
 
+/// The price and explanation of item `ga` calculated on `day` with no history.
+fn price_on(b: &Builder, day: u32) -> (f64, RevenueExplanation) {
+    let c = run(&b.state, at(day), &ProjectHistory::default());
+    let price = c.get(&id("ga")).expect("priced").price.to_f64();
+    (price, explanation(&c, "ga"))
+}
+
+/// Sells `per_day` units at 60 at the start of each of the first `days` days.
+fn sell_daily(b: &mut Builder, per_day: u64, days: u32) {
+    for day in 1..=days {
+        sell(b, "ga", per_day, 60.0, day);
+    }
+}
+
+#[test]
+fn sales_as_a_low_belief_expects_cut_the_price_but_no_further_than_the_uninformed_limit() {
+    // The user expects 100 of 200 units sold at 60, and half of that came in half the
+    // period: at the prior price response the belief calls for about 32, and the sales
+    // do not contradict it. Nothing has tested the price response, so the cut stops at
+    // 12 % below the default.
+    let mut b = one_item(0.5);
+    sell_daily(&mut b, 3, 15);
+    let (price, e) = price_on(&b, 16);
+    assert_eq!(e.curve, CurveSource::Prior);
+    assert!(
+        (price - 60.0 * (1.0 - UNINFORMED_CUT)).abs() < 0.011,
+        "{price} ({e:?})"
+    );
+}
+
+#[test]
+fn sales_behind_a_belief_of_selling_out_do_not_cut_the_price() {
+    // The user expects to sell out at 60; after two thirds of the period only 60 units
+    // went. With the prior curve that is a late surge still to come as much as weak
+    // demand, and the user's belief calls for no cut.
+    let mut b = one_item(1.0);
+    sell_daily(&mut b, 3, 20);
+    let (price, e) = price_on(&b, 21);
+    assert_eq!(price, 60.0, "{e:?}");
+}
+
+#[test]
+fn sales_ahead_of_a_low_belief_hold_the_default() {
+    // The user expects 100 units at 60 (a belief that calls for a cut), but 63 went in
+    // the first 9 days: read against a back-loaded curve the sales show more demand to
+    // come than the units left, so the price does not go below 60.
+    let mut b = one_item(0.5);
+    sell_daily(&mut b, 7, 9);
+    let (price, e) = price_on(&b, 10);
+    assert!(price >= 60.0, "{price} ({e:?})");
+}
+
 #[test]
 fn strong_early_sales_raise_the_price_and_the_bid_price() {
     let mut b = one_item(0.9);
