@@ -620,3 +620,71 @@ async fn a_trigger_resends_rejections_whose_delivery_failed_once_per_trigger() {
     .unwrap();
     assert_eq!(report.rejections, 0);
 }
+
+/// A dispatch whose create was applied but whose answer was lost (the retry finds the
+/// delivery stored) still sends it, and a dispatch finds an attempted delivery sent.
+#[tokio::test]
+async fn a_dispatch_sends_what_an_earlier_create_stored_and_never_sent() {
+    use pricing_core::ids::InstanceKey;
+    use pricing_core::model::Message;
+    use pricing_core::ports::EventStore;
+    use pricing_core::ports::WorkQueue;
+    use pricing_core::webhooks::dispatch;
+
+    let f = fixture().await;
+    let key = InstanceKey::new(
+        project_p().tenant,
+        ProjectId::parse("p").unwrap(),
+        InstanceId::parse("i").unwrap(),
+    );
+    f.instance(key.instance_id.as_str()).await;
+    let event = |id: &str| Event {
+        id: id.into(),
+        event_type: "prices.updated".into(),
+        project_id: key.project_id.clone(),
+        instance_id: key.instance_id.clone(),
+        created_at: f.t0,
+        data: json!({"prices": []}),
+    };
+    let (lost, sent) = (event("evt_lost"), event("evt_sent"));
+    f.store
+        .append_events(&key, &[lost.clone(), sent.clone()])
+        .await
+        .unwrap();
+    // Both were created by an earlier run; the second was attempted since.
+    let stored: Vec<Delivery> = [&lost, &sent]
+        .iter()
+        .map(|e| Delivery::new(e, &f.subscription, f.t0))
+        .collect();
+    assert_eq!(f.store.create_deliveries(&stored).await.unwrap().len(), 2);
+    let transport = Scripted::default();
+    transport.answer(status(200));
+    let settle = deliver(&f.store, &transport, &f.signer, &stored[1].webhook_id, f.t0)
+        .await
+        .unwrap();
+    assert_eq!(settle, Settle::Done);
+
+    let report = dispatch(&f.store, &f.store, &key, f.t0).await.unwrap();
+    assert_eq!((report.events, report.deliveries), (2, 0), "none created");
+    let got = f
+        .store
+        .webhook_queue()
+        .receive(10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let messages: Vec<Message> = got.into_iter().map(|r| r.message).collect();
+    assert_eq!(
+        messages,
+        [Message::Deliver {
+            webhook_id: stored[0].webhook_id.clone()
+        }],
+        "the unsent one is sent, the delivered one is not"
+    );
+    assert!(
+        f.store
+            .undispatched_events(&key, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -1,15 +1,19 @@
 //! Dispatch: an instance's undispatched events become deliveries for the subscriptions
-//! that want them, then are marked dispatched. Deliveries are created idempotently and only
-//! the ones this run created are enqueued, so a repeated or concurrent dispatch sends
-//! nothing twice; a crash before the mark repeats the run, and a crash between creating a
-//! delivery and enqueueing it is repaired by the overdue-delivery sweep.
+//! that want them, then are marked dispatched. Deliveries are created idempotently (a
+//! webhook id derives from the event and the subscription). The ones this run created are
+//! enqueued, and so are the ones an earlier run created that still wait for their first
+//! attempt: a crash before the mark repeats the run, and a create whose answer was lost
+//! (it was applied, the retry finds the deliveries there) would otherwise leave them to the
+//! overdue-delivery sweep, a grace period late. That costs at most a duplicate message,
+//! which an attempt finds done or sends under the same webhook id. A crash between
+//! creating a delivery and enqueueing it after the mark is repaired by the sweep.
 
 use crate::ids::InstanceKey;
 use crate::model::Message;
 use crate::ports::{DeliveryStore, Enqueue, EventStore, StoreResult, SubscriptionStore};
 use crate::time::Timestamp;
 
-use super::delivery::Delivery;
+use super::delivery::{Delivery, DeliveryStatus};
 use super::subscription::Subscription;
 
 /// Events read per round.
@@ -52,7 +56,15 @@ where
             })
             .collect();
         if !deliveries.is_empty() {
-            for webhook_id in store.create_deliveries(&deliveries).await? {
+            let created = store.create_deliveries(&deliveries).await?;
+            if created.len() < deliveries.len() {
+                // Some existed already: a dispatch before this one created them and may not
+                // have sent them (it stopped, or the answer to its create was lost).
+                for webhook_id in unsent(store, &deliveries, &created).await? {
+                    queue.send(&Message::Deliver { webhook_id }).await?;
+                }
+            }
+            for webhook_id in created {
                 queue.send(&Message::Deliver { webhook_id }).await?;
                 report.deliveries += 1;
             }
@@ -63,6 +75,30 @@ where
             return Ok(report);
         }
     }
+}
+
+/// Of `deliveries`, those not in `created` that are stored and still wait for their first
+/// attempt. Sending them again costs at most a duplicate message (an attempt finds a sent
+/// delivery done; two concurrent attempts send under the same webhook id), where waiting
+/// for the overdue-delivery sweep would hold them back for its grace period.
+async fn unsent<S: DeliveryStore>(
+    store: &S,
+    deliveries: &[Delivery],
+    created: &[String],
+) -> StoreResult<Vec<String>> {
+    let mut unsent = Vec::new();
+    for d in deliveries
+        .iter()
+        .filter(|d| !created.contains(&d.webhook_id))
+    {
+        if let Some(stored) = store.get_delivery(&d.webhook_id).await?
+            && stored.status == DeliveryStatus::Pending
+            && stored.attempt == 0
+        {
+            unsent.push(stored.webhook_id);
+        }
+    }
+    Ok(unsent)
 }
 
 /// The project-level subscriptions and the instance's own.
