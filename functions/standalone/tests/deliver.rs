@@ -121,6 +121,16 @@ impl Fixture {
             .unwrap();
     }
 
+    /// Up to 10 messages of the webhook lane (received, hidden for 30 s).
+    async fn webhook_lane(&self) -> Vec<pricing_core::ports::Received> {
+        use pricing_core::ports::WorkQueue;
+        self.store
+            .webhook_queue()
+            .receive(10, Duration::from_secs(30))
+            .await
+            .unwrap()
+    }
+
     fn at(&self, after: Duration) -> Timestamp {
         Timestamp::from_millis(self.t0.millis() + i64::try_from(after.as_millis()).unwrap())
             .unwrap()
@@ -389,12 +399,7 @@ async fn the_sweep_wakes_undispatched_events_and_lost_deliveries() {
         .await
         .unwrap();
     assert_eq!(late.deliveries, 1);
-    let got = f
-        .store
-        .webhook_queue()
-        .receive(10, Duration::from_secs(30))
-        .await
-        .unwrap();
+    let got = f.webhook_lane().await;
     assert_eq!(got.len(), 1);
     assert_eq!(
         got[0].message,
@@ -628,7 +633,6 @@ async fn a_dispatch_sends_what_an_earlier_create_stored_and_never_sent() {
     use pricing_core::ids::InstanceKey;
     use pricing_core::model::Message;
     use pricing_core::ports::EventStore;
-    use pricing_core::ports::WorkQueue;
     use pricing_core::webhooks::dispatch;
 
     let f = fixture().await;
@@ -666,12 +670,7 @@ async fn a_dispatch_sends_what_an_earlier_create_stored_and_never_sent() {
 
     let report = dispatch(&f.store, &f.store, &key, f.t0).await.unwrap();
     assert_eq!((report.events, report.deliveries), (2, 0), "none created");
-    let got = f
-        .store
-        .webhook_queue()
-        .receive(10, Duration::from_secs(30))
-        .await
-        .unwrap();
+    let got = f.webhook_lane().await;
     let messages: Vec<Message> = got.into_iter().map(|r| r.message).collect();
     assert_eq!(
         messages,
