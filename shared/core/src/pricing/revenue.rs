@@ -185,6 +185,12 @@ struct Market {
     remaining: f64,
 }
 
+impl AsRef<Market> for Market {
+    fn as_ref(&self) -> &Market {
+        self
+    }
+}
+
 /// One item's inputs to the solve.
 struct Solving<'a> {
     item: &'a ItemState,
@@ -279,8 +285,7 @@ pub(crate) fn plan_product(
             s.market.min = s.market.min.max(floor);
         }
     }
-    let markets: Vec<Market> = solving.iter().map(|s| s.market).collect();
-    let (bid_price, expected) = solve(&markets, units_left as f64);
+    let (bid_price, expected) = solve(&solving, units_left as f64);
     solving
         .into_iter()
         .map(|s| {
@@ -308,6 +313,12 @@ pub(crate) fn plan_product(
             }
         })
         .collect()
+}
+
+impl AsRef<Market> for Solving<'_> {
+    fn as_ref(&self) -> &Market {
+        &self.market
+    }
 }
 
 /// The cumulative share of demand by elapsed share `tau` that the cut floor reads sales
@@ -442,11 +453,11 @@ fn exposure_now(
 /// meet the units left. Newton's method on `ln S` (a log-sum of exponentials, convex in
 /// `lambda` where no price is at a bound) finds it in a few evaluations; a step that would
 /// leave the bracket of the root is a halving instead.
-fn solve(items: &[Market], units_left: f64) -> (f64, f64) {
+fn solve<M: AsRef<Market>>(items: &[M], units_left: f64) -> (f64, f64) {
     // The believed sales at `lambda` and their slope.
     let sales = |lambda: f64| -> (f64, f64) {
         let (mut total, mut slope) = (0.0, 0.0);
-        for s in items {
+        for s in items.iter().map(AsRef::as_ref) {
             let b = s.estimate.response.max(1e-12);
             let raw = lambda + 1.0 / b;
             let max = s.max.max(s.min);
@@ -465,7 +476,7 @@ fn solve(items: &[Market], units_left: f64) -> (f64, f64) {
         return (0.0, free);
     }
     // Beyond the highest max every item is at its max.
-    let mut hi = items.iter().map(|s| s.max).fold(0.0, f64::max);
+    let mut hi = items.iter().map(|s| s.as_ref().max).fold(0.0, f64::max);
     let at_max = sales(hi).0;
     if at_max > units_left {
         return (hi, at_max);
