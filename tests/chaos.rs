@@ -943,10 +943,10 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
             // Lost wake-ups are the sweep's to find.
             chaos.schedule().await;
             if behind == 0 {
-                // A delivery whose message was lost (its sender cut off between storing it
-                // and sending the message, or a create whose answer was lost: the retry
-                // finds it stored and sends nothing): the webhook sweep re-enqueues it once
-                // it is OVERDUE_GRACE late. The schedule as it runs that much later; the due
+                // A delivery whose message was lost (a send whose failure went unseen; a
+                // create whose answer was lost is sent by the dispatch's retry, which finds
+                // it stored and unattempted): the webhook sweep re-enqueues it once it is
+                // OVERDUE_GRACE late. The schedule as it runs that much later; the due
                 // time the sweep stamps on what it re-enqueues (its own `now`) is then set
                 // back to the real now, as a sweep running then would have stamped it
                 // (left at `later`, the message would wait those 11 minutes).

@@ -240,9 +240,9 @@ pub struct Curve {
 
 impl Curve {
     /// The curve of a new project: flat. With it the model raises prices when sales run
-    /// ahead but cuts below the default only within narrow limits (see `revenue`), so a flat prior reads
-    /// neither a late surge nor a slow start as weak demand, and does not chase early
-    /// sales that a rising prior would call strong.
+    /// ahead but cuts below the default only within narrow limits (see `revenue`), so a
+    /// flat prior reads neither a late surge nor a slow start as weak demand, and does not
+    /// chase early sales that a rising prior would call strong.
     pub fn prior() -> Curve {
         Curve::flat()
     }
