@@ -19,7 +19,9 @@ less of the other's work than plain moto's restore of the whole table does.
 Usage: moto_lean.py PORT   (serves on 127.0.0.1:PORT)
 """
 import copy
+import os
 import sys
+import time
 
 import moto.dynamodb.models as models
 from moto.dynamodb.models.dynamo_type import DynamoType
@@ -84,6 +86,41 @@ def transact_write_items(self, transact_items):
 
 
 models.DynamoDBBackend.transact_write_items = transact_write_items
+
+
+# MOTO_LEAN_TIMES=FILE: a line per request (unix time at its end, handler, action, ms in
+# moto, items stored in all DynamoDB tables), to tell the emulator's time from the
+# waits between calls (the chaos runs: docs/guarantees.md).
+_times_path = os.environ.get("MOTO_LEAN_TIMES")
+if _times_path:
+    from moto.core.responses import BaseResponse
+
+    _times_file = open(_times_path, "a", buffering=1)
+    _call_action = BaseResponse.call_action
+
+    def _stored_items():
+        n = 0
+        for account in models.dynamodb_backends.values():
+            for backend in account.values():
+                for t in backend.tables.values():
+                    n += sum(len(v) if t.range_key_attr else 1 for v in t.items.values())
+        return n
+
+    def _timed_call_action(self):
+        started = time.perf_counter()
+        try:
+            return _call_action(self)
+        finally:
+            ms = (time.perf_counter() - started) * 1000
+            try:
+                action = self._get_action()
+            except Exception:  # noqa: BLE001 (a request moto could not name)
+                action = "?"
+            _times_file.write(
+                f"{time.time():.3f} {type(self).__name__} {action} {ms:.2f} {_stored_items()}\n"
+            )
+
+    BaseResponse.call_action = _timed_call_action
 
 if __name__ == "__main__":
     from moto.server import main
