@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The AWS emulator of the tests: moto with a cheaper TransactWriteItems.
+"""The AWS emulator of the tests: moto with a cheaper TransactWriteItems and Query.
 
 Started by infra/test.sh for the whole test command, by pricing_emulator when a test runs
 alone, and by the chaos runs (tests/chaos.rs).
@@ -16,11 +16,15 @@ runs' fault proxy) and cargo runs one test process at a time. Where two processe
 at once (a test and a Lambda bootstrap it runs), putting back only the named items undoes
 less of the other's work than plain moto's restore of the whole table does.
 
+moto's Query also costs time in proportion to the table's size (it walks and sorts every
+item of the table); here it walks the queried partition only (see `query` below).
+
 Usage: moto_lean.py PORT   (serves on 127.0.0.1:PORT)
 """
 import copy
 import os
 import sys
+import threading
 import time
 
 import moto.dynamodb.models as models
@@ -86,6 +90,46 @@ def transact_write_items(self, transact_items):
 
 
 models.DynamoDBBackend.transact_write_items = transact_write_items
+
+
+# moto's Table.query walks every item of the table (Table.all_items, which also sorts the
+# whole table by key) to find one partition's items, and a query on the index walks and
+# sorts it all too: a query costs time in proportion to the table's size (~1 s per query
+# at 40,000 items), and a chaos run's pace falls as its table grows. Here a query on the
+# table takes its partition's items alone (the same items: those whose hash key is the
+# query's), and a query on an index walks the items unsorted (moto then sorts its matches
+# by the index's and the table's keys, a total order of their own).
+_scope = threading.local()
+_all_items = Table.all_items
+_query = Table.query
+
+
+def all_items(self):
+    scope = getattr(_scope, "value", None)
+    if scope is None:
+        return _all_items(self)
+    kind, hash_key = scope
+    if kind == "index":
+        if not self.range_key_attr:
+            return list(self.items.values())
+        return [item for part in self.items.values() for item in part.values()]
+    if not self.range_key_attr:
+        item = self.items.get(hash_key)
+        return [] if item is None else [item]
+    return list(self.items.get(hash_key, {}).values())
+
+
+def query(self, hash_key, *args, **kwargs):
+    index_name = args[6] if len(args) > 6 else kwargs.get("index_name")
+    _scope.value = ("index", None) if index_name else ("table", hash_key)
+    try:
+        return _query(self, hash_key, *args, **kwargs)
+    finally:
+        _scope.value = None
+
+
+Table.all_items = all_items
+Table.query = query
 
 
 # MOTO_LEAN_TIMES=FILE: a line per request (unix time at its end, handler, action, ms in
