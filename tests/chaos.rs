@@ -33,8 +33,8 @@ use pricing_lambda::wiring::Aws;
 /// same retry quota), with a first backoff of [`SDK_FIRST_BACKOFF`] instead of the
 /// default 1 s: a retry waits a random 0..50 ms, then 0..100 ms, instead of 0..1 s, then
 /// 0..2 s. The emulator answers in milliseconds; with the default, those waits were most
-/// of a chaos run's time (a 300-entry run: moto busy 4 s of 110 s, 81 s of the rest in
-/// pauses of 0.5 s or more between calls).
+/// of a chaos run's time (a 300-entry run: 328 s, moto busy 19 s of it, 232 s in pauses
+/// of 0.5 s or more between calls; 73 s with this backoff).
 async fn sdk_via(proxy: &FaultProxy, attempt_timeout: Duration) -> aws_config::SdkConfig {
     pricing_aws::emulator::emulator_sdk_config(&proxy.url())
         .await
