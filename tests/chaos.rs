@@ -605,6 +605,36 @@ async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Every delivery of `subscription`, page by page (a 5,000-entry run makes more than the
+/// 1,000 of one page).
+async fn all_deliveries(
+    aws: &Aws,
+    project: &ProjectKey,
+    subscription: &pricing_core::webhooks::Subscription,
+) -> Vec<pricing_core::webhooks::DeliverySummary> {
+    let mut all = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = aws
+            .store
+            .list_deliveries(
+                project,
+                &subscription.subscription_id,
+                &PageRequest {
+                    cursor,
+                    limit: 1000,
+                },
+            )
+            .await
+            .unwrap();
+        all.extend(page.items);
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return all,
+        }
+    }
+}
+
 /// How long a client keeps resending one request before the run fails.
 const SUBMIT_PATIENCE: Duration = Duration::from_secs(600);
 
@@ -895,20 +925,8 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
                 behind += 1;
             }
         }
-        let deliveries = direct
-            .store
-            .list_deliveries(
-                &project,
-                &subscription.subscription_id,
-                &PageRequest {
-                    cursor: None,
-                    limit: 1000,
-                },
-            )
-            .await
-            .unwrap();
+        let deliveries = all_deliveries(&direct, &project, &subscription).await;
         let open = deliveries
-            .items
             .iter()
             .filter(|d| !matches!(d.status, DeliveryStatus::Succeeded | DeliveryStatus::Failed))
             .count();
@@ -917,7 +935,6 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
         }
         let now = Timestamp::now().millis();
         let retry_due = deliveries
-            .items
             .iter()
             .filter(|d| !matches!(d.status, DeliveryStatus::Succeeded | DeliveryStatus::Failed))
             .filter_map(|d| d.next_attempt_at)
@@ -934,7 +951,6 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
             // What is still open, and why: its attempts, when the next one is due, its error.
             let now = Timestamp::now().millis();
             let open: Vec<String> = deliveries
-                .items
                 .iter()
                 .filter(|d| !matches!(d.status, DeliveryStatus::Succeeded | DeliveryStatus::Failed))
                 .map(|d| {
@@ -977,7 +993,7 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
                         .await
                         .unwrap();
                 chaos.figures.overdue_webhooks_resent += sweep.deliveries;
-                for d in &deliveries.items {
+                for d in &deliveries {
                     // `false`: not one the sweep stamped (its due time is not `later`).
                     direct
                         .store
@@ -1118,23 +1134,8 @@ async fn run_chaos(seed: u64, instances: usize, entries: usize, rate: f64) -> Fi
             panic!("one event under two webhook-ids {other} and {id}: {what}");
         }
     }
-    let deliveries = direct
-        .store
-        .list_deliveries(
-            &project,
-            &subscription.subscription_id,
-            &PageRequest {
-                cursor: None,
-                limit: 1000,
-            },
-        )
-        .await
-        .unwrap();
-    assert!(
-        deliveries.next.is_none(),
-        "more than 1,000 deliveries: page them"
-    );
-    for d in &deliveries.items {
+    let deliveries = all_deliveries(&direct, &project, &subscription).await;
+    for d in &deliveries {
         assert_eq!(d.status, DeliveryStatus::Succeeded, "{}", d.webhook_id);
         assert!(
             by_id.contains_key(&d.webhook_id),
