@@ -12,13 +12,15 @@
 //! demand level from the project's past instances ([`ProjectHistory`]), else the flat
 //! prior curve and the user's `expectedSales` — and then the model cuts below the default
 //! price only as far as the user's belief calls for, the sales do not contradict, and
-//! [`UNINFORMED_CUT`] allows (early on, a late surge and weak demand look alike).
+//! [`UNINFORMED_CUT`] allows (early on, a late surge and weak demand look alike), and
+//! reads a surge from the item's recent pace ([`Pace`]): buyers coming faster than the
+//! estimate expects add to the remaining demand for twice as long as they have.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::demand::{self, Curve, Estimate, Exposure, Learned, PastSales, Prior};
+use super::demand::{self, Curve, Estimate, Exposure, Learned, Pace, PastSales, Prior};
 use super::explain::{ModelExplanation, ModelNote};
 use super::models::elapsed_share;
 use crate::ids::{ItemId, ProductId};
@@ -42,9 +44,11 @@ const EVIDENCE_ON_PRIOR_CURVE: f64 = 0.35;
 /// the prior. The cut rests on the prior price response (b * d = 1.5), which no sale at a
 /// single price can confirm; if the user's default was already the revenue-maximising
 /// price (b * d = 1), a cut by c earns (1 - c) * e^c of the default's revenue, about
-/// 1 - c^2 / 2: at 12 % that is 0.8 % less, inside the promise of never doing more than a
-/// point worse than leaving the price at the default (docs/pricing.md).
-const UNINFORMED_CUT: f64 = 0.12;
+/// 1 - c^2 / 2: at 11 % that is 0.6 % less. Where the capacity binds instead (the user's
+/// belief too low, and buyers who come late, so that the early sales agree with it), each
+/// point of the cut is lost on every unit sold before the buyers show: 12 % cost 1.1 points
+/// against the fixed default there, 11 % 0.8 (docs/pricing.md).
+const UNINFORMED_CUT: f64 = 0.11;
 
 /// The change per calculation the revenue model allows itself when the product sets no
 /// `maxStepChange`: 25 % of the previous price. The model re-solves from scratch each
@@ -199,6 +203,10 @@ struct Solving<'a> {
     believed: f64,
     tau: f64,
     exposure: Exposure,
+    /// Share of the booking curve still to come.
+    demand_left: f64,
+    /// How much faster than expected buyers came lately ([`Pace::factor`]; 1 when not).
+    pace: f64,
 }
 
 /// Learns and solves for the live items of `product`: one plan per item, in the order
@@ -264,6 +272,14 @@ pub(crate) fn plan_product(
             let start = input.carried.and_then(|c| c.estimate);
             let estimate = demand::fit(&prior, &item.demand, &exposure, evidence, start);
             exposure.estimate = Some(estimate);
+            // Buyers coming faster than the estimate expects, for as long as that is
+            // taken to last: read only against the prior curve (a learned one expects
+            // its surges; there the pace adds noise and nothing else).
+            let (pace, lasting) = match &exposure.pace {
+                Some(p) if source == CurveSource::Prior => (p.factor(), p.horizon(tau)),
+                _ => (1.0, 0.0),
+            };
+            let remaining = 1.0 - curve.cumulative(tau);
             Solving {
                 item,
                 market: Market {
@@ -271,8 +287,10 @@ pub(crate) fn plan_product(
                     default,
                     min: ps.min.to_f64(),
                     max: ps.max.to_f64(),
-                    remaining: 1.0 - curve.cumulative(tau),
+                    remaining: remaining + (pace - 1.0) * curve.mass(tau, tau + lasting),
                 },
+                demand_left: remaining,
+                pace,
                 believed: prior.level,
                 tau,
                 exposure,
@@ -296,7 +314,8 @@ pub(crate) fn plan_product(
                 price_response: m.estimate.response,
                 units_left,
                 time_left: 1.0 - s.tau,
-                demand_left: m.remaining,
+                demand_left: s.demand_left,
+                recent_pace: s.pace,
                 remaining_demand: m.estimate.demand(m.default, m.remaining, price),
                 bid_price,
                 expected_sales: expected,
@@ -403,6 +422,7 @@ fn fallback(
                 price: ps.default.to_f64() * ps.multiplier,
                 explanation: ModelExplanation::Revenue(Box::new(RevenueExplanation {
                     note: Some(note),
+                    recent_pace: 1.0,
                     ..RevenueExplanation::default()
                 })),
                 exposure: exposure_now(input, previous_at, curve, now),
@@ -427,20 +447,39 @@ fn exposure_now(
         .unwrap_or(item.properties.price_settings.default)
         .to_f64();
     let tau = elapsed_share(period, now);
+    let default = item.properties.price_settings.default.to_f64();
     match (input.carried, previous_at) {
         (Some(carried), Some(at)) => {
             // Room for the level this calculation may add (a clone has none).
             let mut levels = Vec::with_capacity(carried.levels.len() + 1);
             levels.extend_from_slice(&carried.levels);
+            let from = elapsed_share(period, at);
+            let mass = curve.mass(from, tau);
+            let expected = carried
+                .estimate
+                .map_or(0.0, |e| e.demand(default, mass, price));
+            let pace = carried.pace.clone().unwrap_or_default().advance(
+                item.demand.units,
+                expected,
+                from,
+                tau,
+            );
             let mut exposure = Exposure {
                 levels,
                 estimate: carried.estimate,
+                pace: Some(pace),
             };
-            exposure.add(price, curve.mass(elapsed_share(period, at), tau));
+            exposure.add(price, mass);
             exposure
         }
         _ => {
-            let mut exposure = Exposure::default();
+            let mut exposure = Exposure {
+                pace: Some(Pace {
+                    units: item.demand.units,
+                    ..Pace::default()
+                }),
+                ..Exposure::default()
+            };
             exposure.add(price, curve.mass(0.0, tau));
             exposure
         }
@@ -525,6 +564,11 @@ pub struct RevenueExplanation {
     pub time_left: f64,
     /// Share of the item's demand (by the booking curve) still to come.
     pub demand_left: f64,
+    /// How much faster than the estimate expected buyers came lately (1: not beyond
+    /// chance, or the booking curve is learned and expects its surges). The expected
+    /// remaining demand counts it for twice as long as it has held.
+    #[serde(default = "one")]
+    pub recent_pace: f64,
     /// Units the item is expected to sell from now on at this price.
     pub remaining_demand: f64,
     /// The marginal value of a unit of the product's capacity (0: capacity to spare).
@@ -540,6 +584,10 @@ pub struct RevenueExplanation {
     pub curve: CurveSource,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<ModelNote>,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// The sales stats an `itemSale` adds: bought units at the price paid, at the elapsed

@@ -452,3 +452,81 @@ fn returns_and_out_of_order_sales_do_not_change_the_learned_response() {
     assert_eq!(in_order, reversed);
     assert_eq!(in_order, with_returns);
 }
+
+/// A pace brought up to date hour by hour (1/720 of a 30-day period) from `from` to `to`,
+/// with Poisson sales of `rate` times the `expected` units per hour.
+fn pace_hourly(pace: Pace, rng: &mut Rng, from: f64, to: f64, expected: f64, rate: f64) -> Pace {
+    let hour = 1.0 / 720.0;
+    let (mut pace, mut tau) = (pace, from);
+    while tau < to - 1e-12 {
+        let units = pace.units + rng.poisson(expected * rate);
+        pace = pace.advance(units, expected, tau, tau + hour);
+        tau += hour;
+    }
+    pace
+}
+
+#[test]
+fn buyers_at_the_expected_pace_leave_the_factor_at_one() {
+    // 1,000 hours of sales at the expected 0.3 units an hour: no window may see a surge
+    // for more than a few hours in all (a false alarm is a price raised for nothing).
+    let (mut rng, mut pace, mut tau, mut alarms) = (Rng(7), Pace::default(), 0.0, 0);
+    for _ in 0..1000 {
+        pace = pace_hourly(pace, &mut rng, tau, tau + 1.0 / 720.0, 0.3, 1.0);
+        tau += 1.0 / 720.0;
+        if pace.factor() > 1.0 {
+            alarms += 1;
+        }
+    }
+    assert!(alarms <= 20, "{alarms} hours of 1,000 read as a surge");
+}
+
+#[test]
+fn a_surge_shows_within_hours_and_holds_for_twice_as_long_as_it_lasted() {
+    let mut rng = Rng(11);
+    let steady = pace_hourly(Pace::default(), &mut rng, 0.0, 0.8, 0.3, 1.0);
+    assert_eq!(steady.factor(), 1.0);
+    // Six times the buyers from 0.8 on: within 12 hours the pace shows it.
+    let surge = pace_hourly(steady, &mut rng, 0.8, 0.8 + 12.0 / 720.0, 0.3, 6.0);
+    let (factor, since) = (surge.factor(), surge.since.expect("ahead"));
+    assert!(factor > 2.0, "factor {factor}");
+    assert!((0.8..0.8 + 12.0 / 720.0).contains(&since), "since {since}");
+    let tau = 0.8 + 12.0 / 720.0;
+    assert!((surge.horizon(tau) - 2.0 * (tau - since).max(PACE_WINDOWS[0])).abs() < 1e-12);
+    // A slow pace is never a factor below one.
+    let slow = pace_hourly(Pace::default(), &mut rng, 0.0, 0.5, 0.3, 0.2);
+    assert_eq!(slow.factor(), 1.0);
+    assert_eq!(slow.horizon(0.5), 0.0);
+}
+
+#[test]
+fn a_passing_burst_fades_once_buyers_come_at_the_expected_pace_again() {
+    let mut rng = Rng(5);
+    let steady = pace_hourly(Pace::default(), &mut rng, 0.0, 0.4, 0.3, 1.0);
+    let burst = pace_hourly(steady, &mut rng, 0.4, 0.45, 0.3, 6.0);
+    assert!(burst.factor() > 2.0);
+    // Two days (0.067) at the expected pace: the shortest window no longer sees it.
+    let after = pace_hourly(burst, &mut rng, 0.45, 0.45 + 0.067, 0.3, 1.0);
+    assert_eq!(after.factor(), 1.0);
+    assert_eq!(after.since, None);
+}
+
+#[test]
+fn the_pace_counts_each_unit_once_and_survives_its_stored_form() {
+    let pace = Pace::default().advance(10, 2.0, 0.0, 0.01);
+    assert_eq!(pace.units, 10);
+    // The count of units bought never goes back (returns are not demand): a lower count
+    // adds nothing, and the same count again adds nothing.
+    let again = pace.advance(10, 0.0, 0.01, 0.01);
+    assert_eq!(again.sold, pace.sold);
+    let lower = pace.advance(4, 0.0, 0.01, 0.01);
+    assert_eq!((lower.units, lower.sold), (10, pace.sold));
+    // Nonsense inputs change nothing but the discount.
+    let odd = pace.advance(10, f64::NAN, 0.02, 0.01);
+    assert_eq!(odd.expected, pace.expected);
+    let json = serde_json::to_string(&pace).expect("json");
+    assert_eq!(serde_json::from_str::<Pace>(&json).expect("back"), pace);
+    // An exposure stored before the pace was kept reads back without one.
+    let old: Exposure = serde_json::from_str(r#"{"levels":[[60.0,0.5]]}"#).expect("old");
+    assert_eq!(old.pace, None);
+}

@@ -130,7 +130,7 @@ fn sales_as_a_low_belief_expects_cut_the_price_but_no_further_than_the_uninforme
     // The user expects 100 of 200 units sold at 60, and half of that came in half the
     // period: at the prior price response the belief calls for about 32, and the sales
     // do not contradict it. Nothing has tested the price response, so the cut stops at
-    // 12 % below the default.
+    // 11 % below the default.
     let mut b = one_item(0.5);
     sell_daily(&mut b, 3, 15);
     let (price, e) = price_on(&b, 16);
@@ -391,4 +391,95 @@ fn without_max_step_change_a_price_moves_at_most_a_quarter_per_calculation() {
         &ProjectHistory::default(),
     );
     assert!(c.get(&id("ga")).expect("priced").price.to_f64() > 75.0);
+}
+
+/// The calculation of `state` at `now` after `previous` (its time, prices and exposures).
+fn run_after(
+    state: &InstanceState,
+    now: Timestamp,
+    history: &ProjectHistory,
+    previous: &Calculation,
+) -> Calculation {
+    let prices = previous
+        .prices
+        .iter()
+        .map(|p| (p.item_id.clone(), p.price))
+        .collect();
+    let exposures = previous
+        .prices
+        .iter()
+        .filter_map(|p| Some((p.item_id.clone(), p.exposure.clone()?)))
+        .collect();
+    let last = Previous {
+        at: Some(previous.calculated_at),
+        prices: &prices,
+        exposures: &exposures,
+    };
+    calculate_with(state, true, Trigger::Schedule, now, &last, &[], history)
+}
+
+/// Prices `ga` every 6 hours from day 1 to the start of `until`, selling `per_day(day)`
+/// units at the price of the moment at the start of each day; returns the last
+/// calculation.
+fn trade(
+    b: &mut Builder,
+    until: u32,
+    history: &ProjectHistory,
+    per_day: impl Fn(u32) -> u64,
+) -> Calculation {
+    let mut last = run(&b.state, at(1), history);
+    for day in 1..until {
+        let price = last.get(&id("ga")).expect("priced").price.to_f64();
+        sell(b, "ga", per_day(day), price, day);
+        for quarter in 1..=4 {
+            let start = at(day).millis() + i64::from(quarter) * 6 * 3_600_000;
+            let now = Timestamp::from_millis(start).expect("time");
+            last = run_after(&b.state, now, history, &last);
+        }
+    }
+    last
+}
+
+#[test]
+fn without_history_a_late_surge_raises_the_price_within_a_day() {
+    // The user expects 170 of 200 units at 60; they sell at that pace (5.7 a day) for 25
+    // days. Then buyers come at six times the pace.
+    let steady = |_| 6;
+    let surge = |day| if day >= 26 { 36 } else { 6 };
+    let mut calm = one_item(0.85);
+    let before = trade(&mut calm, 27, &ProjectHistory::default(), steady);
+    let mut busy = one_item(0.85);
+    let after = trade(&mut busy, 27, &ProjectHistory::default(), surge);
+    let (calm_e, busy_e) = (explanation(&before, "ga"), explanation(&after, "ga"));
+    assert_eq!(calm_e.recent_pace, 1.0, "{calm_e:?}");
+    assert!(busy_e.recent_pace > 2.0, "{busy_e:?}");
+    let (calm_p, busy_p) = (
+        before.get(&id("ga")).expect("priced").price.to_f64(),
+        after.get(&id("ga")).expect("priced").price.to_f64(),
+    );
+    assert!(
+        busy_p > calm_p * 1.2,
+        "{busy_p} after the surge, {calm_p} without"
+    );
+    assert!(
+        busy_e.bid_price > calm_e.bid_price,
+        "capacity is scarcer: {busy_e:?}"
+    );
+    assert_eq!(busy_e.demand_left, calm_e.demand_left, "the curve's share");
+}
+
+#[test]
+fn a_learned_curve_expects_its_surge_and_reads_no_pace() {
+    // Last June's edition sold most of its units in the last days: the curve is learned,
+    // and this year's surge is what it expects.
+    let mut past = one_item_in(june_2025(), 0.85);
+    for day in 1..=30 {
+        sell(&mut past, "ga", if day >= 26 { 25 } else { 2 }, 60.0, day);
+    }
+    let history = ProjectHistory::learn([&past.state], at(1));
+    let mut b = one_item(0.85);
+    let c = trade(&mut b, 27, &history, |day| if day >= 26 { 25 } else { 2 });
+    let e = explanation(&c, "ga");
+    assert_eq!(e.curve, CurveSource::Learned);
+    assert_eq!(e.recent_pace, 1.0, "{e:?}");
 }
