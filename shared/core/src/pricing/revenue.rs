@@ -47,7 +47,7 @@ const EVIDENCE_ON_PRIOR_CURVE: f64 = 0.35;
 /// 1 - c^2 / 2: at 11 % that is 0.6 % less. Where the capacity binds instead (the user's
 /// belief too low, and buyers who come late, so that the early sales agree with it), each
 /// point of the cut is lost on every unit sold before the buyers show: 12 % cost 1.1 points
-/// against the fixed default there, 11 % 0.8 (docs/pricing.md).
+/// against the fixed default there, 11 % 0.9 (docs/pricing.md).
 const UNINFORMED_CUT: f64 = 0.11;
 
 /// The change per calculation the revenue model allows itself when the product sets no
