@@ -113,6 +113,76 @@ async fn timings() {
     println!("applied_sequence: {:?} each", t.elapsed() / 1000);
 }
 
+/// `load_state` of a 10,000-item instance alone, for profiles (`valgrind
+/// --tool=callgrind`): `LOADS` loads (default 20) after the state is written and loaded
+/// once, so the cost of one load is the difference between a run with `LOADS=n` and one
+/// with `LOADS=0`, divided by n. Items as the fixture writes them (`item`); those with sales (6 in 7) also
+/// carry the sales statistics the apply step keeps (units, amount paid, 20 bins of each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "timing; run with --release --ignored --nocapture"]
+async fn load_state_10k() {
+    let loads: usize = std::env::var("LOADS").map_or(20, |v| v.parse().expect("LOADS"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = EmbeddedStore::open(&dir.path().join("t.db")).expect("open");
+    let key = Run::new("load").key("p", "state");
+    let per = MAX_COMMIT_RECORDS - 1;
+    let (mut written, mut seq) = (0usize, 0u64);
+    while written < 10_000 {
+        let n = per.min(10_000 - written);
+        let items = (written..written + n)
+            .map(|i| {
+                let sold = i as u64 % 7;
+                let mut item = item(&format!("item-{i:05}"), "prod", sold, seq + 1);
+                for s in 0..sold {
+                    let tau = (i as u64 * 13 + s * 29) % 100;
+                    item.demand
+                        .record(1, 40.0 + s as f64 * 0.75, Some(tau as f64 / 100.0), 42.125);
+                }
+                item
+            })
+            .collect();
+        let commit = Commit {
+            expected_applied: seq,
+            header: header(seq + 1, json!({})),
+            items,
+            products: Vec::new(),
+            events: Vec::new(),
+        };
+        store.commit(&key, commit).await.expect("commit");
+        written += n;
+        seq += 1;
+    }
+    let conn = rusqlite::Connection::open(dir.path().join("t.db")).expect("open");
+    let stored: i64 = conn
+        .query_row("SELECT sum(length(record)) FROM state_items", [], |r| {
+            r.get(0)
+        })
+        .expect("stored bytes");
+    let state = store.load_state(&key).await.expect("load_state");
+    let json: usize = state
+        .items
+        .values()
+        .map(|i| serde_json::to_string(i).expect("json").len())
+        .sum();
+    drop(state);
+    println!("item records: {stored} B stored, {json} B as JSON");
+    let mut times = Vec::new();
+    for _ in 0..loads {
+        let t = Instant::now();
+        let state = store.load_state(&key).await.expect("load_state");
+        times.push(t.elapsed());
+        assert_eq!(state.items.len(), 10_000);
+    }
+    if loads > 0 {
+        println!(
+            "load_state of 10,000 items ({loads} loads): median {:?}, min {:?}, max {:?}",
+            median(times.clone()),
+            times.iter().min().expect("some"),
+            times.iter().max().expect("some")
+        );
+    }
+}
+
 /// The budget of the pricing issue: a 10,000-item instance recalculated and stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "timing; run with --release --ignored --nocapture"]
@@ -229,9 +299,12 @@ async fn recalculate_10k_items() {
             times.push(t.elapsed());
         }
     }
-    // Where the time goes, step by step.
+    // Where the time goes, step by step, a second after the last calculation as in the
+    // cold rounds (memory freed since then is given back to the system and faulted in
+    // again: docs/performance.md, "The allocator's purge delay").
     {
         use pricing_core::ports::{PriceMatchStore, PriceStore};
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
         let t = Instant::now();
         let state = store.load_state(&key).await.expect("state");
         let t_state = t.elapsed();
