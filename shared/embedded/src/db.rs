@@ -19,7 +19,7 @@ const WRITER_CHECKPOINT_PAGES: i64 = 16_384;
 /// How often the background connection copies the WAL into the database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// The schema this code writes (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: i64 = 8;
+pub(crate) const SCHEMA_VERSION: i64 = 9;
 
 /// What a write acknowledged by the store survives.
 ///
@@ -322,6 +322,7 @@ const MIGRATIONS: &[(i64, Step)] = &[
     (6, Step::Code(scope_projects_by_tenant)),
     (7, Step::Sql(crate::schedule::SCHEMA_V7)),
     (8, Step::Sql(crate::retention::SCHEMA_V8)),
+    (9, Step::Code(crate::item_record::rewrite_json_records)),
 ];
 
 /// The tables keyed by `project_id`.

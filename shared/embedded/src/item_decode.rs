@@ -1,7 +1,8 @@
-//! Fast decoding of the stored item records (`state_items.record`, the JSON of an
-//! [`ItemState`]). `ItemProps` keeps the client's other properties with `#[serde(flatten)]`,
-//! which makes serde buffer every field of the properties into an intermediate tree before
-//! decoding it; loading a large state spends most of its time there. These records are
+//! Fast decoding of the stored item records in JSON (`state_items.record` as written before
+//! schema version 9, the JSON of an [`ItemState`]; `item_record.rs` reads them through
+//! this, and the version 9 step rewrites them in the binary form). `ItemProps` keeps the
+//! client's other properties with `#[serde(flatten)]`, which makes serde buffer every field
+//! of the properties into an intermediate tree before decoding it. These records are
 //! decoded here field by field instead, into the same values (tested against serde's
 //! decoding of the same records).
 

@@ -38,7 +38,9 @@
 //! calculation), `price_latest` (the latest calculation whole, one JSON snapshot),
 //! `price_history` (one row per calculated price) and `price_matches` (the versioned rule
 //! set of an instance); since version 3 `event_heads` (last event and dispatch mark per
-//! instance), `subscriptions`, `deliveries`, and the queue's `lane` and `delayed` columns.
+//! instance), `subscriptions`, `deliveries`, and the queue's `lane` and `delayed` columns;
+//! since version 9 the item records of `state_items` are in a compact binary form
+//! (`item_record.rs`; JSON records of older files are rewritten by that step, and read).
 //!
 //! Durability: WAL with `synchronous=NORMAL` by default ([`Durability::ProcessCrash`]):
 //! every commit is written to the WAL file before the call returns, so an acknowledged
@@ -54,6 +56,7 @@ mod events;
 mod group;
 mod instances;
 mod item_decode;
+mod item_record;
 pub mod keys;
 mod limiter;
 mod log;

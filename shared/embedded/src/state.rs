@@ -8,6 +8,7 @@ use pricing_core::ports::{
     Commit, MAX_COMMIT_RECORDS, ProjectSales, StateStore, StoreError, StoreResult,
 };
 use pricing_core::state::{Header, InstanceState, ItemState, ProductState};
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::EmbeddedStore;
@@ -51,11 +52,12 @@ impl StateStore for EmbeddedStore {
     }
 }
 
-/// A commit's records as JSON, encoded before taking the writer.
+/// A commit's records, encoded before taking the writer: items in their binary stored form
+/// ([`crate::item_record`]), the others as JSON.
 struct Encoded {
     applied: u64,
     header: String,
-    items: Vec<(String, String)>,
+    items: Vec<(String, Vec<u8>)>,
     products: Vec<(String, String)>,
     events: Vec<(String, String)>,
 }
@@ -68,8 +70,8 @@ impl Encoded {
             items: c
                 .items
                 .iter()
-                .map(|i| Ok((i.item_id.to_string(), serde_json::to_string(i)?)))
-                .collect::<serde_json::Result<_>>()?,
+                .map(|i| (i.item_id.to_string(), crate::item_record::encode(i)))
+                .collect(),
             products: c
                 .products
                 .iter()
@@ -172,10 +174,20 @@ fn load_state(conn: &mut Connection, project: &str, instance: &str) -> DbResult<
             "SELECT record FROM state_items WHERE project_id = ?1 AND instance_id = ?2",
         )?;
         let mut rows = stmt.query(params![project, instance])?;
-        // The records side by side in one buffer (one allocation, not one per record).
-        let mut records = RecordText::default();
+        // The records side by side in one buffer (one allocation, not one per record):
+        // binary (a blob) or, written before schema version 9 and not rewritten, JSON.
+        let mut records = Records::default();
         while let Some(row) = rows.next()? {
-            records.push(text(row, 0)?);
+            records.push(match row.get_ref(0)? {
+                ValueRef::Blob(b) | ValueRef::Text(b) => b,
+                other => {
+                    return Err(StoreError::Failed(format!(
+                        "load_state: an item record is {:?}, not a blob or text",
+                        other.data_type()
+                    ))
+                    .into());
+                }
+            });
         }
         state.items = decode_items(&records)?;
         let mut stmt = tx.prepare_cached(
@@ -191,17 +203,17 @@ fn load_state(conn: &mut Connection, project: &str, instance: &str) -> DbResult<
     Ok(state)
 }
 
-/// Records read from rows, kept in one string.
+/// Records read from rows, kept in one buffer.
 #[derive(Default)]
-struct RecordText {
-    text: String,
+struct Records {
+    bytes: Vec<u8>,
     ends: Vec<usize>,
 }
 
-impl RecordText {
-    fn push(&mut self, record: &str) {
-        self.text.push_str(record);
-        self.ends.push(self.text.len());
+impl Records {
+    fn push(&mut self, record: &[u8]) {
+        self.bytes.extend_from_slice(record);
+        self.ends.push(self.bytes.len());
     }
 
     fn len(&self) -> usize {
@@ -209,21 +221,21 @@ impl RecordText {
     }
 
     /// Records `from..to`.
-    fn range(&self, from: usize, to: usize) -> impl Iterator<Item = &str> {
+    fn range(&self, from: usize, to: usize) -> impl Iterator<Item = &[u8]> {
         let start = |i: usize| if i == 0 { 0 } else { self.ends[i - 1] };
-        (from..to).map(move |i| &self.text[start(i)..self.ends[i]])
+        (from..to).map(move |i| &self.bytes[start(i)..self.ends[i]])
     }
 }
 
-/// Item records decoded (by [`crate::item_decode::decode_item`]) into the map, in two
+/// Item records decoded (by [`crate::item_record::decode`]) into the map, in two
 /// threads when there are many (decoding dominates the load of a large state), each into a
 /// map of its own, joined at the end (no intermediate list of decoded records).
-fn decode_items(records: &RecordText) -> DbResult<BTreeMap<ItemId, ItemState>> {
+fn decode_items(records: &Records) -> DbResult<BTreeMap<ItemId, ItemState>> {
     const PARALLEL_FROM: usize = 2_048;
     let decode = |from: usize, to: usize| -> serde_json::Result<BTreeMap<ItemId, ItemState>> {
         let mut map = BTreeMap::new();
         for record in records.range(from, to) {
-            let item = crate::item_decode::decode_item(record)?;
+            let item = crate::item_record::decode(record)?;
             map.insert(item.item_id.clone(), item);
         }
         Ok(map)

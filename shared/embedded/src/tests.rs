@@ -17,6 +17,84 @@ fn file_store() -> (tempfile::TempDir, EmbeddedStore) {
     (dir, store)
 }
 
+/// Schema version 9: item records written as JSON before it are rewritten in the binary
+/// form on open and load as they were; a JSON record that is left (it did not decode then,
+/// or is written by hand) still reads, and one that does not decode is refused on load.
+#[tokio::test]
+async fn item_records_in_json_are_rewritten_in_the_binary_form() {
+    let (_dir, store) = file_store();
+    let path = store.path().unwrap().to_path_buf();
+    let key = Run::new("v9").key("p", "i");
+    let mut sold = item("sold", "p", 3, 2);
+    sold.demand.record(3, 40.5, Some(0.3), 42.0);
+    let items = vec![item("a", "p", 0, 1), sold];
+    let commit = Commit {
+        expected_applied: 0,
+        header: header(2, json!({})),
+        items: items.clone(),
+        products: Vec::new(),
+        events: Vec::new(),
+    };
+    store.commit(&key, commit).await.unwrap();
+    let before = store.load_state(&key).await.unwrap();
+    assert_eq!(before.items.values().cloned().collect::<Vec<_>>(), items);
+    drop(store);
+    // The database as version 8 wrote it: JSON item records.
+    let kinds = |conn: &rusqlite::Connection| -> Vec<String> {
+        conn.prepare("SELECT typeof(record) FROM state_items ORDER BY item_id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    };
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        assert_eq!(kinds(&conn), ["blob", "blob"]);
+        for i in &items {
+            conn.execute(
+                "UPDATE state_items SET record = ?2 WHERE item_id = ?1",
+                rusqlite::params![i.item_id.as_str(), serde_json::to_string(i).unwrap()],
+            )
+            .unwrap();
+        }
+        conn.pragma_update(None, "user_version", 8).unwrap();
+        assert_eq!(kinds(&conn), ["text", "text"]);
+    }
+    let store = EmbeddedStore::open(&path).unwrap();
+    assert_eq!(store.load_state(&key).await.unwrap(), before);
+    drop(store);
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        assert_eq!(kinds(&conn), ["blob", "blob"], "rewritten");
+        assert_eq!(
+            conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))
+                .unwrap(),
+            db::SCHEMA_VERSION
+        );
+        // A JSON record among binary ones still reads.
+        conn.execute(
+            "UPDATE state_items SET record = ?1 WHERE item_id = 'a'",
+            [serde_json::to_string(&items[0]).unwrap()],
+        )
+        .unwrap();
+    }
+    let store = EmbeddedStore::open(&path).unwrap();
+    assert_eq!(store.load_state(&key).await.unwrap(), before);
+    drop(store);
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute(
+            "UPDATE state_items SET record = X'0105' WHERE item_id = 'a'",
+            [],
+        )
+        .unwrap();
+    }
+    let store = EmbeddedStore::open(&path).unwrap();
+    let err = store.load_state(&key).await.unwrap_err().to_string();
+    assert!(err.contains("does not decode"), "{err}");
+}
+
 #[tokio::test]
 async fn everything_survives_a_reopen() {
     let (dir, store) = file_store();
@@ -604,7 +682,7 @@ mod prices {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, db::SCHEMA_VERSION);
-        assert_eq!(db::SCHEMA_VERSION, 8);
+        assert_eq!(db::SCHEMA_VERSION, 9);
     }
 
     /// A file written by the version 1 schema is upgraded in place on open: its records
