@@ -227,13 +227,14 @@ pub struct Pace {
 impl Pace {
     /// Brought up to date at elapsed share `to`, from `from`, when the item's units bought
     /// were `units` in all and the estimate expected `expected` of them meanwhile.
+    /// An expected count that is not a finite number starts the pace afresh: read as no
+    /// buyers expected, every unit bought would look like a surge.
     pub fn advance(&self, units: u64, expected: f64, from: f64, to: f64) -> Pace {
+        if !expected.is_finite() {
+            return Pace::starting(units.max(self.units));
+        }
         let bought = units.saturating_sub(self.units) as f64;
-        let expected = if expected.is_finite() {
-            expected.max(0.0)
-        } else {
-            0.0
-        };
+        let expected = expected.max(0.0);
         let elapsed = if (to - from).is_finite() {
             (to - from).max(0.0)
         } else {
@@ -248,12 +249,23 @@ impl Pace {
             next.sold[w] = self.sold[w] * keep + bought;
             next.expected[w] = self.expected[w] * keep + expected;
         }
+        // A surge first seen now began at most the shortest window ago, however long
+        // the gap since the previous calculation (its horizon grows with its age).
         next.since = if next.ahead(0) {
-            Some(self.since.unwrap_or(from))
+            Some(self.since.unwrap_or(from.max(to - PACE_WINDOWS[0])))
         } else {
             None
         };
         next
+    }
+
+    /// A pace with nothing counted yet, for an item that has bought `units` so far: only
+    /// units bought from now on count.
+    pub fn starting(units: u64) -> Pace {
+        Pace {
+            units,
+            ..Pace::default()
+        }
     }
 
     /// Whether window `w` shows buyers coming faster than expected beyond chance: its

@@ -422,7 +422,6 @@ fn fallback(
                 price: ps.default.to_f64() * ps.multiplier,
                 explanation: ModelExplanation::Revenue(Box::new(RevenueExplanation {
                     note: Some(note),
-                    recent_pace: 1.0,
                     ..RevenueExplanation::default()
                 })),
                 exposure: exposure_now(input, previous_at, curve, now),
@@ -455,15 +454,18 @@ fn exposure_now(
             levels.extend_from_slice(&carried.levels);
             let from = elapsed_share(period, at);
             let mass = curve.mass(from, tau);
-            let expected = carried
-                .estimate
-                .map_or(0.0, |e| e.demand(default, mass, price));
-            let pace = carried.pace.clone().unwrap_or_default().advance(
-                item.demand.units,
-                expected,
-                from,
-                tau,
-            );
+            // Without a pace (an exposure stored before it was kept) or an estimate (a
+            // product priced without a capacity) nothing says what was expected: the pace
+            // starts afresh, else every unit sold so far would read as a surge.
+            let pace = match (&carried.pace, carried.estimate) {
+                (Some(pace), Some(estimate)) => pace.advance(
+                    item.demand.units,
+                    estimate.demand(default, mass, price),
+                    from,
+                    tau,
+                ),
+                _ => Pace::starting(item.demand.units),
+            };
             let mut exposure = Exposure {
                 levels,
                 estimate: carried.estimate,
@@ -474,10 +476,7 @@ fn exposure_now(
         }
         _ => {
             let mut exposure = Exposure {
-                pace: Some(Pace {
-                    units: item.demand.units,
-                    ..Pace::default()
-                }),
+                pace: Some(Pace::starting(item.demand.units)),
                 ..Exposure::default()
             };
             exposure.add(price, curve.mass(0.0, tau));
@@ -551,7 +550,7 @@ fn item_price(s: &Market, lambda: f64) -> f64 {
 }
 
 /// What the revenue model used for one item's price.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RevenueExplanation {
     /// Estimated units the item would sell over its whole period at its default price.
@@ -588,6 +587,28 @@ pub struct RevenueExplanation {
 
 fn one() -> f64 {
     1.0
+}
+
+/// Nothing estimated: zeros, the prior curve, and a recent pace of 1 (as expected).
+impl Default for RevenueExplanation {
+    fn default() -> Self {
+        RevenueExplanation {
+            demand_level: 0.0,
+            price_response: 0.0,
+            units_left: 0,
+            time_left: 0.0,
+            demand_left: 0.0,
+            recent_pace: 1.0,
+            remaining_demand: 0.0,
+            bid_price: 0.0,
+            expected_sales: 0.0,
+            sells_out: false,
+            units_observed: 0,
+            demand_observed: 0.0,
+            curve: CurveSource::default(),
+            note: None,
+        }
+    }
 }
 
 /// The sales stats an `itemSale` adds: bought units at the price paid, at the elapsed

@@ -521,12 +521,26 @@ fn the_pace_counts_each_unit_once_and_survives_its_stored_form() {
     assert_eq!(again.sold, pace.sold);
     let lower = pace.advance(4, 0.0, 0.01, 0.01);
     assert_eq!((lower.units, lower.sold), (10, pace.sold));
-    // Nonsense inputs change nothing but the discount.
-    let odd = pace.advance(10, f64::NAN, 0.02, 0.01);
-    assert_eq!(odd.expected, pace.expected);
+    // Time running backwards discounts nothing; an expected count that is not a number
+    // starts the pace afresh.
+    let back = pace.advance(10, 0.0, 0.02, 0.01);
+    assert_eq!((back.sold, back.expected), (pace.sold, pace.expected));
+    assert_eq!(pace.advance(10, f64::NAN, 0.01, 0.02), Pace::starting(10));
     let json = serde_json::to_string(&pace).expect("json");
     assert_eq!(serde_json::from_str::<Pace>(&json).expect("back"), pace);
     // An exposure stored before the pace was kept reads back without one.
     let old: Exposure = serde_json::from_str(r#"{"levels":[[60.0,0.5]]}"#).expect("old");
     assert_eq!(old.pace, None);
+}
+
+#[test]
+fn a_surge_seen_after_a_long_gap_began_at_most_the_shortest_window_ago() {
+    // No calculation for a fifth of the period, then a burst: the pace holds for twice
+    // the shortest window, not for twice the gap.
+    let pace = Pace::starting(0).advance(30, 1.0, 0.5, 0.7);
+    assert_eq!(pace.since, Some(0.7 - PACE_WINDOWS[0]));
+    assert!((pace.horizon(0.7) - 2.0 * PACE_WINDOWS[0]).abs() < 1e-12);
+    // An expected count that is not a number starts afresh instead of reading as none.
+    let odd = pace.advance(40, f64::INFINITY, 0.7, 0.71);
+    assert_eq!(odd, Pace::starting(40));
 }

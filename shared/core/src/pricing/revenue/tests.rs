@@ -483,3 +483,60 @@ fn a_learned_curve_expects_its_surge_and_reads_no_pace() {
     assert_eq!(e.curve, CurveSource::Learned);
     assert_eq!(e.recent_pace, 1.0, "{e:?}");
 }
+
+/// `previous` with every exposure as a build before the recent pace stored it (no pace).
+fn without_pace(mut previous: Calculation) -> Calculation {
+    for p in &mut previous.prices {
+        if let Some(e) = p.exposure.as_mut() {
+            e.pace = None;
+        }
+    }
+    previous
+}
+
+#[test]
+fn an_exposure_stored_before_the_pace_does_not_read_past_sales_as_a_surge() {
+    // 100 units sold in 20 days at the believed pace; the calculation before this one
+    // was stored by a build that kept no pace.
+    let mut b = one_item(0.85);
+    let last = trade(&mut b, 21, &ProjectHistory::default(), |_| 5);
+    let next = run_after(
+        &b.state,
+        Timestamp::from_millis(last.calculated_at.millis() + 3_600_000).expect("time"),
+        &ProjectHistory::default(),
+        &without_pace(last.clone()),
+    );
+    let e = explanation(&next, "ga");
+    assert_eq!(e.recent_pace, 1.0, "{e:?}");
+    assert_eq!(e.units_observed, 100);
+}
+
+#[test]
+fn a_capacity_set_late_does_not_read_the_sales_before_it_as_a_surge() {
+    // Priced without a capacity (no estimate kept) for 20 days while 100 units sold; then
+    // the product gets its capacity, and 5 more units sell just before it is priced.
+    let mut b = one_item(0.85);
+    b.state
+        .products
+        .values_mut()
+        .for_each(|p| p.properties.capacity = None);
+    let last = trade(&mut b, 21, &ProjectHistory::default(), |_| 5);
+    assert_eq!(
+        explanation(&last, "ga").note,
+        Some(ModelNote::NoCapacity),
+        "priced without a capacity"
+    );
+    b.state
+        .products
+        .values_mut()
+        .for_each(|p| p.properties.capacity = Some(200));
+    sell(&mut b, "ga", 5, 60.0, 21);
+    let next = run_after(
+        &b.state,
+        Timestamp::from_millis(last.calculated_at.millis() + 3_600_000).expect("time"),
+        &ProjectHistory::default(),
+        &last,
+    );
+    let e = explanation(&next, "ga");
+    assert_eq!(e.recent_pace, 1.0, "{e:?}");
+}
