@@ -299,6 +299,10 @@ impl<'a> Reader<'a> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.byte()?;
+            // The tenth byte holds bit 63 only: more would not fit in 64 bits.
+            if shift == 63 && b > 1 {
+                return Err(invalid("a varint past 64 bits"));
+            }
             v |= u64::from(b & 0x7f) << shift;
             if b & 0x80 == 0 {
                 return Ok(v);
@@ -589,6 +593,20 @@ mod tests {
         assert!(decode(&longer).is_err(), "bytes after the record");
         let err = decode(&record[..10]).expect_err("truncated").to_string();
         assert!(err.contains("item record"), "{err}");
+    }
+
+    #[test]
+    fn a_varint_past_64_bits_is_refused() {
+        let max = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        let mut r = Reader { bytes: &max, at: 0 };
+        assert_eq!(r.uint().expect("u64::MAX"), u64::MAX);
+        let mut over = max;
+        over[9] = 0x02;
+        let mut r = Reader {
+            bytes: &over,
+            at: 0,
+        };
+        assert!(r.uint().is_err());
     }
 
     #[test]
