@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Random markets beyond the suite, in the families of the issue and PRICING.md.
 
-Usage: infra/scenarios/random.py OUT_DIR [SEED [COUNT]]   (default seed 42, 30 markets)
+Usage: infra/scenarios/random_markets.py OUT_DIR [SEED [COUNT]]   (default seed 42, 30 markets)
 Needs the release binary (cargo build --release -p standalone).
 
 Each market: one item with exponential, logistic or uniform willingness to pay; flat,
