@@ -440,16 +440,8 @@ fn revenue(c: &mut Criterion) {
         &[],
         &history,
     );
-    let prices: BTreeMap<ItemId, Money> = before
-        .prices
-        .iter()
-        .map(|p| (p.item_id.clone(), p.price))
-        .collect();
-    let exposures: BTreeMap<ItemId, Exposure> = before
-        .prices
-        .iter()
-        .filter_map(|p| Some((p.item_id.clone(), p.exposure.clone()?)))
-        .collect();
+    let prices = pricing_core::pricing::prices_by_item(&before.prices);
+    let exposures = pricing_core::pricing::exposures_by_item(&before.prices);
     let previous = Previous {
         at: Some(before.calculated_at),
         prices: &prices,

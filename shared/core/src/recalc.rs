@@ -75,11 +75,7 @@ impl PriceHint {
             sequence: calculation.sequence,
             at: Some(calculation.calculated_at),
             prices: calculation.price_map(),
-            exposures: calculation
-                .prices
-                .iter()
-                .filter_map(|p| Some((p.item_id.clone(), p.exposure.clone()?)))
-                .collect(),
+            exposures: crate::pricing::exposures_by_item(&calculation.prices),
         }
     }
 

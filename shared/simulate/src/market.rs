@@ -20,15 +20,15 @@
 //!   [`InstanceState`] and its calculations in a [`PastInstance`] that every later
 //!   calculation receives. Only the last instance is scored.
 
-use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use pricing_core::entry::{Entry, EntryKind, ItemSale, ParseOptions, PricingModel, parse_entry};
-use pricing_core::ids::ItemId;
 use pricing_core::money::Money;
-use pricing_core::pricing::demand::Exposure;
-use pricing_core::pricing::{Calculation, Previous, ProjectHistory, Trigger, calculate_with};
+use pricing_core::pricing::{
+    Calculation, Previous, ProjectHistory, Trigger, calculate_with, exposures_by_item,
+    prices_by_item,
+};
 use pricing_core::state::{Dirty, InstanceState};
 use pricing_core::time::Timestamp;
 use pricing_core::validate::Errors;
@@ -76,18 +76,8 @@ pub fn price_slot(
     now: Timestamp,
     past: &Past<'_>,
 ) -> Calculation {
-    let (prices, exposures): (BTreeMap<ItemId, Money>, BTreeMap<ItemId, Exposure>) = match previous
-    {
-        Some(c) => (
-            c.prices
-                .iter()
-                .map(|p| (p.item_id.clone(), p.price))
-                .collect(),
-            c.prices
-                .iter()
-                .filter_map(|p| Some((p.item_id.clone(), p.exposure.clone()?)))
-                .collect(),
-        ),
+    let (prices, exposures) = match previous {
+        Some(c) => (prices_by_item(&c.prices), exposures_by_item(&c.prices)),
         None => Default::default(),
     };
     let last = Previous {

@@ -114,6 +114,24 @@ pub struct ItemPrice {
     pub exposure: Option<demand::Exposure>,
 }
 
+/// Each item's price in `prices` (a calculation's), by item: what the next calculation
+/// caps its step against.
+pub fn prices_by_item(prices: &[ItemPrice]) -> BTreeMap<ItemId, Money> {
+    prices
+        .iter()
+        .map(|p| (p.item_id.clone(), p.price))
+        .collect()
+}
+
+/// The exposures `prices` (a calculation's) carry to the next calculation, by item (the
+/// revenue model's; other models carry none).
+pub fn exposures_by_item(prices: &[ItemPrice]) -> BTreeMap<ItemId, demand::Exposure> {
+    prices
+        .iter()
+        .filter_map(|p| Some((p.item_id.clone(), p.exposure.clone()?)))
+        .collect()
+}
+
 /// The result of [`calculate`]: every live item in item id order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

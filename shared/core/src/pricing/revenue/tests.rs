@@ -400,16 +400,8 @@ fn run_after(
     history: &ProjectHistory,
     previous: &Calculation,
 ) -> Calculation {
-    let prices = previous
-        .prices
-        .iter()
-        .map(|p| (p.item_id.clone(), p.price))
-        .collect();
-    let exposures = previous
-        .prices
-        .iter()
-        .filter_map(|p| Some((p.item_id.clone(), p.exposure.clone()?)))
-        .collect();
+    let prices = crate::pricing::prices_by_item(&previous.prices);
+    let exposures = crate::pricing::exposures_by_item(&previous.prices);
     let last = Previous {
         at: Some(previous.calculated_at),
         prices: &prices,
