@@ -263,10 +263,7 @@ pub struct PriceCalculation {
 impl PriceCalculation {
     /// The current price of every item, for the next calculation's `previous`.
     pub fn price_map(&self) -> std::collections::BTreeMap<ItemId, Money> {
-        self.prices
-            .iter()
-            .map(|p| (p.item_id.clone(), p.price))
-            .collect()
+        crate::pricing::prices_by_item(&self.prices)
     }
 }
 

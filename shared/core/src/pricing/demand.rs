@@ -294,7 +294,7 @@ impl Pace {
     /// far (at least the shortest window). A surge that lasts to the event is soon read
     /// as such, and a passing burst (a mention in the press, a newsletter) is not taken
     /// for the rest of the period: applied to all of it, a day and a half of six times
-    /// the buyers in mid-period cost 8 points against the optimum (docs/pricing.md).
+    /// the buyers in mid-period cost 8.6 points against the optimum (docs/pricing.md).
     pub fn horizon(&self, tau: f64) -> f64 {
         self.since
             .map_or(0.0, |since| 2.0 * (tau - since).max(PACE_WINDOWS[0]))

@@ -441,12 +441,10 @@ fn exposure_now(
 ) -> Exposure {
     let item = input.item;
     let period = &item.properties.sales_period;
-    let price = input
-        .previous_price
-        .unwrap_or(item.properties.price_settings.default)
-        .to_f64();
+    let default = item.properties.price_settings.default;
+    let price = input.previous_price.unwrap_or(default).to_f64();
+    let default = default.to_f64();
     let tau = elapsed_share(period, now);
-    let default = item.properties.price_settings.default.to_f64();
     match (input.carried, previous_at) {
         (Some(carried), Some(at)) => {
             // Room for the level this calculation may add (a clone has none).
