@@ -16,7 +16,7 @@ use pricing_client::types::{
 use pricing_client::{Client, Error, TokenAuth};
 use serde_json::json;
 use support::{Service, token};
-use support_client::{api, poll};
+use support_client::{api, poll, poll_found};
 
 fn sale_batch(batch: usize, size: usize) -> EntrySubmission {
     EntrySubmission::new((0..size).map(|i| {
@@ -327,7 +327,8 @@ async fn prices_on_demand_on_sales_thresholds_and_on_schedule() {
     };
 
     // The schedule (one slot a day here) prices the active instance once.
-    poll("a scheduled calculation", history, with(Trigger::Schedule)).await;
+    // The registrations are applied after the 200: until then the item is a 404.
+    poll_found("a scheduled calculation", history, with(Trigger::Schedule)).await;
 
     // On demand, with metadata: 202, a calculation for every instance of the project.
     let b = client

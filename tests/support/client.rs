@@ -24,18 +24,40 @@ pub fn api(base: &str, token: &str) -> Client {
 /// Calls `read` until its answer satisfies `done` (30 s at most); every call must succeed.
 pub async fn poll<T: std::fmt::Debug, F: Future<Output = pricing_client::Result<T>>>(
     what: &str,
+    read: impl FnMut() -> F,
+    done: impl Fn(&T) -> bool,
+) -> T {
+    poll_with(what, read, done, false).await
+}
+
+/// Like [`poll`], but a 404 counts as "not yet": for a resource the service creates after
+/// answering, such as an item whose registration is accepted (200) and applied in the
+/// background.
+pub async fn poll_found<T: std::fmt::Debug, F: Future<Output = pricing_client::Result<T>>>(
+    what: &str,
+    read: impl FnMut() -> F,
+    done: impl Fn(&T) -> bool,
+) -> T {
+    poll_with(what, read, done, true).await
+}
+
+async fn poll_with<T: std::fmt::Debug, F: Future<Output = pricing_client::Result<T>>>(
+    what: &str,
     mut read: impl FnMut() -> F,
     done: impl Fn(&T) -> bool,
+    not_found_is_pending: bool,
 ) -> T {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let value = read().await.unwrap_or_else(|e| panic!("{what}: {e}"));
-        if done(&value) {
-            return value;
-        }
+        let pending = match read().await {
+            Ok(value) if done(&value) => return value,
+            Ok(value) => format!("{value:?}"),
+            Err(e) if not_found_is_pending && e.status() == Some(404) => e.to_string(),
+            Err(e) => panic!("{what}: {e}"),
+        };
         assert!(
             Instant::now() < deadline,
-            "timed out waiting for {what}: {value:?}"
+            "timed out waiting for {what}: {pending}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
