@@ -495,7 +495,7 @@ async fn standard_queues_receive_in_batches_and_fifo_sends_are_never_dropped() {
             .expect("send");
     }
     let mut got = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while got.len() < keys.len() && tokio::time::Instant::now() < deadline {
         got.extend(
             standard
@@ -590,7 +590,7 @@ async fn a_sent_message_carries_the_trace_of_the_work_that_sent_it() {
             &stack.config.recalc_queue_url
         };
         let mut headers = Vec::new();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while headers.len() < 2 && tokio::time::Instant::now() < deadline {
             let out = client
                 .receive_message()

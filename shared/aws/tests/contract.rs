@@ -25,7 +25,7 @@ fn sqs_timing() -> QueueTiming {
     QueueTiming {
         visibility: Duration::from_secs(1),
         slack: Duration::from_millis(1500),
-        patience: Duration::from_secs(10),
+        patience: Duration::from_secs(30),
         pending_sends_merge: false,
     }
 }

@@ -73,7 +73,7 @@ async fn readers_never_write_and_fail_clearly_until_the_rotator_stores_a_key() {
         let client = client.clone();
         let signing = signing.clone();
         tokio::spawn(
-            async move { load_signing_keys(&client, &signing, Duration::from_secs(10)).await },
+            async move { load_signing_keys(&client, &signing, Duration::from_secs(30)).await },
         )
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
