@@ -270,8 +270,6 @@ pub(crate) fn plan_product(
                 response_sd,
             };
             let start = input.carried.and_then(|c| c.estimate);
-            let estimate = demand::fit(&prior, &item.demand, &exposure, evidence, start);
-            exposure.estimate = Some(estimate);
             // Buyers coming faster than the estimate expects, for as long as that is
             // taken to last: read only against the prior curve (a learned one expects
             // its surges; there the pace adds noise and nothing else).
@@ -279,6 +277,16 @@ pub(crate) fn plan_product(
                 Some(p) if source == CurveSource::Prior => (p.factor(), p.horizon(tau)),
                 _ => (1.0, 0.0),
             };
+            let mut estimate = demand::fit(&prior, &item.demand, &exposure, evidence, start);
+            // While buyers come faster than the curve believed, the sales tell more demand,
+            // not how buyers respond to price: the surge meets the price set before it
+            // (often a cut below the default), and the fit would read its many units at
+            // that price as a steep response and cut again. The response stays where it
+            // was until the pace passes (docs/pricing.md, "A surge without history").
+            if let Some(e) = start.filter(|_| pace > 1.0) {
+                estimate.response = e.response;
+            }
+            exposure.estimate = Some(estimate);
             let remaining = 1.0 - curve.cumulative(tau);
             Solving {
                 item,

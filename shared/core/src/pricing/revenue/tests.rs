@@ -461,6 +461,38 @@ fn without_history_a_late_surge_raises_the_price_within_a_day() {
 }
 
 #[test]
+fn a_surge_after_a_cut_is_not_read_as_a_steeper_price_response() {
+    // The user expects 100 of 200 units at 60, and buyers come at that pace for 25 days:
+    // the model cuts below 60. Then buyers come six times faster, while the price is
+    // still the cut one. Read by the fit, the many units sold below the default look like
+    // buyers who respond steeply to price (which would cut the price again); while the
+    // pace is read, the price response stays where it was before the surge.
+    let mut b = one_item(0.5);
+    let history = ProjectHistory::default();
+    let before = trade(&mut b, 26, &history, |_| 3);
+    let cut = before.get(&id("ga")).expect("priced").price.to_f64();
+    assert!(cut < 60.0, "the model cut the price: {cut}");
+    let mut last = before.clone();
+    let mut read = 0;
+    for day in 26..29 {
+        let price = last.get(&id("ga")).expect("priced").price.to_f64();
+        sell(&mut b, "ga", 20, price, day);
+        for quarter in 1..=4 {
+            let start = at(day).millis() + i64::from(quarter) * 6 * 3_600_000;
+            let now = Timestamp::from_millis(start).expect("time");
+            let next = run_after(&b.state, now, &history, &last);
+            let (was, is) = (explanation(&last, "ga"), explanation(&next, "ga"));
+            if is.recent_pace > 1.0 {
+                read += 1;
+                assert_eq!(is.price_response, was.price_response, "{is:?}");
+            }
+            last = next;
+        }
+    }
+    assert!(read >= 8, "the surge is read: {read} calculations");
+}
+
+#[test]
 fn a_learned_curve_expects_its_surge_and_reads_no_pace() {
     // Last June's edition sold most of its units in the last days: the curve is learned,
     // and this year's surge is what it expects.
