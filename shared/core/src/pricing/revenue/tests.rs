@@ -25,6 +25,14 @@ fn june_2025() -> (&'static str, &'static str) {
     ("2025-06-01T00:00:00Z", "2025-07-01T00:00:00Z")
 }
 
+/// Gives every product of `b` the capacity `capacity` (`None`: none known).
+fn set_capacity(b: &mut Builder, capacity: Option<u64>) {
+    b.state
+        .products
+        .values_mut()
+        .for_each(|p| p.properties.capacity = capacity);
+}
+
 fn run(state: &InstanceState, now: Timestamp, history: &ProjectHistory) -> Calculation {
     let (prices, exposures) = (BTreeMap::new(), BTreeMap::new());
     let previous = Previous {
@@ -220,10 +228,7 @@ fn items_of_a_product_share_one_bid_price() {
 #[test]
 fn without_a_capacity_the_model_keeps_the_default_and_says_why() {
     let mut b = one_item(0.9);
-    b.state
-        .products
-        .values_mut()
-        .for_each(|p| p.properties.capacity = None);
+    set_capacity(&mut b, None);
     let c = run(&b.state, at(5), &ProjectHistory::default());
     assert_eq!(c.get(&id("ga")).expect("priced").price.to_f64(), 60.0);
     assert_eq!(explanation(&c, "ga").note, Some(ModelNote::NoCapacity));
@@ -271,10 +276,7 @@ fn past_instances_set_the_demand_level_before_any_sale() {
     // The past edition sold 120 units at the default over its first 20 days, then sold
     // out: a level of about 180 over a whole period (the user said 0.5 * 200 = 100).
     let mut past = one_item_in(june_2025(), 0.5);
-    past.state
-        .products
-        .values_mut()
-        .for_each(|p| p.properties.capacity = Some(120));
+    set_capacity(&mut past, Some(120));
     for day in 1..=20 {
         sell(&mut past, "ga", 6, 60.0, day);
     }
@@ -305,10 +307,7 @@ fn a_sibling_instance_still_selling_does_not_pull_the_price_down() {
         one_item_in(last_year, 1.0),
     );
     for b in [&mut this, &mut sibling, &mut finished] {
-        b.state
-            .products
-            .values_mut()
-            .for_each(|p| p.properties.capacity = Some(180));
+        set_capacity(b, Some(180));
     }
     for day in 1..=10 {
         sell(&mut this, "ga", 9, 60.0, day);
@@ -540,20 +539,14 @@ fn a_capacity_set_late_does_not_read_the_sales_before_it_as_a_surge() {
     // Priced without a capacity (no estimate kept) for 20 days while 100 units sold; then
     // the product gets its capacity, and 5 more units sell just before it is priced.
     let mut b = one_item(0.85);
-    b.state
-        .products
-        .values_mut()
-        .for_each(|p| p.properties.capacity = None);
+    set_capacity(&mut b, None);
     let last = trade(&mut b, 21, &ProjectHistory::default(), |_| 5);
     assert_eq!(
         explanation(&last, "ga").note,
         Some(ModelNote::NoCapacity),
         "priced without a capacity"
     );
-    b.state
-        .products
-        .values_mut()
-        .for_each(|p| p.properties.capacity = Some(200));
+    set_capacity(&mut b, Some(200));
     sell(&mut b, "ga", 5, 60.0, 21);
     let next = run_after(
         &b.state,
