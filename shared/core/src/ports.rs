@@ -3,6 +3,7 @@
 //! both. The shapes follow the stricter of the two: conditional writes, bounded atomic
 //! commits (TransactWriteItems: 100 actions), items of at most 400 KB, at-least-once messages.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::time::Duration;
 
@@ -389,17 +390,26 @@ pub trait PriceStore: Send + Sync + 'static {
     /// Stores `calculation` as the instance's latest, with a history entry for every price
     /// whose status is `calculated` and that changed (`is_history_entry`: a price calculated
     /// again at the same value, or kept, adds none), and `events` (its `prices.updated`
-    /// parts), if
-    /// `calculation.sequence` is the stored latest's sequence + 1 (1 when none). Returns
+    /// parts, made as they are written), if `calculation.sequence` is the stored latest's
+    /// sequence + 1 (1 when none). Returns
     /// `Ok(false)` and writes nothing new when a calculation with this id is already stored
     /// (a replayed message); `Conflict` when another calculation took the sequence.
     /// Stores without multi-item atomicity write parts first and the latest pointer last.
+    fn save_calculation_with(
+        &self,
+        key: &InstanceKey,
+        calculation: &PriceCalculation,
+        events: SaveEvents<'_>,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+    /// [`PriceStore::save_calculation_with`] a list of events.
     fn save_calculation(
         &self,
         key: &InstanceKey,
         calculation: &PriceCalculation,
         events: &[Event],
-    ) -> impl Future<Output = StoreResult<bool>> + Send;
+    ) -> impl Future<Output = StoreResult<bool>> + Send {
+        self.save_calculation_with(key, calculation, SaveEvents::Listed(events))
+    }
     /// Whether a calculation with this id is stored for the instance.
     fn has_calculation(
         &self,
@@ -421,6 +431,43 @@ pub trait PriceStore: Send + Sync + 'static {
         item: &ItemId,
         page: &PageRequest,
     ) -> impl Future<Output = StoreResult<Page<PriceHistoryEntry>>> + Send;
+}
+
+/// The events a calculation's save stores with it: a list, or the calculation's own
+/// `prices.updated` parts, made one at a time as the store writes them (made all at once, a
+/// 100,000-item calculation's 100 parts held ~63 MB as `Value` trees; docs/performance.md).
+#[derive(Debug, Clone, Copy)]
+pub enum SaveEvents<'a> {
+    Listed(&'a [Event]),
+    PricesUpdated {
+        key: &'a InstanceKey,
+        calculation: &'a PriceCalculation,
+    },
+}
+
+impl<'a> SaveEvents<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            SaveEvents::Listed(events) => events.len(),
+            SaveEvents::PricesUpdated { calculation, .. } => {
+                crate::recalc::price_parts(calculation)
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The events in order; a part is made when it is reached.
+    pub fn iter(self) -> impl Iterator<Item = Cow<'a, Event>> + 'a {
+        (0..self.len()).map(move |i| match self {
+            SaveEvents::Listed(events) => Cow::Borrowed(&events[i]),
+            SaveEvents::PricesUpdated { key, calculation } => {
+                Cow::Owned(crate::recalc::prices_updated_part(key, calculation, i))
+            }
+        })
+    }
 }
 
 /// The price match rules of an instance, kept as one versioned set so a change is

@@ -11,7 +11,8 @@ use crate::ids::{InstanceKey, ItemId};
 use crate::model::{Event, Instance, PriceCalculation};
 use crate::money::Money;
 use crate::ports::{
-    PAST_INSTANCES, PriceMatchStore, PriceStore, ProjectSales, StateStore, StoreError, StoreResult,
+    PAST_INSTANCES, PriceMatchStore, PriceStore, ProjectSales, SaveEvents, StateStore, StoreError,
+    StoreResult,
 };
 use crate::pricing::demand::Exposure;
 use crate::pricing::{Previous, ProjectHistory, Trigger, calculate_with};
@@ -150,8 +151,15 @@ where
             sequence: sequence + 1,
             prices: result.prices,
         };
-        let events = prices_updated_events(&key, &calculation);
-        match prices.save_calculation(&key, &calculation, &events).await {
+        // The `prices.updated` parts are made one at a time as the store writes them.
+        let events = SaveEvents::PricesUpdated {
+            key: &key,
+            calculation: &calculation,
+        };
+        match prices
+            .save_calculation_with(&key, &calculation, events)
+            .await
+        {
             Ok(true) => return Ok(Some(calculation)),
             Ok(false) => return Ok(None),
             Err(StoreError::Conflict(_)) if conflicts < MAX_CONFLICTS => conflicts += 1,
@@ -189,51 +197,67 @@ fn price_events(
     calculation: &PriceCalculation,
     id: impl Fn(usize) -> String,
 ) -> Vec<Event> {
-    let chunks: Vec<_> = calculation.prices.chunks(PRICES_PER_PART).collect();
-    let parts = chunks.len().max(1);
-    let empty: &[_] = &[];
-    let chunks = if chunks.is_empty() {
-        vec![empty]
-    } else {
-        chunks
-    };
-    chunks
-        .into_iter()
-        .enumerate()
-        .map(|(i, chunk)| {
-            let prices: Vec<Value> = chunk
-                .iter()
-                .map(|p| {
-                    json!({
-                        "itemId": p.item_id,
-                        "price": p.price,
-                        "previousPrice": p.previous_price,
-                        "changed": p.changed,
-                    })
-                })
-                .collect();
-            let mut data = json!({
-                "calculationId": calculation.calculation_id,
-                "trigger": calculation.trigger,
-                "calculatedAt": calculation.calculated_at,
-                "sequence": calculation.sequence,
-                "part": i + 1,
-                "parts": parts,
-                "prices": prices,
-            });
-            if let Some(m) = &calculation.metadata {
-                data["metadata"] = m.clone();
-            }
-            Event {
-                id: id(i + 1),
-                event_type: "prices.updated".into(),
-                project_id: key.project_id.clone(),
-                instance_id: key.instance_id.clone(),
-                created_at: calculation.calculated_at,
-                data,
-            }
-        })
+    (0..price_parts(calculation))
+        .map(|i| price_part(key, calculation, i, id(i + 1)))
         .collect()
+}
+
+/// How many `prices.updated` parts a calculation has: one per [`PRICES_PER_PART`] prices,
+/// and one (with no prices) when it priced nothing.
+pub fn price_parts(calculation: &PriceCalculation) -> usize {
+    calculation.prices.len().div_ceil(PRICES_PER_PART).max(1)
+}
+
+/// The `prices.updated` part `index` (from 0) of a calculation, with its `prices.updated`
+/// id (see [`prices_updated_events`]).
+pub fn prices_updated_part(
+    key: &InstanceKey,
+    calculation: &PriceCalculation,
+    index: usize,
+) -> Event {
+    let id = event_id(key, &calculation.calculation_id, index + 1);
+    price_part(key, calculation, index, id)
+}
+
+fn price_part(
+    key: &InstanceKey,
+    calculation: &PriceCalculation,
+    index: usize,
+    id: String,
+) -> Event {
+    let from = (index * PRICES_PER_PART).min(calculation.prices.len());
+    let to = (from + PRICES_PER_PART).min(calculation.prices.len());
+    let prices: Vec<Value> = calculation.prices[from..to]
+        .iter()
+        .map(|p| {
+            json!({
+                "itemId": p.item_id,
+                "price": p.price,
+                "previousPrice": p.previous_price,
+                "changed": p.changed,
+            })
+        })
+        .collect();
+    let mut data = json!({
+        "calculationId": calculation.calculation_id,
+        "trigger": calculation.trigger,
+        "calculatedAt": calculation.calculated_at,
+        "sequence": calculation.sequence,
+        "part": index + 1,
+        "parts": price_parts(calculation),
+        "prices": prices,
+    });
+    if let Some(m) = &calculation.metadata {
+        data["metadata"] = m.clone();
+    }
+    Event {
+        id,
+        event_type: "prices.updated".into(),
+        project_id: key.project_id.clone(),
+        instance_id: key.instance_id.clone(),
+        created_at: calculation.calculated_at,
+        data,
+    }
 }
 
 fn event_id(key: &InstanceKey, calculation_id: &str, part: usize) -> String {
@@ -256,4 +280,63 @@ pub fn scheduled_calculation_id(key: &InstanceKey, slot: Timestamp) -> String {
     let digest = hash.finalize();
     let id: String = digest[..10].iter().map(|b| format!("{b:02x}")).collect();
     format!("sch_{id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::SaveEvents;
+    use crate::pricing::ItemPrice;
+
+    fn calculation(prices: usize) -> PriceCalculation {
+        let prices = (0..prices)
+            .map(|n| {
+                serde_json::from_value::<ItemPrice>(json!({
+                    "itemId": format!("seat-{n:05}"),
+                    "price": 10.0 + n as f64,
+                    "previousPrice": null,
+                    "changed": true,
+                    "status": "calculated",
+                    "explanation": {},
+                }))
+                .expect("an item price")
+            })
+            .collect();
+        PriceCalculation {
+            calculation_id: "calc-1".into(),
+            trigger: Trigger::Request,
+            metadata: Some(json!({"batch": 7})),
+            calculated_at: Timestamp::from_millis(1_780_000_000_000).expect("a time"),
+            sequence: 3,
+            prices,
+        }
+    }
+
+    /// The parts a store makes one at a time are the parts of `prices_updated_events`:
+    /// none missing at a part's edge, one empty part when nothing was priced.
+    #[test]
+    fn parts_made_one_at_a_time_are_the_listed_parts() {
+        let key = InstanceKey::new(
+            crate::ids::TenantId::from_claim("tenant").expect("a tenant"),
+            crate::ids::ProjectId::parse("p").expect("a project id"),
+            crate::ids::InstanceId::parse("i").expect("an instance id"),
+        );
+        for (prices, parts) in [(0, 1), (1, 1), (999, 1), (1_000, 1), (1_001, 2), (2_500, 3)] {
+            let c = calculation(prices);
+            let listed = prices_updated_events(&key, &c);
+            let lazy = SaveEvents::PricesUpdated {
+                key: &key,
+                calculation: &c,
+            };
+            assert_eq!(lazy.len(), parts, "{prices} prices");
+            let made: Vec<Event> = lazy.iter().map(|e| e.into_owned()).collect();
+            assert_eq!(made, listed, "{prices} prices");
+            let priced: usize = made
+                .iter()
+                .map(|e| e.data["prices"].as_array().map_or(0, Vec::len))
+                .sum();
+            assert_eq!(priced, prices);
+            assert!(made.iter().all(|e| e.data["parts"] == parts));
+        }
+    }
 }

@@ -6,10 +6,10 @@
 
 use pricing_core::ids::{InstanceKey, ItemId};
 use pricing_core::model::{
-    Event, Page, PageRequest, PriceCalculation, PriceHistoryEntry, StoredPrice, StoredPriceRef,
+    Page, PageRequest, PriceCalculation, PriceHistoryEntry, StoredPrice, StoredPriceRef,
     is_history_entry,
 };
-use pricing_core::ports::{PriceStore, StoreError, StoreResult};
+use pricing_core::ports::{PriceStore, SaveEvents, StoreError, StoreResult};
 use pricing_core::pricing::{ItemPrice, Trigger};
 use pricing_core::time::Timestamp;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -20,11 +20,11 @@ use crate::projects::fetch_limit;
 use crate::{EmbeddedStore, lock};
 
 impl PriceStore for EmbeddedStore {
-    async fn save_calculation(
+    async fn save_calculation_with(
         &self,
         key: &InstanceKey,
         calculation: &PriceCalculation,
-        events: &[Event],
+        events: SaveEvents<'_>,
     ) -> StoreResult<bool> {
         let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
@@ -220,7 +220,7 @@ struct Calculation<'a> {
     c: &'a PriceCalculation,
     head: &'a str,
     snapshot: &'a str,
-    events: &'a [Event],
+    events: SaveEvents<'a>,
 }
 
 /// The calculation as a [`LatestRecord`]: its head, `"prices":[]` and the compact prices.
@@ -370,9 +370,9 @@ fn write_calculation(
         )?;
         // Encoded one at a time (a part of 1,000 prices is ~75 KB of JSON).
         let mut json = Vec::new();
-        for e in calc.events {
+        for e in calc.events.iter() {
             json.clear();
-            serde_json::to_writer(&mut json, e)?;
+            serde_json::to_writer(&mut json, &e)?;
             event.execute(params![project, instance, e.id, utf8(&json)?])?;
         }
     }

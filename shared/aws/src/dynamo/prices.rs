@@ -28,10 +28,12 @@
 use aws_sdk_dynamodb::types::{DeleteRequest, Put, PutRequest, TransactWriteItem, WriteRequest};
 use pricing_core::ids::{InstanceKey, ItemId};
 use pricing_core::model::{
-    Event, Page, PageRequest, PriceCalculation, PriceHistoryEntry, StoredPrice, StoredPriceRef,
+    Page, PageRequest, PriceCalculation, PriceHistoryEntry, StoredPrice, StoredPriceRef,
     is_history_entry,
 };
-use pricing_core::ports::{MatchSet, PriceMatchStore, PriceStore, StoreError, StoreResult};
+use pricing_core::ports::{
+    MatchSet, PriceMatchStore, PriceStore, SaveEvents, StoreError, StoreResult,
+};
 use pricing_core::pricing::{Explanation, ItemPrice, PriceMatch};
 use serde::{Deserialize, Serialize};
 
@@ -394,11 +396,11 @@ impl DynamoStore {
 }
 
 impl PriceStore for DynamoStore {
-    async fn save_calculation(
+    async fn save_calculation_with(
         &self,
         key: &InstanceKey,
         calculation: &PriceCalculation,
-        events: &[Event],
+        events: SaveEvents<'_>,
     ) -> StoreResult<bool> {
         const OP: &str = "save_calculation";
         let pk = keys::instance_pk(key);
@@ -461,7 +463,7 @@ impl PriceStore for DynamoStore {
         // 2. Pointer, marker and events, atomically.
         let records: Vec<(String, String)> = events
             .iter()
-            .map(|e| Ok((e.id.clone(), encode(OP, e)?)))
+            .map(|e| Ok((e.id.clone(), encode(OP, &*e)?)))
             .collect::<StoreResult<_>>()?;
         for attempt in 1.. {
             let mut actions = Vec::new();
