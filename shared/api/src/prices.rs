@@ -9,8 +9,9 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use pricing_core::ids::{InstanceId, ItemId, ProjectKey};
 use pricing_core::model::{Instance, Message, PageRequest};
-use pricing_core::ports::{Enqueue, InstanceStore, PriceStore, StateStore};
-use pricing_core::pricing::{ItemPrice, Trigger};
+use pricing_core::money::Money;
+use pricing_core::ports::{Enqueue, InstanceStore, LatestPricesPage, PriceStore, StateStore};
+use pricing_core::pricing::Trigger;
 use pricing_core::validate::{Errors, codes, object};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -168,14 +169,18 @@ pub async fn calculate<P: Ports>(
     ))
 }
 
-fn price_view(p: &ItemPrice) -> Value {
-    json!({"itemId": p.item_id, "price": p.price})
+fn price_view(item_id: &ItemId, price: Money) -> Value {
+    json!({"itemId": item_id, "price": price})
 }
+
+/// The fewest bytes a [`price_view`] takes: `{"itemId":"a","price":0}`. A page of `room`
+/// bytes holds at most `room / MIN_PRICE_VIEW_BYTES + 1` prices, so no more are read.
+const MIN_PRICE_VIEW_BYTES: usize = 24;
 
 /// An instance's latest prices as instancePrices lists them, with `prices` given.
 fn prices_view(
     instance_id: &InstanceId,
-    calc: Option<&pricing_core::model::PriceCalculation>,
+    calc: Option<&LatestPricesPage>,
     prices: Vec<Value>,
 ) -> Value {
     match calc {
@@ -279,19 +284,35 @@ async fn prices_page<P: Ports>(
     let mut items = Vec::with_capacity(ids.len());
     for (i, id) in ids.iter().enumerate() {
         let key = project.instance(id.clone());
-        let latest = app
-            .ports
-            .prices()
-            .latest_prices(&key)
-            .await
-            .map_err(ApiError::store("reading prices"))?;
-        let all: &[ItemPrice] = latest.as_ref().map_or(&[], |c| &c.prices);
-        let skip = match (&latest, &start.calc) {
-            (Some(c), Some(calc)) if i == 0 && &c.calculation_id == calc => {
-                start.offset.min(all.len())
+        // Only the prices that could fit are read: a page of a large instance's prices
+        // does not decode the whole list.
+        let room = MAX_PAGE_BYTES.saturating_sub(budget.used());
+        let wanted = room / MIN_PRICE_VIEW_BYTES + 1;
+        let key = &key;
+        let read = |offset: usize| async move {
+            app.ports
+                .prices()
+                .latest_prices_page(key, offset, wanted)
+                .await
+                .map_err(ApiError::store("reading prices"))
+        };
+        // The first instance continues where the previous page cut its list, if that
+        // calculation is still its latest.
+        let resumed = match &start.calc {
+            Some(calc) if i == 0 => Some((calc, start.offset)),
+            _ => None,
+        };
+        let mut latest = read(resumed.map_or(0, |(_, offset)| offset)).await?;
+        let skip = match (&latest, resumed) {
+            (Some(c), Some((calc, offset))) if &c.calculation_id == calc => offset.min(c.total),
+            (Some(_), Some(_)) => {
+                latest = read(0).await?;
+                0
             }
             _ => 0,
         };
+        let total = latest.as_ref().map_or(0, |c| c.total);
+        let page: &[(ItemId, Money)] = latest.as_ref().map_or(&[], |c| &c.prices);
         let base = json_len(&prices_view(id, latest.as_ref(), Vec::new()));
         // Only the first instance's list is cut; later ones are measured whole.
         let mut prices = Budget::new(if i == 0 {
@@ -300,19 +321,21 @@ async fn prices_page<P: Ports>(
             usize::MAX
         });
         let mut views = Vec::new();
-        for p in &all[skip..] {
-            let v = price_view(p);
+        for (item_id, price) in page {
+            let v = price_view(item_id, *price);
             if !prices.take(json_len(&v)) {
                 break;
             }
             views.push(v);
         }
         let listed = views.len();
-        if !budget.take(base + prices.used()) {
+        // A later instance whose list was not read whole cannot fit whole.
+        let whole = skip + page.len() >= total;
+        if (i > 0 && !whole) || !budget.take(base + prices.used()) {
             return Ok((items, Stop::Before(i)));
         }
         items.push(prices_view(id, latest.as_ref(), views));
-        if skip + listed < all.len() {
+        if skip + listed < total {
             let calc = latest.map(|c| c.calculation_id).unwrap_or_default();
             let offset = skip + listed;
             return Ok((items, Stop::Within { calc, offset }));

@@ -128,6 +128,11 @@ pub async fn price_store_contract<S: PriceStore + EventStore>(store: &S) {
         None,
         "no latest before the first"
     );
+    assert_eq!(
+        store.latest_prices_page(&key, 0, 10).await,
+        Ok(None),
+        "no page of latest prices before the first"
+    );
     assert!(!has(store, &key, "calc-1").await);
     let empty = store
         .price_history(&key, &item_id("a"), &page_request(None, 10))
@@ -558,6 +563,39 @@ async fn large<S: PriceStore + EventStore>(store: &S, run: &Run) {
             Some(&stored(&c)),
             "a calculation of 1,500 prices reads back whole"
         );
+        // Pages of the latest prices: the same prices, in order, whatever the cut.
+        let whole = latest(store, &key).await.expect("a latest calculation");
+        for (offset, limit) in [
+            (0, 1_500),
+            (0, 10),
+            (700, 300),
+            (1_499, 5),
+            (1_500, 5),
+            (9_999, 1),
+        ] {
+            let page = store
+                .latest_prices_page(&key, offset, limit)
+                .await
+                .expect("latest_prices_page")
+                .expect("a page");
+            let expected: Vec<_> = whole
+                .prices
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(|p| (p.item_id.clone(), p.price))
+                .collect();
+            assert_eq!(page.prices, expected, "prices {offset}.. (at most {limit})");
+            assert_eq!(
+                (
+                    page.total,
+                    page.sequence,
+                    &page.calculation_id,
+                    page.calculated_at
+                ),
+                (1_500, c.sequence, &c.calculation_id, c.calculated_at)
+            );
+        }
         previous.push(c);
         let all_events = events(store, &key).await;
         assert_eq!(all_events.len(), 2 * round as usize);

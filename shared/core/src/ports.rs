@@ -13,6 +13,7 @@ use crate::model::{
     AppendOutcome, Event, Instance, LogRecord, Message, NewEntry, Page, PageRequest,
     PriceCalculation, PriceHistoryEntry, Project,
 };
+use crate::money::Money;
 use crate::pricing::PriceMatch;
 use crate::state::{Header, InstanceState, ItemState, ProductState};
 use crate::time::Timestamp;
@@ -423,6 +424,37 @@ pub trait PriceStore: Send + Sync + 'static {
         &self,
         key: &InstanceKey,
     ) -> impl Future<Output = StoreResult<Option<PriceCalculation>>> + Send;
+    /// A page of the latest calculation's prices, `None` before the first: at most `limit`
+    /// item prices from the `offset`-th (in item id order) and how many there are in all.
+    /// This default reads the whole calculation; a store that can read part of it without
+    /// decoding every price (and its carried exposure) does so: a page of a 100,000-item
+    /// instance's prices must not cost the whole list (docs/performance.md).
+    fn latest_prices_page(
+        &self,
+        key: &InstanceKey,
+        offset: usize,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Option<LatestPricesPage>>> + Send {
+        async move {
+            Ok(self.latest_prices(key).await?.map(|c| {
+                let total = c.prices.len();
+                let prices = c
+                    .prices
+                    .into_iter()
+                    .skip(offset)
+                    .take(limit)
+                    .map(|p| (p.item_id, p.price))
+                    .collect();
+                LatestPricesPage {
+                    calculation_id: c.calculation_id,
+                    calculated_at: c.calculated_at,
+                    sequence: c.sequence,
+                    prices,
+                    total,
+                }
+            }))
+        }
+    }
     /// An item's history entries (its changed calculated prices, with explanations) by
     /// ascending sequence; the cursor is opaque.
     fn price_history(
@@ -431,6 +463,18 @@ pub trait PriceStore: Send + Sync + 'static {
         item: &ItemId,
         page: &PageRequest,
     ) -> impl Future<Output = StoreResult<Page<PriceHistoryEntry>>> + Send;
+}
+
+/// A page of an instance's latest prices ([`PriceStore::latest_prices_page`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatestPricesPage {
+    pub calculation_id: String,
+    pub calculated_at: Timestamp,
+    pub sequence: u64,
+    /// Item id and price, in item id order.
+    pub prices: Vec<(ItemId, Money)>,
+    /// How many prices the calculation has in all.
+    pub total: usize,
 }
 
 /// The events a calculation's save stores with it: a list, or the calculation's own

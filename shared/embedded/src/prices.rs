@@ -9,11 +9,13 @@ use pricing_core::model::{
     Page, PageRequest, PriceCalculation, PriceHistoryEntry, StoredPrice, StoredPriceRef,
     is_history_entry,
 };
-use pricing_core::ports::{PriceStore, SaveEvents, StoreError, StoreResult};
+use pricing_core::money::Money;
+use pricing_core::ports::{LatestPricesPage, PriceStore, SaveEvents, StoreError, StoreResult};
 use pricing_core::pricing::{ItemPrice, Trigger};
 use pricing_core::time::Timestamp;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::db::{DbResult, text, to_i64, to_u64};
 use crate::projects::fetch_limit;
@@ -90,6 +92,27 @@ impl PriceStore for EmbeddedStore {
                 Some(row) => Ok(Some(
                     serde_json::from_str::<LatestRecord>(text(row, 0)?)?.into_calculation(),
                 )),
+            }
+        })
+        .await
+    }
+
+    async fn latest_prices_page(
+        &self,
+        key: &InstanceKey,
+        offset: usize,
+        limit: usize,
+    ) -> StoreResult<Option<LatestPricesPage>> {
+        let project = key.project_storage_key();
+        let instance = key.instance_id.to_string();
+        self.on_reader("latest_prices_page", move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT record FROM price_latest WHERE project_id = ?1 AND instance_id = ?2",
+            )?;
+            let mut rows = stmt.query(params![project, instance])?;
+            match rows.next()? {
+                None => Ok(None),
+                Some(row) => Ok(Some(latest_page(text(row, 0)?, offset, limit)?)),
             }
         })
         .await
@@ -212,6 +235,107 @@ impl LatestRecord {
             prices,
         }
     }
+}
+
+/// A page of a `price_latest.record` read from its text: the head, and the prices of the
+/// page decoded as item id and price only; the others, and every carried exposure, are
+/// skipped over without being built.
+fn latest_page(record: &str, offset: usize, limit: usize) -> serde_json::Result<LatestPricesPage> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Head<'a> {
+        calculation_id: String,
+        calculated_at: Timestamp,
+        sequence: u64,
+        #[serde(default, borrow)]
+        prices: Option<&'a RawValue>,
+        #[serde(default, borrow)]
+        stored: Option<&'a RawValue>,
+    }
+    /// A `stored` element (`StoredPriceRef`).
+    #[derive(Deserialize)]
+    struct Stored {
+        i: ItemId,
+        p: Money,
+    }
+    /// A `prices` element of a record written before `stored` (an `ItemPrice`).
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Whole {
+        item_id: ItemId,
+        price: Money,
+    }
+    let head: Head<'_> = serde_json::from_str(record)?;
+    let (prices, total) = match (head.stored, head.prices) {
+        (Some(stored), _) => page_of(stored, offset, limit, |s: Stored| (s.i, s.p))?,
+        (None, Some(whole)) => page_of(whole, offset, limit, |w: Whole| (w.item_id, w.price))?,
+        (None, None) => (Vec::new(), 0),
+    };
+    Ok(LatestPricesPage {
+        calculation_id: head.calculation_id,
+        calculated_at: head.calculated_at,
+        sequence: head.sequence,
+        prices,
+        total,
+    })
+}
+
+/// Elements `offset..offset + limit` of the JSON array `array`, decoded as `T` and mapped,
+/// and the array's length; the others are only scanned.
+fn page_of<T, U>(
+    array: &RawValue,
+    offset: usize,
+    limit: usize,
+    map: impl Fn(T) -> U,
+) -> serde_json::Result<(Vec<U>, usize)>
+where
+    T: serde::de::DeserializeOwned,
+{
+    struct Page<T, U, F> {
+        offset: usize,
+        limit: usize,
+        map: F,
+        _decoded: std::marker::PhantomData<fn(T) -> U>,
+    }
+    impl<'de, T: serde::de::DeserializeOwned, U, F: Fn(T) -> U> serde::de::Visitor<'de>
+        for Page<T, U, F>
+    {
+        type Value = (Vec<U>, usize);
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an array of prices")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::with_capacity(self.limit.min(4_096));
+            let mut total = 0;
+            loop {
+                let wanted = total >= self.offset && total - self.offset < self.limit;
+                let more = if wanted {
+                    seq.next_element::<T>()?
+                        .map(|t| out.push((self.map)(t)))
+                        .is_some()
+                } else {
+                    seq.next_element::<serde::de::IgnoredAny>()?.is_some()
+                };
+                if !more {
+                    return Ok((out, total));
+                }
+                total += 1;
+            }
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(array.get());
+    serde::Deserializer::deserialize_seq(
+        &mut de,
+        Page {
+            offset,
+            limit,
+            map,
+            _decoded: std::marker::PhantomData,
+        },
+    )
 }
 
 /// A calculation to write: its head and snapshot encoded, its history rows and events
@@ -378,4 +502,49 @@ fn write_calculation(
     }
     tx.commit()?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(page: &LatestPricesPage) -> Vec<(String, f64)> {
+        page.prices
+            .iter()
+            .map(|(i, p)| (i.to_string(), p.to_f64()))
+            .collect()
+    }
+
+    /// Both forms of `price_latest.record` page the same way: `stored` (with exposures,
+    /// skipped) and the whole `prices` of records written before it.
+    #[test]
+    fn a_page_of_either_record_form() {
+        let stored = r#"{"calculationId":"c","trigger":"request","calculatedAt":"2026-03-04T05:06:07Z",
+            "sequence":4,"prices":[],"stored":[
+            {"i":"a","p":1.5,"e":{"levels":[[1.0,2.0]],"estimate":null}},
+            {"i":"b","p":2,"d":[true,1.0]},
+            {"i":"c","p":3.25,"k":true}]}"#;
+        let page = latest_page(stored, 1, 5).expect("decodes");
+        assert_eq!(ids(&page), vec![("b".into(), 2.0), ("c".into(), 3.25)]);
+        assert_eq!(
+            (page.total, page.sequence, page.calculation_id.as_str()),
+            (3, 4, "c")
+        );
+        assert_eq!(
+            ids(&latest_page(stored, 0, 1).expect("decodes")),
+            vec![("a".into(), 1.5)]
+        );
+        let past = latest_page(stored, 7, 1).expect("decodes");
+        assert!(past.prices.is_empty());
+        assert_eq!(past.total, 3);
+
+        let whole = r#"{"calculationId":"c","trigger":"request","calculatedAt":"2026-03-04T05:06:07Z",
+            "sequence":2,"prices":[
+            {"itemId":"a","price":1.5,"previousPrice":null,"changed":true,"status":"calculated","explanation":{}},
+            {"itemId":"b","price":2,"previousPrice":2,"changed":false,"status":"kept","explanation":{}}]}"#;
+        let page = latest_page(whole, 0, 10).expect("decodes");
+        assert_eq!(ids(&page), vec![("a".into(), 1.5), ("b".into(), 2.0)]);
+        assert_eq!(page.total, 2);
+        assert!(latest_page(r#"{"calculationId":"c"}"#, 0, 1).is_err());
+    }
 }
