@@ -282,12 +282,17 @@ async fn large_instance_memory() {
     assert_eq!(prices.load(Ordering::Relaxed), items * calculations);
 
     // The large reads.
+    let started = Instant::now();
     let details = api.get("/projects/mem/instances/big").await;
     assert!(details["items"].as_array().is_some_and(|a| !a.is_empty()));
-    report("instance details read");
-    let mut listed = 0;
+    report(&format!(
+        "instance details read ({:.2} s)",
+        started.elapsed().as_secs_f64()
+    ));
+    let (mut listed, mut pages, started) = (0, 0, Instant::now());
     let mut cursor: Option<String> = None;
     loop {
+        pages += 1;
         let path = match &cursor {
             None => "/projects/mem/instancePrices?instanceId=big".to_owned(),
             Some(c) => format!("/projects/mem/instancePrices?instanceId=big&cursor={c}"),
@@ -305,10 +310,14 @@ async fn large_instance_memory() {
         }
     }
     assert_eq!(listed, items);
-    report("every instancePrices page read");
-    let mut listed = 0;
+    report(&format!(
+        "every instancePrices page read ({pages} pages, {:.2} s)",
+        started.elapsed().as_secs_f64()
+    ));
+    let (mut listed, mut pages, started) = (0, 0, Instant::now());
     let mut cursor: Option<String> = None;
     loop {
+        pages += 1;
         let path = match &cursor {
             None => "/projects/mem/instances/big/items?limit=1000".to_owned(),
             Some(c) => format!("/projects/mem/instances/big/items?limit=1000&cursor={c}"),
@@ -321,7 +330,10 @@ async fn large_instance_memory() {
         }
     }
     assert_eq!(listed, items);
-    report("every item summary page read");
+    report(&format!(
+        "every item summary page read ({pages} pages, {:.2} s)",
+        started.elapsed().as_secs_f64()
+    ));
     for n in (0..items).step_by(items / 20) {
         let history = api
             .get(&format!(
