@@ -563,12 +563,16 @@ async fn large<S: PriceStore + EventStore>(store: &S, run: &Run) {
             Some(&stored(&c)),
             "a calculation of 1,500 prices reads back whole"
         );
-        // Pages of the latest prices: the same prices, in order, whatever the cut.
+        // Pages of the latest prices: the same prices, in order, whatever the cut (stores
+        // may keep them in pieces: the cuts cross 1,000, the embedded store's piece size).
         let whole = latest(store, &key).await.expect("a latest calculation");
         for (offset, limit) in [
             (0, 1_500),
             (0, 10),
             (700, 300),
+            (999, 2),
+            (990, 400),
+            (1_000, 500),
             (1_499, 5),
             (1_500, 5),
             (9_999, 1),

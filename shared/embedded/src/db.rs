@@ -19,7 +19,7 @@ const WRITER_CHECKPOINT_PAGES: i64 = 16_384;
 /// How often the background connection copies the WAL into the database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// The schema this code writes (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: i64 = 9;
+pub(crate) const SCHEMA_VERSION: i64 = 10;
 
 /// What a write acknowledged by the store survives.
 ///
@@ -323,6 +323,7 @@ const MIGRATIONS: &[(i64, Step)] = &[
     (7, Step::Sql(crate::schedule::SCHEMA_V7)),
     (8, Step::Sql(crate::retention::SCHEMA_V8)),
     (9, Step::Code(crate::item_record::rewrite_json_records)),
+    (10, Step::Sql(crate::prices::SCHEMA_V10)),
 ];
 
 /// The tables keyed by `project_id`.

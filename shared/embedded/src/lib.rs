@@ -28,7 +28,7 @@
 //! (ProcessInstance, Recalculate); its [`WebhookQueue`] receives webhooks (Deliver,
 //! Trigger). `send` on either routes by `Message::lane()`.
 //!
-//! Schema (version 3, `PRAGMA user_version`; see `db.rs`, which upgrades older files in
+//! Schema (version 10, `PRAGMA user_version`; see `db.rs`, which upgrades older files in
 //! place): every record is JSON text in a `record` column beside the key columns queries
 //! need: `projects` (by tenant), `instances`, `entries` (one row per log entry, unique
 //! (instance, transactionId)), `log_heads` (last sequence per instance), `state_headers`
@@ -40,7 +40,11 @@
 //! set of an instance); since version 3 `event_heads` (last event and dispatch mark per
 //! instance), `subscriptions`, `deliveries`, and the queue's `lane` and `delayed` columns;
 //! since version 9 the item records of `state_items` are in a compact binary form
-//! (`item_record.rs`; JSON records of older files are rewritten by that step, and read).
+//! (`item_record.rs`; JSON records of older files are rewritten by that step, and read);
+//! since version 10 `price_latest` holds the latest calculation's head and its prices are
+//! in `price_latest_chunks`, 1,000 to a row (a page of them reads only its rows; older
+//! records, with their prices inline, are read as before and replaced by the next
+//! calculation).
 //!
 //! Durability: WAL with `synchronous=NORMAL` by default ([`Durability::ProcessCrash`]):
 //! every commit is written to the WAL file before the call returns, so an acknowledged

@@ -42,7 +42,7 @@ impl PriceStore for EmbeddedStore {
                 calculated_at: calculation.calculated_at,
             })
             .map_err(|e| StoreError::Failed(format!("save_calculation: encoding: {e}")))?;
-            let snapshot = snapshot(calculation)
+            let latest = latest_head(calculation)
                 .map_err(|e| StoreError::Failed(format!("save_calculation: encoding: {e}")))?;
             let mut conn = lock(&inner.writer);
             let saved = write_calculation(
@@ -52,7 +52,7 @@ impl PriceStore for EmbeddedStore {
                 &Calculation {
                     c: calculation,
                     head: &head,
-                    snapshot: &snapshot,
+                    latest: &latest,
                     events,
                 },
             );
@@ -87,12 +87,24 @@ impl PriceStore for EmbeddedStore {
                 "SELECT record FROM price_latest WHERE project_id = ?1 AND instance_id = ?2",
             )?;
             let mut rows = stmt.query(params![project, instance])?;
-            match rows.next()? {
-                None => Ok(None),
-                Some(row) => Ok(Some(
-                    serde_json::from_str::<LatestRecord>(text(row, 0)?)?.into_calculation(),
-                )),
+            let Some(row) = rows.next()? else {
+                return Ok(None);
+            };
+            let record: LatestRecord = serde_json::from_str(text(row, 0)?)?;
+            if record.chunk_size.is_none() {
+                return Ok(Some(record.into_calculation(Vec::new())));
             }
+            let mut prices = Vec::with_capacity(record.total.unwrap_or(0));
+            let mut chunks = conn.prepare_cached(
+                "SELECT record FROM price_latest_chunks
+                 WHERE project_id = ?1 AND instance_id = ?2 ORDER BY chunk",
+            )?;
+            let mut rows = chunks.query(params![project, instance])?;
+            while let Some(row) = rows.next()? {
+                let chunk: Vec<StoredPrice> = serde_json::from_str(text(row, 0)?)?;
+                prices.extend(chunk.into_iter().map(StoredPrice::into_item_price));
+            }
+            Ok(Some(record.into_calculation(prices)))
         })
         .await
     }
@@ -110,10 +122,33 @@ impl PriceStore for EmbeddedStore {
                 "SELECT record FROM price_latest WHERE project_id = ?1 AND instance_id = ?2",
             )?;
             let mut rows = stmt.query(params![project, instance])?;
-            match rows.next()? {
-                None => Ok(None),
-                Some(row) => Ok(Some(latest_page(text(row, 0)?, offset, limit)?)),
+            let Some(row) = rows.next()? else {
+                return Ok(None);
+            };
+            let (mut page, chunk_size) = latest_page(text(row, 0)?, offset, limit)?;
+            let Some(size) = chunk_size.filter(|s| *s > 0) else {
+                return Ok(Some(page));
+            };
+            // Only the chunks that hold the page are read.
+            let first = offset / size;
+            let mut chunks = conn.prepare_cached(
+                "SELECT chunk, record FROM price_latest_chunks
+                 WHERE project_id = ?1 AND instance_id = ?2 AND chunk >= ?3 ORDER BY chunk",
+            )?;
+            let mut rows =
+                chunks.query(params![project, instance, to_i64(first as u64, "chunk")?])?;
+            while page.prices.len() < limit {
+                let Some(row) = rows.next()? else { break };
+                let start = to_u64(row.get(0)?, "chunk")? as usize * size;
+                let (prices, _) = page_of(
+                    text(row, 1)?,
+                    offset.saturating_sub(start),
+                    limit - page.prices.len(),
+                    |s: Stored| (s.i, s.p),
+                )?;
+                page.prices.extend(prices);
             }
+            Ok(Some(page))
         })
         .await
     }
@@ -208,11 +243,20 @@ pub(crate) struct LatestRecord {
     prices: Vec<ItemPrice>,
     #[serde(default)]
     stored: Vec<StoredPrice>,
+    /// Records written since schema version 10 keep their prices in
+    /// `price_latest_chunks`, `chunk_size` to a row, `total` in all.
+    #[serde(default)]
+    chunk_size: Option<usize>,
+    #[serde(default)]
+    total: Option<usize>,
 }
 
 impl LatestRecord {
-    pub(crate) fn into_calculation(self) -> PriceCalculation {
-        let prices = if self.prices.is_empty() {
+    /// The calculation, with `chunked` as its prices when the record keeps them in chunks.
+    pub(crate) fn into_calculation(self, chunked: Vec<ItemPrice>) -> PriceCalculation {
+        let prices = if self.chunk_size.is_some() {
+            chunked
+        } else if self.prices.is_empty() {
             self.stored
                 .into_iter()
                 .map(StoredPrice::into_item_price)
@@ -240,7 +284,13 @@ impl LatestRecord {
 /// A page of a `price_latest.record` read from its text: the head, and the prices of the
 /// page decoded as item id and price only; the others, and every carried exposure, are
 /// skipped over without being built.
-fn latest_page(record: &str, offset: usize, limit: usize) -> serde_json::Result<LatestPricesPage> {
+/// With the record's chunk size when its prices are in `price_latest_chunks` (the page's
+/// prices are then still to be read from there).
+fn latest_page(
+    record: &str,
+    offset: usize,
+    limit: usize,
+) -> serde_json::Result<(LatestPricesPage, Option<usize>)> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Head<'a> {
@@ -251,12 +301,10 @@ fn latest_page(record: &str, offset: usize, limit: usize) -> serde_json::Result<
         prices: Option<&'a RawValue>,
         #[serde(default, borrow)]
         stored: Option<&'a RawValue>,
-    }
-    /// A `stored` element (`StoredPriceRef`).
-    #[derive(Deserialize)]
-    struct Stored {
-        i: ItemId,
-        p: Money,
+        #[serde(default)]
+        chunk_size: Option<usize>,
+        #[serde(default)]
+        total: Option<usize>,
     }
     /// A `prices` element of a record written before `stored` (an `ItemPrice`).
     #[derive(Deserialize)]
@@ -266,24 +314,35 @@ fn latest_page(record: &str, offset: usize, limit: usize) -> serde_json::Result<
         price: Money,
     }
     let head: Head<'_> = serde_json::from_str(record)?;
-    let (prices, total) = match (head.stored, head.prices) {
-        (Some(stored), _) => page_of(stored, offset, limit, |s: Stored| (s.i, s.p))?,
-        (None, Some(whole)) => page_of(whole, offset, limit, |w: Whole| (w.item_id, w.price))?,
-        (None, None) => (Vec::new(), 0),
+    let (prices, total) = match (head.chunk_size, head.stored, head.prices) {
+        (Some(_), _, _) => (Vec::new(), head.total.unwrap_or(0)),
+        (None, Some(stored), _) => page_of(stored.get(), offset, limit, |s: Stored| (s.i, s.p))?,
+        (None, None, Some(whole)) => {
+            page_of(whole.get(), offset, limit, |w: Whole| (w.item_id, w.price))?
+        }
+        (None, None, None) => (Vec::new(), 0),
     };
-    Ok(LatestPricesPage {
+    let page = LatestPricesPage {
         calculation_id: head.calculation_id,
         calculated_at: head.calculated_at,
         sequence: head.sequence,
         prices,
         total,
-    })
+    };
+    Ok((page, head.chunk_size))
+}
+
+/// A stored price (`StoredPriceRef`) read as its item id and price only.
+#[derive(Deserialize)]
+struct Stored {
+    i: ItemId,
+    p: Money,
 }
 
 /// Elements `offset..offset + limit` of the JSON array `array`, decoded as `T` and mapped,
 /// and the array's length; the others are only scanned.
 fn page_of<T, U>(
-    array: &RawValue,
+    array: &str,
     offset: usize,
     limit: usize,
     map: impl Fn(T) -> U,
@@ -326,7 +385,7 @@ where
             }
         }
     }
-    let mut de = serde_json::Deserializer::from_str(array.get());
+    let mut de = serde_json::Deserializer::from_str(array);
     serde::Deserializer::deserialize_seq(
         &mut de,
         Page {
@@ -343,12 +402,31 @@ where
 struct Calculation<'a> {
     c: &'a PriceCalculation,
     head: &'a str,
-    snapshot: &'a str,
+    /// `price_latest.record`: see [`latest_head`].
+    latest: &'a str,
     events: SaveEvents<'a>,
 }
 
-/// The calculation as a [`LatestRecord`]: its head, `"prices":[]` and the compact prices.
-pub(crate) fn snapshot(c: &PriceCalculation) -> serde_json::Result<String> {
+/// Prices per row of `price_latest_chunks`: a page of instancePrices reads the rows that
+/// hold it, and a calculation writes its latest prices a row at a time (one string of a
+/// 100,000-item instance's prices was ~20 MB, held twice while SQLite copied it).
+pub(crate) const LATEST_CHUNK: usize = 1_000;
+
+/// The schema version 10: the latest prices in chunks (see [`LATEST_CHUNK`]). Records
+/// written before keep their prices inline and read as they did.
+pub(crate) const SCHEMA_V10: &str = r#"
+CREATE TABLE IF NOT EXISTS price_latest_chunks (
+    project_id  TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    chunk       INTEGER NOT NULL,
+    record      TEXT NOT NULL,
+    PRIMARY KEY (project_id, instance_id, chunk)
+);
+"#;
+
+/// The calculation's [`LatestRecord`] without its prices: its head, `"prices":[]`, the
+/// chunk size and the number of prices (the prices go to `price_latest_chunks`).
+pub(crate) fn latest_head(c: &PriceCalculation) -> serde_json::Result<String> {
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     struct Record<'a> {
@@ -359,7 +437,8 @@ pub(crate) fn snapshot(c: &PriceCalculation) -> serde_json::Result<String> {
         calculated_at: Timestamp,
         sequence: u64,
         prices: [(); 0],
-        stored: Vec<StoredPriceRef<'a>>,
+        chunk_size: usize,
+        total: usize,
     }
     serde_json::to_string(&Record {
         calculation_id: &c.calculation_id,
@@ -368,8 +447,43 @@ pub(crate) fn snapshot(c: &PriceCalculation) -> serde_json::Result<String> {
         calculated_at: c.calculated_at,
         sequence: c.sequence,
         prices: [],
-        stored: c.prices.iter().map(StoredPriceRef::of).collect(),
+        chunk_size: LATEST_CHUNK,
+        total: c.prices.len(),
     })
+}
+
+/// Writes the calculation's prices as the instance's latest chunks (compact: no
+/// explanations), one row of [`LATEST_CHUNK`] at a time, and drops the rows past them.
+fn write_latest_chunks(
+    tx: &rusqlite::Transaction<'_>,
+    project: &str,
+    instance: &str,
+    prices: &[ItemPrice],
+) -> DbResult<()> {
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO price_latest_chunks (project_id, instance_id, chunk, record)
+         VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (project_id, instance_id, chunk) DO UPDATE SET record = excluded.record",
+    )?;
+    let mut json = Vec::new();
+    let mut chunks = 0;
+    for (i, chunk) in prices.chunks(LATEST_CHUNK).enumerate() {
+        json.clear();
+        let stored: Vec<StoredPriceRef<'_>> = chunk.iter().map(StoredPriceRef::of).collect();
+        serde_json::to_writer(&mut json, &stored)?;
+        insert.execute(params![
+            project,
+            instance,
+            to_i64(i as u64, "chunk")?,
+            utf8(&json)?
+        ])?;
+        chunks = i + 1;
+    }
+    tx.prepare_cached(
+        "DELETE FROM price_latest_chunks WHERE project_id = ?1 AND instance_id = ?2 AND chunk >= ?3",
+    )?
+    .execute(params![project, instance, to_i64(chunks as u64, "chunk")?])?;
+    Ok(())
 }
 
 /// History rows encoded per batch by the encoding thread.
@@ -483,7 +597,8 @@ fn write_calculation(
          ON CONFLICT (project_id, instance_id)
          DO UPDATE SET seq = excluded.seq, record = excluded.record",
     )?
-    .execute(params![project, instance, seq, calc.snapshot])?;
+    .execute(params![project, instance, seq, calc.latest])?;
+    write_latest_chunks(&tx, project, instance, &c.prices)?;
     {
         insert_history(&tx, project, instance, seq, &c.prices)?;
         // Event ids are deterministic: one already stored (a replay) is skipped.
@@ -524,17 +639,17 @@ mod tests {
             {"i":"a","p":1.5,"e":{"levels":[[1.0,2.0]],"estimate":null}},
             {"i":"b","p":2,"d":[true,1.0]},
             {"i":"c","p":3.25,"k":true}]}"#;
-        let page = latest_page(stored, 1, 5).expect("decodes");
+        let page = latest_page(stored, 1, 5).expect("decodes").0;
         assert_eq!(ids(&page), vec![("b".into(), 2.0), ("c".into(), 3.25)]);
         assert_eq!(
             (page.total, page.sequence, page.calculation_id.as_str()),
             (3, 4, "c")
         );
         assert_eq!(
-            ids(&latest_page(stored, 0, 1).expect("decodes")),
+            ids(&latest_page(stored, 0, 1).expect("decodes").0),
             vec![("a".into(), 1.5)]
         );
-        let past = latest_page(stored, 7, 1).expect("decodes");
+        let past = latest_page(stored, 7, 1).expect("decodes").0;
         assert!(past.prices.is_empty());
         assert_eq!(past.total, 3);
 
@@ -542,7 +657,7 @@ mod tests {
             "sequence":2,"prices":[
             {"itemId":"a","price":1.5,"previousPrice":null,"changed":true,"status":"calculated","explanation":{}},
             {"itemId":"b","price":2,"previousPrice":2,"changed":false,"status":"kept","explanation":{}}]}"#;
-        let page = latest_page(whole, 0, 10).expect("decodes");
+        let page = latest_page(whole, 0, 10).expect("decodes").0;
         assert_eq!(ids(&page), vec![("a".into(), 1.5), ("b".into(), 2.0)]);
         assert_eq!(page.total, 2);
         assert!(latest_page(r#"{"calculationId":"c"}"#, 0, 1).is_err());

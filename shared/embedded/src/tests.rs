@@ -600,6 +600,8 @@ mod prices {
     use serde_json::json;
 
     use super::{EmbeddedStore, db, file_store};
+    use crate::prices::LATEST_CHUNK;
+    use pricing_core::model::StoredPriceRef;
 
     fn page(cursor: Option<&str>, limit: usize) -> PageRequest {
         PageRequest {
@@ -624,16 +626,18 @@ mod prices {
         calculation(id, sequence, Trigger::Schedule, prices)
     }
 
-    /// The compact snapshot reads back as the calculation without explanations (kept
-    /// prices, first prices, unchanged and changed ones, metadata), small and large; a
-    /// snapshot written whole by an earlier version reads back the same way.
-    #[test]
-    fn the_compact_snapshot_reads_back_without_explanations() {
+    /// The latest prices read back as the calculation without explanations (kept prices,
+    /// first prices, unchanged and changed ones, metadata), small and large (chunks of
+    /// `LATEST_CHUNK`, fewer after more); a record written by an earlier version, its
+    /// prices inline (compact or whole), reads back the same way, whole and in pages, and
+    /// the next calculation replaces it.
+    #[tokio::test]
+    async fn the_latest_prices_read_back_without_explanations() {
         let mut with_metadata = big_calculation("calc-m", 3, 5);
         with_metadata.metadata = Some(json!({"a": [1, 2], "b": {"c": "d"}}));
         let mixed = calculation(
             "calc-x",
-            2,
+            4,
             Trigger::Request,
             vec![
                 calculated("a", 9.5, None),
@@ -642,30 +646,77 @@ mod prices {
                 kept("d", 3.0),
             ],
         );
+        let store = EmbeddedStore::open_in_memory().unwrap();
+        let key = Run::new("latest").key("p", "i");
         for c in [
             big_calculation("calc-0", 1, 0),
-            big_calculation("calc-1", 1, 1),
+            big_calculation("calc-big", 2, 2_500),
             with_metadata,
             mixed,
-            big_calculation("calc-big", 2, 5_000),
+            big_calculation("calc-1", 5, 1),
+            big_calculation("calc-big2", 6, 1_000),
         ] {
-            let json = crate::prices::snapshot(&c).unwrap();
-            let read: crate::prices::LatestRecord = serde_json::from_str(&json).unwrap();
-            assert_eq!(read.into_calculation(), c.without_explanations());
-            let whole: crate::prices::LatestRecord =
-                serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
-            assert_eq!(whole.into_calculation(), c.without_explanations());
+            assert!(store.save_calculation(&key, &c, &[]).await.unwrap());
+            assert_eq!(
+                store.latest_prices(&key).await.unwrap(),
+                Some(c.without_explanations())
+            );
+            let chunks: i64 = super::lock(&store.inner.writer)
+                .query_row("SELECT count(*) FROM price_latest_chunks", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(chunks as usize, c.prices.len().div_ceil(LATEST_CHUNK));
         }
-        let unchanged = calculation(
-            "calc-u",
-            1,
-            Trigger::Request,
-            vec![calculated("seat-00001", 9.5, Some(9.5))],
-        );
-        assert!(
-            crate::prices::snapshot(&unchanged)
+
+        // Records of an earlier version: the compact prices inline, or whole `ItemPrice`s.
+        let c = big_calculation("calc-old", 1, 1_500);
+        let stored: Vec<_> = c.prices.iter().map(StoredPriceRef::of).collect();
+        let inline = json!({
+            "calculationId": c.calculation_id, "trigger": c.trigger, "calculatedAt": c.calculated_at,
+            "sequence": 1, "prices": [], "stored": stored,
+        });
+        for record in [inline.to_string(), serde_json::to_string(&c).unwrap()] {
+            let store = EmbeddedStore::open_in_memory().unwrap();
+            super::lock(&store.inner.writer)
+                .execute(
+                    "INSERT INTO price_latest (project_id, instance_id, seq, record)
+                     VALUES (?1, ?2, 1, ?3)",
+                    rusqlite::params![
+                        key.project_storage_key(),
+                        key.instance_id.to_string(),
+                        record
+                    ],
+                )
+                .unwrap();
+            assert_eq!(
+                store.latest_prices(&key).await.unwrap(),
+                Some(c.without_explanations())
+            );
+            let page = store
+                .latest_prices_page(&key, 995, 10)
+                .await
                 .unwrap()
-                .contains(r#""stored":[{"i":"seat-00001","p":9.5}]"#),
+                .unwrap();
+            assert_eq!(page.total, 1_500);
+            let ids: Vec<String> = page.prices.iter().map(|(i, _)| i.to_string()).collect();
+            assert_eq!(
+                ids,
+                (995..1_005)
+                    .map(|i| format!("seat-{i:05}"))
+                    .collect::<Vec<_>>()
+            );
+            let next = big_calculation("calc-new", 2, 3);
+            assert!(store.save_calculation(&key, &next, &[]).await.unwrap());
+            assert_eq!(
+                store.latest_prices(&key).await.unwrap(),
+                Some(next.without_explanations())
+            );
+        }
+
+        let unchanged = [calculated("seat-00001", 9.5, Some(9.5))];
+        let stored: Vec<_> = unchanged.iter().map(StoredPriceRef::of).collect();
+        assert_eq!(
+            serde_json::to_string(&stored).unwrap(),
+            r#"[{"i":"seat-00001","p":9.5}]"#,
             "an unchanged price is its item and price"
         );
     }
@@ -682,7 +733,7 @@ mod prices {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, db::SCHEMA_VERSION);
-        assert_eq!(db::SCHEMA_VERSION, 9);
+        assert_eq!(db::SCHEMA_VERSION, 10);
     }
 
     /// A file written by the version 1 schema is upgraded in place on open: its records

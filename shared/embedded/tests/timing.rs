@@ -366,9 +366,12 @@ fn stored_bytes(path: &std::path::Path, seq: u64) -> String {
         )
         .expect("history");
     let latest: i64 = conn
-        .query_row("SELECT sum(length(record)) FROM price_latest", [], |r| {
-            r.get(0)
-        })
+        .query_row(
+            "SELECT (SELECT sum(length(record)) FROM price_latest)
+                  + (SELECT coalesce(sum(length(record)), 0) FROM price_latest_chunks)",
+            [],
+            |r| r.get(0),
+        )
         .expect("latest");
     let calc: i64 = conn
         .query_row(
