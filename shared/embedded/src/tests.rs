@@ -721,6 +721,59 @@ mod prices {
         );
     }
 
+    /// A recalculation returns (and stores) explanations only on its history entries:
+    /// the first calculation's prices all changed and are explained; the same calculation
+    /// again a moment later changes none and carries none.
+    #[tokio::test]
+    async fn a_recalculation_keeps_explanations_only_where_the_price_changed() {
+        use pricing_contract::fixtures::{item, product};
+        use pricing_core::model::is_history_entry;
+        use pricing_core::ports::Commit;
+        use pricing_core::pricing::Explanation;
+        use pricing_core::recalc::{RecalcRequest, recalculate};
+        use pricing_core::time::Timestamp;
+
+        let store = EmbeddedStore::open_in_memory().unwrap();
+        let key = Run::new("explained").key("p", "i");
+        let inst = instance(&key, "i");
+        store
+            .create_instance(&inst, &header(0, json!({})))
+            .await
+            .unwrap();
+        let commit = Commit {
+            expected_applied: 0,
+            header: header(1, json!({})),
+            items: (0..5)
+                .map(|i| item(&format!("seat-{i}"), "prod", i, 1))
+                .collect(),
+            products: vec![product("prod", 1)],
+            events: Vec::new(),
+        };
+        store.commit(&key, commit).await.unwrap();
+        let now = Timestamp::parse("2026-03-01T12:00:00Z").unwrap();
+        let mut explained = Vec::new();
+        for id in ["c1", "c2"] {
+            let request = RecalcRequest {
+                calculation_id: id.into(),
+                trigger: Trigger::Request,
+                metadata: None,
+            };
+            let calc = recalculate(&store, &store, &store, &inst, &request, now)
+                .await
+                .unwrap()
+                .expect("calculated");
+            for p in &calc.prices {
+                assert_eq!(
+                    p.explanation != Explanation::default(),
+                    is_history_entry(p),
+                    "{id}: {p:?}"
+                );
+            }
+            explained.push(calc.prices.iter().filter(|p| is_history_entry(p)).count());
+        }
+        assert_eq!(explained, vec![5, 0]);
+    }
+
     #[test]
     fn migrations_end_at_the_schema_version() {
         let conn = db::open_memory().unwrap();
