@@ -125,7 +125,7 @@ where
             // The processor's warm state and the prices it remembers spare reloading a
             // large instance for every calculation.
             let state = processor.take_state(store, key).await?;
-            let hint = processor.price_hint(key);
+            let hint = processor.take_price_hint(key);
             let result = recalculate_from(
                 &state,
                 hint.as_ref(),
@@ -138,10 +138,17 @@ where
             )
             .await;
             processor.return_state(key, state);
-            let result = result?;
-            if let Some(c) = &result {
-                processor.remember_prices(key, PriceHint::of(c));
+            match (&result, hint) {
+                // The prices taken go before the new ones are made.
+                (Ok(Some(c)), hint) => {
+                    drop(hint);
+                    processor.remember_prices(key, PriceHint::of(c));
+                }
+                // Nothing stored: they are what was known (a stale hint costs a retry).
+                (_, Some(hint)) => processor.remember_prices(key, hint),
+                (_, None) => {}
             }
+            let result = result?;
             let dispatched = dispatch(store, queue, key, now).await?;
             Ok(match result {
                 Some(c) => Handled::Calculated {
