@@ -620,3 +620,78 @@ async fn a_sent_message_carries_the_trace_of_the_work_that_sent_it() {
         assert_eq!(headers, [Some(trace.to_owned()), None], "{url}");
     }
 }
+
+/// A page of the latest prices reads only the parts that hold it, by the head's `counts`;
+/// a head written before the counts pages the whole list instead, to the same result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_the_latest_prices_reads_its_parts_and_old_heads_still_page() {
+    use pricing_contract::fixtures::{calculated, calculation};
+    use pricing_core::ports::PriceStore;
+    use pricing_core::pricing::Trigger;
+
+    let stack = Stack::new("latest-page").await;
+    let store = stack.store();
+    let key = Run::new("latest-page").key("p", "i");
+    let prices = (0..3_000)
+        .map(|n| calculated(&format!("seat-{n:05}"), 10.0 + (n % 40) as f64, None))
+        .collect();
+    let c = calculation("calc-1", 1, Trigger::Request, prices);
+    assert!(store.save_calculation(&key, &c, &[]).await.expect("save"));
+    let pk = format!("I#{}/{}", key.project_storage_key(), key.instance_id);
+    let table = &stack.config.table_name;
+    let head = stack
+        .dynamodb()
+        .get_item()
+        .table_name(table)
+        .key("pk", AttributeValue::S(pk.clone()))
+        .key("sk", AttributeValue::S("~P#HEAD".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get_item")
+        .item
+        .expect("a head");
+    let counts = head["counts"].as_s().expect("counts").clone();
+    assert!(
+        counts.contains(','),
+        "3,000 explained prices take several parts: {counts}"
+    );
+    let expected = |offset: usize, limit: usize| -> Vec<_> {
+        c.prices
+            .iter()
+            .skip(offset)
+            .take(limit)
+            .map(|p| (p.item_id.clone(), p.price))
+            .collect()
+    };
+    let cuts = [(0, 3_000), (0, 5), (1_234, 900), (2_990, 50), (3_000, 1)];
+    for (offset, limit) in cuts {
+        let page = store
+            .latest_prices_page(&key, offset, limit)
+            .await
+            .expect("page")
+            .expect("a latest");
+        assert_eq!(page.prices, expected(offset, limit), "{offset}, {limit}");
+        assert_eq!(page.total, 3_000);
+    }
+    // The head as it was written before the counts.
+    stack
+        .dynamodb()
+        .update_item()
+        .table_name(table)
+        .key("pk", AttributeValue::S(pk))
+        .key("sk", AttributeValue::S("~P#HEAD".into()))
+        .update_expression("REMOVE counts")
+        .send()
+        .await
+        .expect("update_item");
+    for (offset, limit) in cuts {
+        let page = store
+            .latest_prices_page(&key, offset, limit)
+            .await
+            .expect("page")
+            .expect("a latest");
+        assert_eq!(page.prices, expected(offset, limit), "{offset}, {limit}");
+        assert_eq!((page.total, page.sequence), (3_000, 1));
+    }
+}

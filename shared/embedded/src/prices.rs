@@ -94,7 +94,7 @@ impl PriceStore for EmbeddedStore {
             if record.chunk_size.is_none() {
                 return Ok(Some(record.into_calculation(Vec::new())));
             }
-            let mut prices = Vec::with_capacity(record.total.unwrap_or(0));
+            let mut prices = Vec::with_capacity(record.total.unwrap_or(0).min(1 << 20));
             let mut chunks = conn.prepare_cached(
                 "SELECT record FROM price_latest_chunks
                  WHERE project_id = ?1 AND instance_id = ?2 ORDER BY chunk",

@@ -31,8 +31,9 @@ use pricing_core::model::{
     Page, PageRequest, PriceCalculation, PriceHistoryEntry, StoredPrice, StoredPriceRef,
     is_history_entry,
 };
+use pricing_core::money::Money;
 use pricing_core::ports::{
-    MatchSet, PriceMatchStore, PriceStore, SaveEvents, StoreError, StoreResult,
+    LatestPricesPage, MatchSet, PriceMatchStore, PriceStore, SaveEvents, StoreError, StoreResult,
 };
 use pricing_core::pricing::{Explanation, ItemPrice, PriceMatch};
 use serde::{Deserialize, Serialize};
@@ -84,6 +85,13 @@ struct PartPriceRef<'a> {
     explanation: Option<&'a Explanation>,
 }
 
+/// A price in a part (format 2) read as its item id and price only.
+#[derive(Deserialize)]
+struct ListedPrice {
+    i: ItemId,
+    p: Money,
+}
+
 #[derive(Deserialize)]
 struct PartPrice {
     #[serde(flatten)]
@@ -103,9 +111,11 @@ impl PartPrice {
 }
 
 /// The prices as part records (JSON arrays) of at most [`PART_BYTES`] each.
-fn encode_parts(op: &str, prices: &[ItemPrice]) -> StoreResult<Vec<String>> {
+/// With the number of prices in each part.
+fn encode_parts(op: &str, prices: &[ItemPrice]) -> StoreResult<Vec<(String, usize)>> {
     let mut parts = Vec::new();
     let mut current = String::from("[");
+    let mut count = 0;
     for p in prices {
         let json = encode(
             op,
@@ -116,18 +126,42 @@ fn encode_parts(op: &str, prices: &[ItemPrice]) -> StoreResult<Vec<String>> {
         )?;
         if current.len() > 1 && current.len() + json.len() + 1 > PART_BYTES {
             current.push(']');
-            parts.push(std::mem::replace(&mut current, String::from("[")));
+            parts.push((std::mem::replace(&mut current, String::from("[")), count));
+            count = 0;
         }
         if current.len() > 1 {
             current.push(',');
         }
         current.push_str(&json);
+        count += 1;
     }
     if current.len() > 1 {
         current.push(']');
-        parts.push(current);
+        parts.push((current, count));
     }
     Ok(parts)
+}
+
+/// The head's `counts`: the number of prices in each part, comma-separated (heads written
+/// before it have none, and a page of their prices reads them all).
+fn part_counts(op: &str, head: &Item) -> StoreResult<Option<Vec<usize>>> {
+    let Some(counts) = head.get("counts") else {
+        return Ok(None);
+    };
+    let counts = counts
+        .as_s()
+        .map_err(|_| corrupt(op, "attribute counts is not a string"))?;
+    if counts.is_empty() {
+        return Ok(Some(Vec::new()));
+    }
+    counts
+        .split(',')
+        .map(|c| {
+            c.parse()
+                .map_err(|e| corrupt(op, format!("attribute counts = {counts:?}: {e}")))
+        })
+        .collect::<StoreResult<_>>()
+        .map(Some)
 }
 
 impl DynamoStore {
@@ -452,8 +486,13 @@ impl PriceStore for DynamoStore {
         // 1. The prices, in parts keyed by calculation id.
         let records = encode_parts(OP, &calculation.prices)?;
         let parts = records.len();
+        let counts = records
+            .iter()
+            .map(|(_, count)| count.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
         let mut items = Vec::with_capacity(parts);
-        for (i, record) in records.into_iter().enumerate() {
+        for (i, (record, _)) in records.into_iter().enumerate() {
             let mut item = Self::item(&pk, part_sk(&meta.calculation_id, i));
             item.insert(RECORD.to_owned(), s(record));
             item.insert("fmt".to_owned(), n(PART_FORMAT));
@@ -473,7 +512,8 @@ impl PriceStore for DynamoStore {
                 .item(SK, s(HEAD))
                 .item(keys::SEQ, n(calculation.sequence))
                 .item("calc", s(&meta.calculation_id))
-                .item("parts", n(parts as u64));
+                .item("parts", n(parts as u64))
+                .item("counts", s(&counts));
             let head = if latest == 0 {
                 head.condition_expression("attribute_not_exists(pk)")
             } else {
@@ -574,6 +614,84 @@ impl PriceStore for DynamoStore {
                     ..p
                 })
                 .collect(),
+        }))
+    }
+
+    async fn latest_prices_page(
+        &self,
+        key: &InstanceKey,
+        offset: usize,
+        limit: usize,
+    ) -> StoreResult<Option<LatestPricesPage>> {
+        const OP: &str = "latest_prices_page";
+        let pk = keys::instance_pk(key);
+        let Some(head) = self.get(OP, pk.clone(), HEAD).await? else {
+            return Ok(None);
+        };
+        let Some(counts) = part_counts(OP, &head)? else {
+            // A head written before the counts: the whole list, then the page.
+            return Ok(self.latest_prices(key).await?.map(|c| {
+                let total = c.prices.len();
+                LatestPricesPage {
+                    prices: c
+                        .prices
+                        .into_iter()
+                        .skip(offset)
+                        .take(limit)
+                        .map(|p| (p.item_id, p.price))
+                        .collect(),
+                    calculation_id: c.calculation_id,
+                    calculated_at: c.calculated_at,
+                    sequence: c.sequence,
+                    total,
+                }
+            }));
+        };
+        let calculation_id = get_s(OP, &head, "calc")?.to_owned();
+        let marker = self
+            .get(OP, pk.clone(), &marker_sk(&calculation_id))
+            .await?
+            .ok_or_else(|| corrupt(OP, format!("calculation {calculation_id} has no marker")))?;
+        let meta: CalcMeta = decode(OP, &marker)?;
+        // Only the parts that hold prices offset..offset + limit are read.
+        let (mut wanted, mut start, mut first_start) = (Vec::new(), 0, None);
+        for (i, count) in counts.iter().enumerate() {
+            let end = start + count;
+            if end > offset && start < offset.saturating_add(limit) {
+                first_start.get_or_insert(start);
+                wanted.push((pk.clone(), part_sk(&calculation_id, i)));
+            }
+            start = end;
+        }
+        let read = wanted.len();
+        let mut found: Vec<(String, Vec<(ItemId, Money)>)> = Vec::with_capacity(read);
+        for item in self.batch_get(OP, wanted).await? {
+            let sk = get_s(OP, &item, SK)?.to_owned();
+            let prices: Vec<ListedPrice> = decode(OP, &item)?;
+            found.push((sk, prices.into_iter().map(|p| (p.i, p.p)).collect()));
+        }
+        if found.len() != read {
+            return Err(corrupt(
+                OP,
+                format!(
+                    "calculation {calculation_id}: {} of {read} parts",
+                    found.len()
+                ),
+            ));
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        let skip = offset.saturating_sub(first_start.unwrap_or(0));
+        Ok(Some(LatestPricesPage {
+            prices: found
+                .into_iter()
+                .flat_map(|(_, p)| p)
+                .skip(skip)
+                .take(limit)
+                .collect(),
+            calculation_id,
+            calculated_at: meta.calculated_at,
+            sequence: meta.sequence,
+            total: start,
         }))
     }
 
