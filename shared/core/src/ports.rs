@@ -436,23 +436,10 @@ pub trait PriceStore: Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = StoreResult<Option<LatestPricesPage>>> + Send {
         async move {
-            Ok(self.latest_prices(key).await?.map(|c| {
-                let total = c.prices.len();
-                let prices = c
-                    .prices
-                    .into_iter()
-                    .skip(offset)
-                    .take(limit)
-                    .map(|p| (p.item_id, p.price))
-                    .collect();
-                LatestPricesPage {
-                    calculation_id: c.calculation_id,
-                    calculated_at: c.calculated_at,
-                    sequence: c.sequence,
-                    prices,
-                    total,
-                }
-            }))
+            Ok(self
+                .latest_prices(key)
+                .await?
+                .map(|c| LatestPricesPage::of(c, offset, limit)))
         }
     }
     /// An item's history entries (its changed calculated prices, with explanations) by
@@ -475,6 +462,26 @@ pub struct LatestPricesPage {
     pub prices: Vec<(ItemId, Money)>,
     /// How many prices the calculation has in all.
     pub total: usize,
+}
+
+impl LatestPricesPage {
+    /// The page of a whole calculation.
+    pub fn of(calculation: PriceCalculation, offset: usize, limit: usize) -> Self {
+        let total = calculation.prices.len();
+        LatestPricesPage {
+            prices: calculation
+                .prices
+                .into_iter()
+                .skip(offset)
+                .take(limit)
+                .map(|p| (p.item_id, p.price))
+                .collect(),
+            calculation_id: calculation.calculation_id,
+            calculated_at: calculation.calculated_at,
+            sequence: calculation.sequence,
+            total,
+        }
+    }
 }
 
 /// The events a calculation's save stores with it: a list, or the calculation's own

@@ -83,14 +83,12 @@ impl PriceStore for EmbeddedStore {
         let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         self.on_reader("latest_prices", move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT record FROM price_latest WHERE project_id = ?1 AND instance_id = ?2",
-            )?;
-            let mut rows = stmt.query(params![project, instance])?;
-            let Some(row) = rows.next()? else {
+            let Some(record) = latest_record(conn, &project, &instance, |text| {
+                Ok(serde_json::from_str::<LatestRecord>(text)?)
+            })?
+            else {
                 return Ok(None);
             };
-            let record: LatestRecord = serde_json::from_str(text(row, 0)?)?;
             if record.chunk_size.is_none() {
                 return Ok(Some(record.into_calculation(Vec::new())));
             }
@@ -118,14 +116,12 @@ impl PriceStore for EmbeddedStore {
         let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         self.on_reader("latest_prices_page", move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT record FROM price_latest WHERE project_id = ?1 AND instance_id = ?2",
-            )?;
-            let mut rows = stmt.query(params![project, instance])?;
-            let Some(row) = rows.next()? else {
+            let Some((mut page, chunk_size)) = latest_record(conn, &project, &instance, |text| {
+                Ok(latest_page(text, offset, limit)?)
+            })?
+            else {
                 return Ok(None);
             };
-            let (mut page, chunk_size) = latest_page(text(row, 0)?, offset, limit)?;
             let Some(size) = chunk_size.filter(|s| *s > 0) else {
                 return Ok(Some(page));
             };
@@ -278,6 +274,23 @@ impl LatestRecord {
             sequence: self.sequence,
             prices,
         }
+    }
+}
+
+/// `read` of the instance's `price_latest.record`, `None` before its first calculation.
+fn latest_record<T>(
+    conn: &Connection,
+    project: &str,
+    instance: &str,
+    read: impl FnOnce(&str) -> DbResult<T>,
+) -> DbResult<Option<T>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT record FROM price_latest WHERE project_id = ?1 AND instance_id = ?2",
+    )?;
+    let mut rows = stmt.query(params![project, instance])?;
+    match rows.next()? {
+        None => Ok(None),
+        Some(row) => read(text(row, 0)?).map(Some),
     }
 }
 

@@ -429,6 +429,19 @@ impl DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// The id and meta of the calculation the latest-calculation pointer `head` names.
+    async fn marker_of(&self, op: &str, pk: &str, head: &Item) -> StoreResult<(String, CalcMeta)> {
+        let calculation_id = get_s(op, head, "calc")?.to_owned();
+        let marker = self
+            .get(op, pk.to_owned(), &marker_sk(&calculation_id))
+            .await?
+            .ok_or_else(|| corrupt(op, format!("calculation {calculation_id} has no marker")))?;
+        let meta: CalcMeta = decode(op, &marker)?;
+        Ok((calculation_id, meta))
+    }
+}
+
 impl PriceStore for DynamoStore {
     async fn save_calculation_with(
         &self,
@@ -592,12 +605,7 @@ impl PriceStore for DynamoStore {
         let Some(head) = self.get(OP, pk.clone(), HEAD).await? else {
             return Ok(None);
         };
-        let calculation_id = get_s(OP, &head, "calc")?.to_owned();
-        let marker = self
-            .get(OP, pk.clone(), &marker_sk(&calculation_id))
-            .await?
-            .ok_or_else(|| corrupt(OP, format!("calculation {calculation_id} has no marker")))?;
-        let meta: CalcMeta = decode(OP, &marker)?;
+        let (calculation_id, meta) = self.marker_of(OP, &pk, &head).await?;
         let prices = self
             .read_parts(OP, &pk, &calculation_id, get_n(OP, &head, "parts")?)
             .await?;
@@ -630,29 +638,12 @@ impl PriceStore for DynamoStore {
         };
         let Some(counts) = part_counts(OP, &head)? else {
             // A head written before the counts: the whole list, then the page.
-            return Ok(self.latest_prices(key).await?.map(|c| {
-                let total = c.prices.len();
-                LatestPricesPage {
-                    prices: c
-                        .prices
-                        .into_iter()
-                        .skip(offset)
-                        .take(limit)
-                        .map(|p| (p.item_id, p.price))
-                        .collect(),
-                    calculation_id: c.calculation_id,
-                    calculated_at: c.calculated_at,
-                    sequence: c.sequence,
-                    total,
-                }
-            }));
+            return Ok(self
+                .latest_prices(key)
+                .await?
+                .map(|c| LatestPricesPage::of(c, offset, limit)));
         };
-        let calculation_id = get_s(OP, &head, "calc")?.to_owned();
-        let marker = self
-            .get(OP, pk.clone(), &marker_sk(&calculation_id))
-            .await?
-            .ok_or_else(|| corrupt(OP, format!("calculation {calculation_id} has no marker")))?;
-        let meta: CalcMeta = decode(OP, &marker)?;
+        let (calculation_id, meta) = self.marker_of(OP, &pk, &head).await?;
         // Only the parts that hold prices offset..offset + limit are read.
         let (mut wanted, mut start, mut first_start) = (Vec::new(), 0, None);
         for (i, count) in counts.iter().enumerate() {
