@@ -11,6 +11,10 @@
 #   infra/load/one-entry.sh                 # builds (release), then measures; ~35 s
 #   BIN=/path/to/standalone infra/load/one-entry.sh   # another build of the service
 #   CONNECTIONS=8 THREADS=2 SECONDS_EACH=10 PORT=18091 (defaults)
+#   RATES="1000 3500" infra/load/one-entry.sh   # also these fixed rates, open loop, after
+#   LATENCIES=DIR     # write each open-loop run's per-request latencies to DIR/rate-R.txt
+#                     # (scheduled ms, latency ms: `load --latencies`), to see when the
+#                     # slow ones were sent
 #
 # Needs wrk (Debian package `wrk`). The server, wrk and the open-loop sender share the
 # machine's cores: compare numbers from one run, and note the load average it prints.
@@ -88,5 +92,14 @@ echo "server context switches per request: $(awk -v h=$((s1 - s0)) -v hn="$hn" -
     'BEGIN {printf "/health %.2f, entries %.2f", h / hn, e / en}')"
 half=$(awk -v e="$e" 'BEGIN {printf "%d", e / 2}')
 echo "== POST entries at half that rate ($half/s), open loop: load --batch 1 --rate $half --duration $SECONDS_EACH"
-"$LOAD" --url "$URL" --batch 1 --rate "$half" --duration "$SECONDS_EACH" | tail -n 1
+open_loop() {
+    local extra=()
+    if [ -n "${LATENCIES:-}" ]; then mkdir -p "$LATENCIES"; extra=(--latencies "$LATENCIES/rate-$1.txt"); fi
+    "$LOAD" --url "$URL" --batch 1 --rate "$1" --duration "$SECONDS_EACH" "${extra[@]}" | tail -n 1
+}
+open_loop "$half"
+for rate in ${RATES:-}; do
+    echo "== POST entries at $rate/s, open loop: load --batch 1 --rate $rate --duration $SECONDS_EACH"
+    open_loop "$rate"
+done
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

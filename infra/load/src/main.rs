@@ -49,6 +49,11 @@ struct Args {
     /// Set up the project, instance and items, print `ENTRIES_URL_PATH=...` and stop.
     #[arg(long)]
     setup_only: bool,
+    /// With `--rate`: write each request's scheduled time and latency (milliseconds from
+    /// the start, one request a line, in schedule order) to this file, to see when the
+    /// slow ones were sent.
+    #[arg(long)]
+    latencies: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
@@ -218,19 +223,35 @@ async fn fixed_rate(
                 Err(_) => false,
             };
             in_flight.fetch_sub(1, Ordering::Relaxed);
-            let _ = done.send((ok, due.elapsed()));
+            let _ = done.send((ok, n, due.elapsed()));
         });
     }
     drop(done_tx);
     let mut latencies = Vec::with_capacity(total);
     let mut failed = 0usize;
-    while let Some((ok, latency)) = done_rx.recv().await {
+    let mut timeline = Vec::with_capacity(total);
+    while let Some((ok, n, latency)) = done_rx.recv().await {
         if !ok {
             failed += 1;
         }
         latencies.push(latency);
+        timeline.push((n, latency));
     }
     let elapsed = start.elapsed();
+    if let Some(path) = &args.latencies {
+        timeline.sort();
+        let lines: String = timeline
+            .iter()
+            .map(|(n, latency)| {
+                format!(
+                    "{:.3} {:.3}\n",
+                    *n as f64 * 1e3 / rate,
+                    latency.as_secs_f64() * 1e3
+                )
+            })
+            .collect();
+        std::fs::write(path, lines)?;
+    }
     latencies.sort();
     let pct = |p: f64| {
         latencies
