@@ -272,6 +272,15 @@ const CHECKPOINTER_CACHE_KIB: i64 = 2 * 1024;
 fn configure(conn: &Connection, cache_kib: i64) -> rusqlite::Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    // Plans do not depend on bound values. Without this, SQLite reads the value bound to a
+    // `LIMIT ?` while planning, so binding it again expires the statement and every run of
+    // a cached statement with one (the log's and most pages' reads) was prepared anew: 3 %
+    // of the server's CPU under one-entry load (docs/performance.md, "The checkpoint
+    // interval"). Our queries have no plan that a bound value could improve.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     // Negative: the size in KiB.
     conn.pragma_update(None, "cache_size", -cache_kib)?;
@@ -770,6 +779,31 @@ mod tests {
         let empty = dir.join("empty.db");
         std::fs::write(&empty, b"").unwrap();
         assert!(open_writer(&empty, Durability::default()).is_ok());
+    }
+
+    /// A cached statement with `LIMIT ?` runs with new values without being prepared again.
+    #[test]
+    fn a_bound_limit_does_not_prepare_the_statement_again() {
+        let conn = open_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE t (n INTEGER PRIMARY KEY); INSERT INTO t VALUES (1), (2), (3);",
+        )
+        .unwrap();
+        let sql = "SELECT n FROM t WHERE n > ?1 ORDER BY n LIMIT ?2";
+        for (after, limit, want) in [(0, 2, 2), (1, 1, 1), (0, 10, 3), (2, 5, 1)] {
+            let mut stmt = conn.prepare_cached(sql).unwrap();
+            let rows: Vec<i64> = stmt
+                .query_map(rusqlite::params![after, limit], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(rows.len(), want, "after {after} limit {limit}");
+            assert_eq!(
+                stmt.get_status(rusqlite::StatementStatus::RePrepare),
+                0,
+                "prepared again for limit {limit}"
+            );
+        }
     }
 
     /// Issue 15: a full disk was a 500 (`Failed`); it is worth retrying once space returns.
