@@ -62,6 +62,8 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         HttpTransport::new(policy).map_err(|e| Error::Setup(format!("HTTP client: {e}")))?,
     );
     let auth: Arc<dyn Authenticator> = tokens.clone();
+    // The workers' processor; its warm states also serve the API's reads of state.
+    let processor = Arc::new(Processor::new());
     let app = App::new(ports, signer.clone(), auth)
         .with_rate_limit(TokenBuckets::new(args.rate_limit, args.rate_burst))
         .with_quotas(Quotas {
@@ -69,7 +71,8 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
             instances_per_project: args.max_instances_per_project,
             subscriptions_per_scope: args.max_subscriptions_per_scope,
         })
-        .with_callback_policy(policy);
+        .with_callback_policy(policy)
+        .with_warm_states(processor.clone());
     let router = pricing_api::router(Arc::new(app))
         .merge(oauth::router(Arc::new(TokenEndpoint { tokens, clients })));
 
@@ -100,7 +103,6 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         Err(e) => tracing::warn!(error = %e, "could not release work left in flight"),
     }
     let (stop, stopped) = watch::channel(false);
-    let processor = Arc::new(Processor::new());
     let workers: Vec<_> = (0..args.workers.max(1))
         .map(|_| {
             tokio::spawn(crate::worker::run(

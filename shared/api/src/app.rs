@@ -12,6 +12,7 @@ use pricing_core::ports::{
     Admission, DeliveryStore, Enqueue, EntryLog, EventStore, InstanceStore, PriceMatchStore,
     PriceStore, ProjectStore, RateLimit, StateStore, StoreResult, SubscriptionStore,
 };
+use pricing_core::process::Processor;
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::CallbackPolicy;
 
@@ -200,6 +201,10 @@ pub struct App<P> {
     /// Which callback URLs a subscription may name: `STRICT` (https, public hosts) unless
     /// the deployment allows more (the standalone's local development default).
     pub callback_policy: CallbackPolicy,
+    /// Where this process also processes entries (the standalone): its processor, whose
+    /// warm states serve the reads of instance state, so that a large instance is held
+    /// once. Without it, each read loads the state from the store.
+    pub warm: Option<Arc<Processor>>,
 }
 
 impl<P: Ports> App<P> {
@@ -213,6 +218,7 @@ impl<P: Ports> App<P> {
             rate_limit: None,
             limits: Limits::default(),
             callback_policy: CallbackPolicy::STRICT,
+            warm: None,
         }
     }
 
@@ -223,6 +229,12 @@ impl<P: Ports> App<P> {
 
     pub fn with_rate_limit(mut self, limiter: impl RateLimit) -> Self {
         self.rate_limit = Some(Arc::new(limiter));
+        self
+    }
+
+    /// Reads of instance state share `processor`'s warm states (see [`App::warm`]).
+    pub fn with_warm_states(mut self, processor: Arc<Processor>) -> Self {
+        self.warm = Some(processor);
         self
     }
 

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use pricing_core::document::{DocumentError, MAX_DOCUMENT_DEPTH};
-use pricing_core::ids::{InstanceId, ItemId, ProductId};
+use pricing_core::ids::{InstanceId, InstanceKey, ItemId, ProductId};
 use pricing_core::meta::check_instance_meta;
 use pricing_core::model::Instance;
 use pricing_core::ports::{EntryLog, InstanceStore, StateStore, StoreError};
@@ -187,15 +187,18 @@ pub async fn list<P: Ports>(
     Ok(Json(json!({ "items": items, "next": next })))
 }
 
+/// The instance's state as stored: shared with the processor's warm states where this
+/// process has them ([`App::warm`]), else loaded.
 pub(crate) async fn load_state<P: Ports>(
     app: &App<P>,
-    instance: &Instance,
-) -> ApiResult<InstanceState> {
-    app.ports
-        .state()
-        .load_state(&instance.key())
-        .await
-        .map_err(ApiError::store("reading instance state"))
+    key: &InstanceKey,
+) -> ApiResult<Arc<InstanceState>> {
+    let store = app.ports.state();
+    match &app.warm {
+        Some(processor) => processor.shared_state(store, key).await,
+        None => store.load_state(key).await.map(Arc::new),
+    }
+    .map_err(ApiError::store("reading instance state"))
 }
 
 /// Instance details with the first page of item and product summaries (no prices, no
@@ -206,7 +209,7 @@ pub async fn details<P: Ports>(
     Path((project_id, instance_id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
-    let state = load_state(&app, &instance).await?;
+    let state = load_state(&app, &instance.key()).await?;
     let last_sequence = app
         .ports
         .log()
@@ -330,7 +333,7 @@ pub async fn item<P: Ports>(
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
     let not_found = || ApiError::not_found(format!("item {item_id} does not exist"));
     let id = ItemId::parse(item_id.as_str()).map_err(|_| not_found())?;
-    let state = load_state(&app, &instance).await?;
+    let state = load_state(&app, &instance.key()).await?;
     let item = state
         .items
         .get(&id)
@@ -366,7 +369,7 @@ pub async fn product<P: Ports>(
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
     let not_found = || ApiError::not_found(format!("product {product_id} does not exist"));
     let id = ProductId::parse(product_id.as_str()).map_err(|_| not_found())?;
-    let state = load_state(&app, &instance).await?;
+    let state = load_state(&app, &instance.key()).await?;
     let product = state.products.get(&id).ok_or_else(not_found)?;
     let totals = state.product_totals();
     let t = totals.get(&id).copied().unwrap_or_default();

@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use pricing_core::ids::{ItemId, MatchId};
 use pricing_core::money::Money;
-use pricing_core::ports::{PriceMatchStore, StateStore, StoreError};
+use pricing_core::ports::{PriceMatchStore, StoreError};
 use pricing_core::pricing::{PriceMatch, validate_matches};
 use pricing_core::validate::{Errors, codes, object};
 use serde_json::{Value, json};
@@ -99,12 +99,7 @@ pub async fn create<P: Ports>(
         .ok_or_else(|| ApiError::invalid_field("", codes::REQUIRED, "a JSON object is required"))?;
     let rule = parse_rule(&body)?;
     let key = instance.key();
-    let state = app
-        .ports
-        .state()
-        .load_state(&key)
-        .await
-        .map_err(ApiError::store("reading instance state"))?;
+    let state = crate::instances::load_state(&app, &key).await?;
     for conflicts in 0.. {
         let set = app
             .ports

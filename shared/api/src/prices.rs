@@ -10,7 +10,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use pricing_core::ids::{InstanceId, ItemId, ProjectKey};
 use pricing_core::model::{Instance, Message, PageRequest};
 use pricing_core::money::Money;
-use pricing_core::ports::{Enqueue, InstanceStore, LatestPricesPage, PriceStore, StateStore};
+use pricing_core::ports::{Enqueue, InstanceStore, LatestPricesPage, PriceStore};
 use pricing_core::pricing::Trigger;
 use pricing_core::validate::{Errors, codes, object};
 use serde::{Deserialize, Serialize};
@@ -487,12 +487,7 @@ pub async fn price_history<P: Ports>(
     .await?;
     if items.is_empty() && first_page {
         // An item that never existed is a 404; an item without prices yet is an empty list.
-        let state = app
-            .ports
-            .state()
-            .load_state(&instance.key())
-            .await
-            .map_err(ApiError::store("reading instance state"))?;
+        let state = crate::instances::load_state(&app, &instance.key()).await?;
         if !state.items.contains_key(&item) {
             return Err(ApiError::not_found(format!(
                 "item {item_id} does not exist"

@@ -155,7 +155,7 @@ pub async fn list_items<P: Ports>(
                 .map_err(|_| ApiError::not_found(format!("product {v} does not exist")))
         })
         .transpose()?;
-    let state = load_state(&app, &instance).await?;
+    let state = load_state(&app, &instance.key()).await?;
     if let Some(p) = &product
         && !state.products.contains_key(p)
     {
@@ -186,7 +186,7 @@ pub async fn list_products<P: Ports>(
         .as_deref()
         .map(|c| ProductId::parse(c).map_err(|_| bad_cursor(c)))
         .transpose()?;
-    let state = load_state(&app, &instance).await?;
+    let state = load_state(&app, &instance.key()).await?;
     let (items, next) = product_page(&state, cursor.as_ref(), page.limit, MAX_PAGE_BYTES);
     Ok(Json(json!({ "items": items, "next": next })))
 }

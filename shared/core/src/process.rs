@@ -5,7 +5,7 @@
 //! racing all end in the same state.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::entry::{ParseOptions, parse_entry};
 use crate::ids::{InstanceKey, ProductId};
@@ -61,9 +61,13 @@ pub struct RejectedEntry {
 }
 
 /// Applies log tails, keeping recently used states in memory.
+///
+/// The warm states can also serve reads ([`Processor::shared_state`]): where one process
+/// both processes and answers reads (the standalone), a large instance's state is then
+/// held once, not once more by every read of it.
 #[derive(Default)]
 pub struct Processor {
-    cache: Mutex<HashMap<InstanceKey, InstanceState>>,
+    cache: Mutex<HashMap<InstanceKey, Arc<InstanceState>>>,
     /// The latest prices of recently calculated instances (a hint; see
     /// `recalc::recalculate_from`).
     prices: Mutex<HashMap<InstanceKey, PriceHint>>,
@@ -108,9 +112,36 @@ impl Processor {
         if let Some(state) = cached
             && store.applied_sequence(key).await? == state.header.applied_seq
         {
-            return Ok(state);
+            // A read that still holds it keeps its own copy.
+            return Ok(Arc::unwrap_or_clone(state));
         }
         store.load_state(key).await
+    }
+
+    /// The instance's state as stored, for reading: the warm state when it is current,
+    /// else loaded from the store and kept warm (for the next read and the next run),
+    /// unless a newer one was kept meanwhile. While a run has the state out (processing,
+    /// calculating), a read loads its own copy.
+    pub async fn shared_state<S: StateStore>(
+        &self,
+        store: &S,
+        key: &InstanceKey,
+    ) -> StoreResult<Arc<InstanceState>> {
+        let cached = self.lock().get(key).cloned();
+        if let Some(state) = cached
+            && store.applied_sequence(key).await? == state.header.applied_seq
+        {
+            return Ok(state);
+        }
+        let state = Arc::new(store.load_state(key).await?);
+        let mut cache = self.lock();
+        let newer_kept = cache
+            .get(key)
+            .is_some_and(|kept| kept.header.applied_seq >= state.header.applied_seq);
+        if !newer_kept {
+            Self::keep(&mut cache, key, state.clone());
+        }
+        Ok(state)
     }
 
     /// Takes the instance's current state (as stored) out of the warm cache, or loads it:
@@ -151,8 +182,16 @@ impl Processor {
     }
 
     fn checkin(&self, key: &InstanceKey, state: InstanceState) {
-        let mut cache = self.lock();
+        Self::keep(&mut self.lock(), key, Arc::new(state));
+    }
+
+    fn keep(
+        cache: &mut HashMap<InstanceKey, Arc<InstanceState>>,
+        key: &InstanceKey,
+        state: Arc<InstanceState>,
+    ) {
         if cache.len() >= CACHE_CAPACITY
+            && !cache.contains_key(key)
             && let Some(evict) = cache.keys().next().cloned()
         {
             cache.remove(&evict);
@@ -160,7 +199,7 @@ impl Processor {
         cache.insert(key.clone(), state);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<InstanceKey, InstanceState>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<InstanceKey, Arc<InstanceState>>> {
         // A poisoned cache only loses warm states; recover it.
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }

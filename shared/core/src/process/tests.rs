@@ -51,10 +51,12 @@ struct LimitedStore {
     products: Mutex<HashMap<ProductId, ProductState>>,
     events: Mutex<Vec<Event>>,
     commits: Mutex<u64>,
+    loads: Mutex<u64>,
 }
 
 impl StateStore for LimitedStore {
     async fn load_state(&self, _: &InstanceKey) -> StoreResult<InstanceState> {
+        *self.loads.lock().expect("lock") += 1;
         let mut state = InstanceState {
             header: self.header.lock().expect("lock").clone(),
             ..InstanceState::default()
@@ -231,4 +233,82 @@ async fn rejection_events_respect_the_bytes_of_a_commit() {
         .map(|e| e.data["errors"].as_array().map_or(0, Vec::len))
         .sum();
     assert_eq!(count, 3000);
+}
+
+/// Reads share the processor's warm state while it is current (one copy, no load), see
+/// what a later run committed, and keep what they hold when a run changes the state under
+/// them; a run never takes a stale read's copy for the current state.
+#[tokio::test]
+async fn reads_share_the_warm_state_and_see_every_commit() {
+    let key = InstanceKey::new(
+        crate::ids::TenantId::from_claim("tenant").expect("tenant"),
+        ProjectId::parse("proj").expect("valid"),
+        InstanceId::parse("inst").expect("valid"),
+    );
+    let rename = |n: u64| {
+        record(
+            n,
+            format!("t{n}"),
+            &json!({"type": "instanceMetadata", "data": {"update": {"name": format!("v{n}")}}}),
+        )
+    };
+    let name = |state: &InstanceState| state.header.meta["name"].clone();
+    let loads = |store: &LimitedStore| *store.loads.lock().expect("lock");
+    let store = LimitedStore::default();
+    let processor = Processor::new();
+
+    // Before any run: loaded once, then shared.
+    let first = processor.shared_state(&store, &key).await.expect("read");
+    let again = processor.shared_state(&store, &key).await.expect("read");
+    assert!(Arc::ptr_eq(&first, &again));
+    assert_eq!(loads(&store), 1);
+
+    // A run takes the warm state (no load) and keeps what it committed; reads share that.
+    let mut log = vec![rename(1)];
+    processor
+        .process(&Log(log.clone()), &store, &key, Timestamp::now())
+        .await
+        .expect("run");
+    assert_eq!(loads(&store), 1, "the run started from the warm state");
+    let read = processor.shared_state(&store, &key).await.expect("read");
+    assert_eq!((read.header.applied_seq, name(&read)), (1, json!("v1")));
+    assert!(Arc::ptr_eq(
+        &read,
+        &processor.shared_state(&store, &key).await.expect("read")
+    ));
+    assert_eq!(loads(&store), 1);
+
+    // A run while a read holds the state: the read keeps what it read, the run commits.
+    log.push(rename(2));
+    processor
+        .process(&Log(log.clone()), &store, &key, Timestamp::now())
+        .await
+        .expect("run");
+    assert_eq!((read.header.applied_seq, name(&read)), (1, json!("v1")));
+    let newer = processor.shared_state(&store, &key).await.expect("read");
+    assert_eq!((newer.header.applied_seq, name(&newer)), (2, json!("v2")));
+    assert_eq!(loads(&store), 1);
+
+    // The store moved on without this processor (another writer): the warm state is
+    // stale, so a read loads, and the next run starts from what is stored.
+    log.push(rename(3));
+    Processor::new()
+        .process(&Log(log.clone()), &store, &key, Timestamp::now())
+        .await
+        .expect("another processor");
+    let fresh = processor.shared_state(&store, &key).await.expect("read");
+    assert_eq!((fresh.header.applied_seq, name(&fresh)), (3, json!("v3")));
+    assert_eq!(
+        loads(&store),
+        3,
+        "the other processor loaded once, this read once"
+    );
+    log.push(rename(4));
+    let report = processor
+        .process(&Log(log), &store, &key, Timestamp::now())
+        .await
+        .expect("run");
+    assert_eq!((report.applied, report.applied_seq), (1, 4));
+    let last = processor.shared_state(&store, &key).await.expect("read");
+    assert_eq!(name(&last), json!("v4"));
 }
