@@ -15,7 +15,9 @@ use crate::ports::{
     StoreResult,
 };
 use crate::pricing::demand::Exposure;
-use crate::pricing::{Explanation, Previous, ProjectHistory, Trigger, calculate_with};
+use crate::pricing::{
+    Explain, Explanation, Previous, ProjectHistory, Trigger, calculate_explaining,
+};
 use crate::state::InstanceState;
 use crate::time::Timestamp;
 
@@ -136,7 +138,10 @@ where
         };
         let sequence = latest.sequence;
         let rules = matches.get_matches(&key).await?;
-        let result = calculate_with(
+        // Stores keep an explanation only in the history, of a price that changed: the
+        // others are never kept (a 100,000-item instance's explanations are ~50 MB), and
+        // those of the rules' targets that ended unchanged are dropped before the save.
+        let result = calculate_explaining(
             state,
             instance.is_active(now),
             request.trigger,
@@ -144,11 +149,9 @@ where
             &latest.previous(),
             &rules.rules,
             &history,
+            Explain::Changed,
         );
         let mut priced = result.prices;
-        // Stores keep an explanation only in the history, of a price that changed: the
-        // others are dropped before the save, which holds the calculation while it writes
-        // (a 100,000-item instance's explanations are ~50 MB).
         for p in priced.iter_mut().filter(|p| !is_history_entry(p)) {
             p.explanation = Explanation::default();
         }

@@ -236,6 +236,44 @@ pub fn calculate_with(
     matches: &[PriceMatch],
     history: &ProjectHistory,
 ) -> Calculation {
+    calculate_explaining(
+        state,
+        instance_active,
+        trigger,
+        now,
+        last,
+        matches,
+        history,
+        Explain::Every,
+    )
+}
+
+/// Which prices of a calculation carry their explanation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Explain {
+    Every,
+    /// Only the calculated prices that changed (`model::is_history_entry`), and the
+    /// targets of price match rules until the rules are applied; the others get
+    /// `Explanation::default()` as soon as they are priced. What a store keeps: a
+    /// 100,000-item instance's explanations are ~50 MB, and most prices do not change.
+    Changed,
+}
+
+/// [`calculate_with`], explaining the prices `explain` names.
+#[allow(clippy::too_many_arguments)]
+pub fn calculate_explaining(
+    state: &InstanceState,
+    instance_active: bool,
+    trigger: Trigger,
+    now: Timestamp,
+    last: &Previous<'_>,
+    matches: &[PriceMatch],
+    history: &ProjectHistory,
+    explain: Explain,
+) -> Calculation {
+    // A rule may still change a target's price, and it edits the target's explanation.
+    let match_targets: std::collections::BTreeSet<&ItemId> =
+        matches.iter().map(|rule| &rule.item_id).collect();
     let totals = state.product_totals();
     let main = models::main_date(&state.header.meta);
     let product_list: Vec<&ProductState> = state.products.values().collect();
@@ -286,13 +324,21 @@ pub fn calculate_with(
                     plan.map(revenue::ItemPlan::into_exposure),
                 ),
             };
+        let changed = prev != Some(priced.0);
+        let explained = explain == Explain::Every
+            || (priced.1 == PriceStatus::Calculated && changed)
+            || match_targets.contains(&item.item_id);
         prices.push(ItemPrice {
             item_id: item.item_id.clone(),
-            changed: prev != Some(priced.0),
+            changed,
             price: priced.0,
             previous_price: prev,
             status: priced.1,
-            explanation: priced.2,
+            explanation: if explained {
+                priced.2
+            } else {
+                Explanation::default()
+            },
             exposure,
         });
     }

@@ -849,3 +849,61 @@ fn equal_inputs_give_equal_results() {
     );
     assert_eq!(one, two);
 }
+
+/// `Explain::Changed` prices exactly as `Explain::Every`, and leaves out only the
+/// explanations a store does not keep: of prices that did not change or were kept. A rule's
+/// target keeps its explanation whatever its price ends as (the rule edits it).
+#[test]
+fn explaining_only_changes_prices_the_same() {
+    let b = match_state();
+    let previous: BTreeMap<ItemId, Money> = [
+        (id("a"), money("50")),    // unchanged
+        (id("b"), money("49")),    // changed by the model, then by the rule
+        (id("c"), money("56.49")), // changed by the model, back by the rule
+        (id("off"), money("50")),  // kept
+    ]
+    .into_iter()
+    .collect();
+    let exposures = BTreeMap::new();
+    let last = Previous {
+        at: None,
+        prices: &previous,
+        exposures: &exposures,
+    };
+    let rules = [
+        rule("m2", "c", "b", 1.0, "-0.01"),
+        rule("m1", "b", "a", 1.13, "0"),
+    ];
+    let run = |explain| {
+        calculate_explaining(
+            &b.state,
+            true,
+            Trigger::Schedule,
+            ts(NOW),
+            &last,
+            &rules,
+            &ProjectHistory::default(),
+            explain,
+        )
+    };
+    let (every, changed) = (run(Explain::Every), run(Explain::Changed));
+    assert_eq!(every.skipped_matches, changed.skipped_matches);
+    assert_eq!(every.prices.len(), changed.prices.len());
+    let mut explained = Vec::new();
+    for (e, c) in every.prices.iter().zip(&changed.prices) {
+        let without = |p: &ItemPrice| ItemPrice {
+            explanation: Explanation::default(),
+            ..p.clone()
+        };
+        assert_eq!(without(e), without(c), "{}", e.item_id);
+        assert_ne!(e.explanation, Explanation::default(), "{}", e.item_id);
+        if c.explanation == e.explanation {
+            explained.push(c.item_id.as_str());
+        } else {
+            assert_eq!(c.explanation, Explanation::default(), "{}", c.item_id);
+        }
+    }
+    // a: unchanged; off: kept; c: a target whose price ended unchanged keeps it.
+    assert_eq!(explained, ["b", "c", "narrow"]);
+    assert!(!changed.get(&id("c")).unwrap().changed);
+}
