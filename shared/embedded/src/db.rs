@@ -255,12 +255,17 @@ pub(crate) fn spawn_checkpointer<T: Send + Sync + 'static>(
 /// A private in-memory database (one connection: readers share the writer).
 pub(crate) fn open_memory() -> rusqlite::Result<Connection> {
     let conn = Connection::open_in_memory()?;
-    configure(&conn, WRITER_CACHE_KIB)?;
+    configure(&conn, MEMORY_CACHE_KIB)?;
     Ok(conn)
 }
 
-/// Page cache of the writer (and of an in-memory database, which is all cache), in KiB.
-const WRITER_CACHE_KIB: i64 = 32 * 1024;
+/// Page cache of the writer, in KiB. Pages it misses come from the OS's file cache. At 32
+/// MiB it filled with a 100,000-item instance's pages and held them (its state is written
+/// and read whole); 8 MiB changed neither the 10,000-item recalculation nor the one-entry
+/// load (docs/performance.md, "Memory of a 100,000-item instance").
+const WRITER_CACHE_KIB: i64 = 8 * 1024;
+/// Page cache of an in-memory database (tests), which is all cache, in KiB.
+const MEMORY_CACHE_KIB: i64 = 32 * 1024;
 /// Page cache of each reader, in KiB. A reader's cache fills up to its size with what it
 /// read (a large instance's state is read whole): 3 readers at 32 MiB held ~100 MB of the
 /// standalone's memory with a 100,000-item instance. Pages it misses come from the OS's
