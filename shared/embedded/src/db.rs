@@ -268,9 +268,10 @@ const WRITER_CACHE_KIB: i64 = 8 * 1024;
 const MEMORY_CACHE_KIB: i64 = 32 * 1024;
 /// Page cache of each reader, in KiB. A reader's cache fills up to its size with what it
 /// read (a large instance's state is read whole): 3 readers at 32 MiB held ~100 MB of the
-/// standalone's memory with a 100,000-item instance. Pages it misses come from the OS's
-/// file cache (docs/performance.md, "Memory of a 100,000-item instance").
-const READER_CACHE_KIB: i64 = 8 * 1024;
+/// standalone's memory with a 100,000-item instance (8 MiB each until 2026-11-28; 4 MiB
+/// took 3 to 8 MB off its peak). Pages it misses come from the OS's file cache
+/// (docs/performance.md, "Memory of a 100,000-item instance").
+const READER_CACHE_KIB: i64 = 4 * 1024;
 /// The checkpointer copies WAL frames into the database; it reads little through its cache.
 const CHECKPOINTER_CACHE_KIB: i64 = 2 * 1024;
 
