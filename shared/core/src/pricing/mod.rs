@@ -305,7 +305,7 @@ pub fn calculate_explaining(
         .collect();
     // Nothing here is sized by the items but the result: the items are walked in id
     // order, with the previous calculation's maps alongside them (no lookup per item).
-    let mut plans = revenue_plans(state, &product_list, &totals, last, history, now);
+    let mut plans = RevenuePlans::new(state, &product_list, &totals, last, history, now);
     let unknown = ProductCtx::unknown();
     let mut prices = Vec::with_capacity(state.items.len());
     let mut product_of = ProductOf::new(&product_list);
@@ -315,7 +315,7 @@ pub fn calculate_explaining(
         let product = product_of.get(item);
         let ctx = product.map_or(&unknown, |p| &contexts[p]);
         // A revenue product's plans come in the order of its items, which is this one.
-        let plan = product.and_then(|p| plans[p].as_mut()?.next());
+        let plan = product.and_then(|p| plans.next(p));
         let (priced, exposure) =
             match eligibility(item, &state.header, instance_active, trigger, now) {
                 Ok(()) => model_price(item, ctx, plan, prev, now),
@@ -359,54 +359,96 @@ pub fn calculate_explaining(
     calculation
 }
 
-/// The revenue model's plans: for each product (by index in `products`) priced by it, the
+/// The revenue model's plans, for each product (by index in `products`) priced by it: the
 /// plans of its live items in item id order (each product's items are solved together).
-fn revenue_plans(
-    state: &InstanceState,
-    products: &[&ProductState],
-    totals: &BTreeMap<&ProductId, crate::state::ProductTotals>,
-    last: &Previous<'_>,
-    history: &ProjectHistory,
+/// A product is solved when its first item is priced, not all up front: a 100,000-item
+/// instance's plans are ~22 MB, and a product's items are usually consecutive, so few
+/// products' plans exist at once.
+struct RevenuePlans<'a> {
+    products: &'a [&'a ProductState],
+    totals: &'a BTreeMap<&'a ProductId, crate::state::ProductTotals>,
+    previous_at: Option<Timestamp>,
+    history: &'a ProjectHistory,
     now: Timestamp,
-) -> Vec<Option<std::vec::IntoIter<revenue::ItemPlan>>> {
-    let is_revenue =
-        |p: &ProductState| matches!(p.properties.pricing_model, PricingModel::Revenue { .. });
-    let mut inputs: Vec<Vec<revenue::ItemInput<'_>>> = vec![Vec::new(); products.len()];
-    if products.iter().any(|p| is_revenue(p)) {
-        let mut product_of = ProductOf::new(products);
-        let (mut prices, mut exposures) = (Aligned::new(last.prices), Aligned::new(last.exposures));
-        for item in state.items.values().filter(|i| !i.removed) {
-            if let Some(p) = product_of.get(item)
-                && is_revenue(products[p])
-            {
-                inputs[p].push(revenue::ItemInput {
-                    item,
-                    previous_price: prices.get(&item.item_id).copied(),
-                    carried: exposures.get(&item.item_id),
-                });
+    /// The inputs of each revenue product not solved yet.
+    inputs: Vec<Vec<revenue::ItemInput<'a>>>,
+    plans: Vec<Option<std::vec::IntoIter<revenue::ItemPlan>>>,
+}
+
+impl<'a> RevenuePlans<'a> {
+    fn new(
+        state: &'a InstanceState,
+        products: &'a [&'a ProductState],
+        totals: &'a BTreeMap<&'a ProductId, crate::state::ProductTotals>,
+        last: &Previous<'a>,
+        history: &'a ProjectHistory,
+        now: Timestamp,
+    ) -> Self {
+        let mut inputs: Vec<Vec<revenue::ItemInput<'a>>> = vec![Vec::new(); products.len()];
+        if products.iter().any(|p| is_revenue(p)) {
+            let mut product_of = ProductOf::new(products);
+            let (mut prices, mut exposures) =
+                (Aligned::new(last.prices), Aligned::new(last.exposures));
+            for item in state.items.values().filter(|i| !i.removed) {
+                if let Some(p) = product_of.get(item)
+                    && is_revenue(products[p])
+                {
+                    inputs[p].push(revenue::ItemInput {
+                        item,
+                        previous_price: prices.get(&item.item_id).copied(),
+                        carried: exposures.get(&item.item_id),
+                    });
+                }
             }
         }
+        RevenuePlans {
+            products,
+            totals,
+            previous_at: last.at,
+            history,
+            now,
+            inputs,
+            plans: (0..products.len()).map(|_| None).collect(),
+        }
     }
-    products
-        .iter()
-        .zip(&inputs)
-        .map(|(product, inputs)| {
-            if !is_revenue(product) {
-                return None;
-            }
-            let t = totals.get(&product.product_id).copied().unwrap_or_default();
+
+    /// The plan of the next item (in id order) of product `p`; `None` for a product of
+    /// another model.
+    fn next(&mut self, p: usize) -> Option<revenue::ItemPlan> {
+        let product = self.products[p];
+        if !is_revenue(product) {
+            return None;
+        }
+        if self.plans[p].is_none() {
+            let inputs = std::mem::take(&mut self.inputs[p]);
+            let t = self
+                .totals
+                .get(&product.product_id)
+                .copied()
+                .unwrap_or_default();
             let plans = revenue::plan_product(
-                inputs,
+                &inputs,
                 product,
                 InstanceState::effective_capacity(product, &t),
                 t.sold.saturating_add(t.reserved),
-                last.at,
-                history,
-                now,
+                self.previous_at,
+                self.history,
+                self.now,
             );
-            Some(plans.into_iter())
-        })
-        .collect()
+            self.plans[p] = Some(plans.into_iter());
+        }
+        let plans = self.plans[p].as_mut()?;
+        let plan = plans.next();
+        if plans.len() == 0 {
+            // The product's last item: its plans' buffer goes now, not at the end.
+            self.plans[p] = Some(Vec::new().into_iter());
+        }
+        plan
+    }
+}
+
+fn is_revenue(p: &ProductState) -> bool {
+    matches!(p.properties.pricing_model, PricingModel::Revenue { .. })
 }
 
 /// The product of each item, by its index in the products (in id order), for items asked

@@ -907,3 +907,54 @@ fn explaining_only_changes_prices_the_same() {
     assert_eq!(explained, ["b", "c", "narrow"]);
     assert!(!changed.get(&id("c")).unwrap().changed);
 }
+
+/// Revenue products are solved as their first item is priced, one at a time: products
+/// whose items interleave in id order price as each does alone.
+#[test]
+fn interleaved_revenue_products_price_as_each_alone() {
+    let revenue = || Product {
+        model: PricingModel::Revenue {
+            max_step_change: None,
+        },
+        expected_sales: 0.4,
+        ..Product::default()
+    };
+    let item = |sold, default| Item {
+        sold,
+        default,
+        sales: ("2026-05-01T00:00:00Z", "2026-07-01T00:00:00Z"),
+        ..Item::default()
+    };
+    let both = {
+        let mut b = Builder::new();
+        b.product("p", revenue()).product("q", revenue());
+        b.item("a1", "p", item(30, "50"))
+            .item("a2", "q", item(2, "40"))
+            .item("a3", "p", item(5, "60"))
+            .item("a4", "q", item(9, "45"))
+            .item("a5", "p", item(0, "55"));
+        b
+    };
+    let alone = |product: &str| {
+        let mut b = Builder::new();
+        b.product(product, revenue());
+        for it in both.state.items.values() {
+            if it.product_id.as_str() == product {
+                b.state.items.insert(it.item_id.clone(), it.clone());
+            }
+        }
+        run(&b.state, Trigger::Request)
+    };
+    let together = run(&both.state, Trigger::Request);
+    let (p, q) = (alone("p"), alone("q"));
+    assert_eq!(together.prices.len(), 5);
+    for price in &together.prices {
+        let own = p
+            .get(&price.item_id)
+            .or_else(|| q.get(&price.item_id))
+            .unwrap();
+        assert_eq!(price, own, "{}", price.item_id);
+    }
+    // The products priced differently (the test would not see a mix-up otherwise).
+    assert_ne!(price(&together, "a1"), price(&together, "a2"));
+}
