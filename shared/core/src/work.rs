@@ -138,24 +138,36 @@ where
             )
             .await;
             processor.return_state(key, state);
-            match (&result, hint) {
-                // The prices taken go before the new ones are made.
-                (Ok(Some(c)), hint) => {
+            let stored = match result {
+                // The calculation becomes the prices remembered (the ones taken went before
+                // it was made) before the events are dispatched: it is not held meanwhile.
+                Ok(Some(c)) => {
                     drop(hint);
-                    processor.remember_prices(key, PriceHint::of(c));
+                    let summary = (
+                        c.calculation_id.clone(),
+                        c.sequence,
+                        c.prices.len(),
+                        c.prices.iter().filter(|p| p.changed).count(),
+                    );
+                    processor.remember_prices(key, PriceHint::from_calculation(c));
+                    Some(summary)
                 }
                 // Nothing stored: they are what was known (a stale hint costs a retry).
-                (_, Some(hint)) => processor.remember_prices(key, hint),
-                (_, None) => {}
-            }
-            let result = result?;
+                other => {
+                    if let Some(hint) = hint {
+                        processor.remember_prices(key, hint);
+                    }
+                    other?;
+                    None
+                }
+            };
             let dispatched = dispatch(store, queue, key, now).await?;
-            Ok(match result {
-                Some(c) => Handled::Calculated {
-                    calculation_id: c.calculation_id,
-                    sequence: c.sequence,
-                    prices: c.prices.len(),
-                    changed: c.prices.iter().filter(|p| p.changed).count(),
+            Ok(match stored {
+                Some((calculation_id, sequence, prices, changed)) => Handled::Calculated {
+                    calculation_id,
+                    sequence,
+                    prices,
+                    changed,
                     applied: applied.applied + applied.rejected,
                     applied_seq: applied.applied_seq,
                     apply: applied,
