@@ -19,10 +19,10 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// The service returns freed memory to the system at once instead of after mimalloc's
 /// default second: a large instance's calculations and reads free tens of MB in bursts, and
 /// a second later the next burst allocated again before it was returned (a 100,000-item
-/// instance peaked at 327 MB instead of 246; docs/performance.md, "Memory of a
+/// instance peaked at 321 MB instead of 217-219; docs/performance.md, "Memory of a
 /// 100,000-item instance"). What it costs: memory allocated again is faulted in again (a
-/// 10,000-item recalculation ~4 to 7 ms). `MIMALLOC_PURGE_DELAY` in the environment (read
-/// by mimalloc itself) overrides it.
+/// 10,000-item recalculation 4 to 8 ms more). `MIMALLOC_PURGE_DELAY` in the environment
+/// (read by mimalloc itself) overrides it.
 #[cfg(feature = "mimalloc")]
 #[allow(unsafe_code)]
 fn return_freed_memory_at_once() {
