@@ -144,22 +144,6 @@ impl Processor {
         Ok(state)
     }
 
-    /// Takes the instance's current state (as stored) out of the warm cache, or loads it:
-    /// a calculation right after processing does not reload a large instance. Give it back
-    /// with [`Processor::return_state`] (unchanged).
-    pub async fn take_state<S: StateStore>(
-        &self,
-        store: &S,
-        key: &InstanceKey,
-    ) -> StoreResult<InstanceState> {
-        self.checkout(store, key).await
-    }
-
-    /// Puts a state taken with [`Processor::take_state`] back into the warm cache.
-    pub fn return_state(&self, key: &InstanceKey, state: InstanceState) {
-        self.checkin(key, state);
-    }
-
     /// The latest prices this processor stored for the instance, if it remembers them,
     /// taken out of the cache (not copied: a 100,000-item instance's are ~19 MB): the
     /// calculation that takes them remembers its own with [`Processor::remember_prices`].

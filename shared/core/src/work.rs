@@ -123,8 +123,9 @@ where
             // applied sequence, as every processor run is) orders the two.
             let (applied, _) = apply_tail(store, queue, processor, key, now).await?;
             // The processor's warm state and the prices it remembers spare reloading a
-            // large instance for every calculation.
-            let state = processor.take_state(store, key).await?;
+            // large instance for every calculation; the state is shared with the reads
+            // that come meanwhile (a calculation only reads it).
+            let state = processor.shared_state(store, key).await?;
             let hint = processor.take_price_hint(key);
             let result = recalculate_from(
                 &state,
@@ -137,7 +138,7 @@ where
                 now,
             )
             .await;
-            processor.return_state(key, state);
+            drop(state);
             let stored = match result {
                 // The calculation becomes the prices remembered (the ones taken went before
                 // it was made) before the events are dispatched: it is not held meanwhile.
