@@ -324,23 +324,22 @@ pub fn calculate_explaining(
                     plan.map(revenue::ItemPlan::into_exposure),
                 ),
             };
-        let changed = prev != Some(priced.0);
-        let explained = explain == Explain::Every
-            || (priced.1 == PriceStatus::Calculated && changed)
-            || match_targets.contains(&item.item_id);
-        prices.push(ItemPrice {
+        let mut price = ItemPrice {
             item_id: item.item_id.clone(),
-            changed,
+            changed: prev != Some(priced.0),
             price: priced.0,
             previous_price: prev,
             status: priced.1,
-            explanation: if explained {
-                priced.2
-            } else {
-                Explanation::default()
-            },
+            explanation: priced.2,
             exposure,
-        });
+        };
+        if explain == Explain::Changed
+            && !crate::model::is_history_entry(&price)
+            && !match_targets.contains(&item.item_id)
+        {
+            price.explanation = Explanation::default();
+        }
+        prices.push(price);
     }
 
     let products: BTreeMap<&ProductId, &ProductCtx> = product_list
