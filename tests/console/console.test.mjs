@@ -102,9 +102,11 @@ function authorizationServer() {
 
 async function startService() {
   dataDir = mkdtempSync(path.join(tmpdir(), 'console-test-'));
+  // The authorization server binds its port first: asking for a free port and then
+  // letting it bind port 0 could hand it the very port the service is about to take.
+  idp = await authorizationServer();
   const port = await freePort();
   base = `http://127.0.0.1:${port}`;
-  idp = await authorizationServer();
   // The console's hosted sign-in (docs/console.md): the standalone reads the same
   // variables as the management-api function on AWS.
   server = spawn(BIN, ['serve', '--listen', `127.0.0.1:${port}`, '--data', dataDir], {
@@ -112,10 +114,14 @@ async function startService() {
     env: { ...process.env, RUST_LOG: 'warn', CONSOLE_AUTH_URL: idp.url, CONSOLE_CLIENT_ID: CONSOLE_CLIENT },
   });
   let out = '';
-  server.stderr.on('data', () => {});
+  // The service's stderr is kept (bounded) so that a failed start names its cause.
+  let err = '';
+  server.stderr.on('data', (chunk) => {
+    if (err.length < 16_384) err += chunk;
+  });
   await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the service did not start:\n${out}`)), 30_000);
-    server.on('exit', (code) => reject(new Error(`the service exited (${code}):\n${out}`)));
+    const timer = setTimeout(() => reject(new Error(`the service did not start:\n${out}\n${err}`)), 30_000);
+    server.on('exit', (code) => reject(new Error(`the service exited (${code}):\n${out}\n${err}`)));
     server.stdout.on('data', (chunk) => {
       out += chunk;
       if (out.includes('listening on')) {
