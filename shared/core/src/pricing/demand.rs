@@ -498,6 +498,11 @@ impl Default for PastSales {
     }
 }
 
+/// The least uncertainty of a level learned from past instances (sd of log(level)): the
+/// next edition may differ from the last ones even when they agreed, and the sales of the
+/// instance itself must still be able to move the estimate.
+pub const MIN_HISTORY_LEVEL_SD: f64 = 0.1;
+
 /// Pseudo-units of the prior curve in the learned one.
 const CURVE_PRIOR_UNITS: f64 = 30.0;
 
@@ -518,6 +523,16 @@ pub struct Learned {
     /// The same, stated for the prior response (for a product whose items do not take
     /// `response`: see `revenue`).
     pub level_at_prior: f64,
+    /// How far from the default the instances sold (the mean relative price less 1, over
+    /// the exposure `level` reads): `d log(level) / d beta`, so an error of the response
+    /// is an error of `level` by this much per unit.
+    pub distance: f64,
+    /// The same for `level_at_prior`.
+    pub distance_at_prior: f64,
+    /// The standard deviation of log(level) as a forecast of the next edition's demand at
+    /// the prices the instances sold at: the editions' spread, the error of their mean,
+    /// and the Poisson error of the units read; at least [`MIN_HISTORY_LEVEL_SD`].
+    pub level_sd: f64,
     /// The relative price response the instances show ([`learn_response`]; the prior
     /// when their prices do not tell it).
     pub response: Response,
@@ -533,6 +548,10 @@ pub struct Response {
     pub sd: f64,
     /// How many past instances it was learned from.
     pub instances: usize,
+    /// How far the editions' demand levels spread about the product's (sd of the log
+    /// level, measured from the instances and shrunk toward [`EDITION_LEVEL_SD`]; that
+    /// value itself when the instances cannot measure it).
+    pub spread: f64,
 }
 
 impl Response {
@@ -543,6 +562,7 @@ impl Response {
             relative: PRIOR_RELATIVE_RESPONSE,
             sd: relative_sd * PRIOR_RELATIVE_RESPONSE,
             instances: 0,
+            spread: EDITION_LEVEL_SD,
         }
     }
 }
@@ -619,9 +639,19 @@ fn learn_with(past: &[PastSales], response: bool) -> Option<Learned> {
     } else {
         prior
     };
+    let (level, distance) = level_for(&rows, &curve, response.relative);
+    let (level_at_prior, distance_at_prior) = level_for(&rows, &curve, PRIOR_RELATIVE_RESPONSE);
+    let editions = rows.len() as f64;
+    let units: f64 = rows.iter().map(|p| p.units_read()).sum();
+    let level_sd = (response.spread.powi(2) * (1.0 + 1.0 / editions) + 1.0 / units.max(1.0))
+        .sqrt()
+        .max(MIN_HISTORY_LEVEL_SD);
     Some(Learned {
-        level: level_for(&rows, &curve, response.relative),
-        level_at_prior: level_for(&rows, &curve, PRIOR_RELATIVE_RESPONSE),
+        level,
+        level_at_prior,
+        distance,
+        distance_at_prior,
+        level_sd,
         curve,
         response,
     })
@@ -631,15 +661,17 @@ fn learn_with(past: &[PastSales], response: bool) -> Option<Learned> {
 /// exponential response `beta` needs to expect the instances' units at the prices they
 /// sold at, over `curve`: the mean over the instances, each weighted by the share of its
 /// demand that had passed when it was read.
-fn level_for(rows: &[&PastSales], curve: &Curve, beta: f64) -> f64 {
-    let (mut sum, mut weights) = (0.0, 0.0);
+fn level_for(rows: &[&PastSales], curve: &Curve, beta: f64) -> (f64, f64) {
+    let (mut sum, mut weights, mut distance) = (0.0, 0.0, 0.0);
     for p in rows {
         let observed = observed(p);
         let relative = relative_prices(p, &observed);
-        let mut seen = 0.0;
+        let (mut seen, mut moved) = (0.0, 0.0);
         for k in 0..CURVE_BINS {
             let r = relative[k];
-            seen += curve.bins[k] * observed[k] * (-beta * (r - 1.0)).clamp(-50.0, 50.0).exp();
+            let e = curve.bins[k] * observed[k] * (-beta * (r - 1.0)).clamp(-50.0, 50.0).exp();
+            seen += e;
+            moved += e * (r - 1.0);
         }
         let level = if seen > 0.0 {
             p.units_read() / seen
@@ -649,8 +681,15 @@ fn level_for(rows: &[&PastSales], curve: &Curve, beta: f64) -> f64 {
         let weight = curve.cumulative(p.read_until);
         sum += weight * level;
         weights += weight;
+        if seen > 0.0 {
+            distance += weight * moved / seen;
+        }
     }
-    if weights > 0.0 { sum / weights } else { 0.0 }
+    if weights > 0.0 {
+        (sum / weights, distance / weights)
+    } else {
+        (0.0, 0.0)
+    }
 }
 
 /// One past instance's bin as [`learn_response`] reads it: the instance, its units, the
@@ -749,6 +788,7 @@ pub fn learn_response(past: &[&PastSales], prior: Response) -> Response {
         relative: beta,
         sd,
         instances,
+        spread: tau2.sqrt(),
     }
 }
 
@@ -998,6 +1038,11 @@ pub struct Prior {
     pub relative_response: f64,
     /// Standard deviation of the price response, relative to its prior.
     pub response_sd: f64,
+    /// The relative price less 1 at which `level` was seen (0: at the default, the
+    /// user's belief). `level_sd` is the uncertainty of the demand at that price; the
+    /// level at the default follows from it with the price response, so an error of the
+    /// response moves the level at the default and not the demand where it was seen.
+    pub pivot: f64,
 }
 
 impl Prior {
@@ -1051,6 +1096,10 @@ pub fn fit(
     );
     let (b_min, b_max) = (0.02 * b0, 50.0 * b0);
     let w = evidence.clamp(0.0, 1.0);
+    // The level's prior is on the demand where it was seen, at the pivot price
+    // `d + x_star`: on `log A - b * x_star` (a prior on `log A` and `b` correlated
+    // through it).
+    let x_star = prior.pivot * d;
     let n = sales.units as f64;
     // Sum over units of (price paid - default).
     let s = sales.paid - n * d;
@@ -1070,11 +1119,12 @@ pub fn fit(
             fbb += x * x * e;
         }
         let ea = a.exp();
-        let ga = w * (n - ea * f) - (a - a0) * inv_va;
-        let gb = w * (-s - ea * fb) - (b - b0) * inv_vb;
+        let c = (a - a0) - x_star * (b - b0);
+        let ga = w * (n - ea * f) - c * inv_va;
+        let gb = w * (-s - ea * fb) + x_star * c * inv_va - (b - b0) * inv_vb;
         let haa = -w * ea * f - inv_va;
-        let hab = -w * ea * fb;
-        let hbb = -w * ea * fbb - inv_vb;
+        let hab = -w * ea * fb + x_star * inv_va;
+        let hbb = -w * ea * fbb - x_star * x_star * inv_va - inv_vb;
         let det = haa * hbb - hab * hab;
         if !(det > 0.0 && det.is_finite()) {
             break;

@@ -31,8 +31,6 @@ use crate::time::Timestamp;
 /// Standard deviation of log(level) in the prior: demand 40 % off the user's belief is
 /// within one sd.
 const LEVEL_SD: f64 = 0.5;
-/// Standard deviation of log(level) when the prior level comes from past instances.
-const HISTORY_LEVEL_SD: f64 = 0.35;
 /// Standard deviation of the price response, relative to the prior response.
 const RESPONSE_SD: f64 = demand::PRIOR_RESPONSE_SD;
 /// The weight of the data against a booking curve that is only the prior: a late surge
@@ -235,15 +233,17 @@ pub(crate) fn plan_product(
         CurveSource::Learned | CurveSource::Project => 1.0,
     };
     let share = 1.0 / items.len().max(1) as f64;
-    // The level the product's past instances showed, else what the user expects.
+    // The level the product's past instances showed (at the prices they sold at: the
+    // pivot), else what the user expects (at the default).
     let learned = history.learned(&product.product_id);
     let single = items.len() == 1;
-    let (believed, level_sd) = match learned {
-        Some(l) if single => (l.level, HISTORY_LEVEL_SD),
-        Some(l) => (l.level_at_prior, HISTORY_LEVEL_SD),
+    let (believed, level_sd, pivot) = match learned {
+        Some(l) if single => (l.level, l.level_sd, l.distance),
+        Some(l) => (l.level_at_prior, l.level_sd, l.distance_at_prior),
         None => (
             product.properties.expected_sales * capacity as f64,
             LEVEL_SD,
+            0.0,
         ),
     };
     // The price response the past instances showed. The product record sums its items'
@@ -268,6 +268,7 @@ pub(crate) fn plan_product(
                 level_sd,
                 relative_response,
                 response_sd,
+                pivot,
             };
             let start = input.carried.and_then(|c| c.estimate);
             // Buyers coming faster than the estimate expects, for as long as that is

@@ -55,6 +55,7 @@ fn weak_prior(d: f64) -> Prior {
         level_sd: 3.0,
         relative_response: 1.0,
         response_sd: 3.0,
+        pivot: 0.0,
     }
 }
 
@@ -85,6 +86,7 @@ fn without_data_the_fit_is_the_prior() {
         level_sd: 0.5,
         relative_response: 1.0,
         response_sd: 0.5,
+        pivot: 0.0,
     };
     let est = fit(
         &prior,
@@ -107,6 +109,7 @@ fn less_evidence_stays_closer_to_the_prior() {
         level_sd: 0.5,
         relative_response: 1.0,
         response_sd: 0.5,
+        pivot: 0.0,
     };
     let full = fit(&prior, &sales, &exposure, 1.0, None);
     let tempered = fit(&prior, &sales, &exposure, 0.3, None);
@@ -358,6 +361,91 @@ fn the_response_is_learned_from_instances_priced_differently() {
     }
     let mean = sum / runs as f64;
     assert!((mean - 1.0).abs() < 0.2, "mean response {mean}");
+}
+
+#[test]
+fn a_level_learned_from_past_instances_is_as_certain_as_they_agree() {
+    let mut rng = Rng(11);
+    // Three editions alike, about 400 units each: the floor.
+    let alike: Vec<PastSales> = (0..3)
+        .map(|_| instance_with_reacting_prices(&mut rng, 400.0, 1.0, 1.0, 0.0))
+        .collect();
+    let learned = learn(&alike).expect("learned");
+    assert!(
+        (learned.level_sd - MIN_HISTORY_LEVEL_SD).abs() < 1e-9,
+        "{learned:?}"
+    );
+    assert!(
+        learned.distance.abs() < 1e-9,
+        "sold at the default: {learned:?}"
+    );
+    // One edition: its level is a single draw (the editions' assumed spread, twice: one
+    // edition's and the next one's) with the Poisson error of its units.
+    let one = &alike[..1];
+    let units = one[0].units();
+    let expected = (2.0 * EDITION_LEVEL_SD.powi(2) + 1.0 / units).sqrt();
+    let learned = learn(one).expect("learned");
+    assert!((learned.level_sd - expected).abs() < 1e-9, "{learned:?}");
+    // Editions far apart (0.5, 1 and 2 times a level): the spread measured widens it.
+    let apart: Vec<PastSales> = [200.0, 400.0, 800.0]
+        .iter()
+        .map(|&level| instance_with_reacting_prices(&mut rng, level, 1.0, 1.0, 0.0))
+        .collect();
+    let learned = learn(&apart).expect("learned");
+    assert!(learned.level_sd > 0.3, "{learned:?}");
+    // Sold 20 % below the default: the level at the default is read through the
+    // response from there.
+    let below: Vec<PastSales> = (0..3)
+        .map(|_| instance_with_reacting_prices(&mut rng, 400.0, 1.0, 0.8, 0.0))
+        .collect();
+    let learned = learn(&below).expect("learned");
+    assert!((learned.distance + 0.2).abs() < 1e-6, "{learned:?}");
+}
+
+#[test]
+fn a_level_seen_away_from_the_default_keeps_the_demand_where_it_was_seen() {
+    // Past instances sold at 25 % below the default (40), 110 units a period there, and
+    // taught the response 1.5 (b * d): the level at the default they imply is 110 /
+    // e^0.375. The item's own price moves (30 % and 10 % below the default) show the
+    // truth, 1.0. With the prior placed where the level was seen (the pivot), the
+    // demand at 30 below keeps near 110 while the response moves; placed at the default, the
+    // level at the default stays and the demand where the instances sold is read wrong.
+    let d = 40.0;
+    let pivot = -0.25;
+    let seen = 110.0;
+    let truth = Estimate {
+        level: seen / (0.25_f64).exp(),
+        response: 1.0 / d,
+    };
+    let prior = |pivot: f64| Prior {
+        level: seen / (1.5 * 0.25_f64).exp(),
+        default: d,
+        level_sd: 0.1,
+        relative_response: 1.5,
+        response_sd: 0.5,
+        pivot,
+    };
+    let at_pivot = |e: &Estimate| e.demand(d, 1.0, d * (1.0 + pivot));
+    let (mut with, mut without) = (0.0, 0.0);
+    let runs = 20;
+    for seed in 0..runs {
+        let (sales, exposure) = simulate(
+            truth.level,
+            truth.response,
+            d,
+            &[0.7 * d, 0.9 * d],
+            720,
+            300 + seed,
+        );
+        with += (at_pivot(&fit(&prior(pivot), &sales, &exposure, 1.0, None)) / seen - 1.0).abs();
+        without += (at_pivot(&fit(&prior(0.0), &sales, &exposure, 1.0, None)) / seen - 1.0).abs();
+    }
+    let (with, without) = (with / runs as f64, without / runs as f64);
+    assert!(with < 0.1, "demand at the pivot off by {with}");
+    assert!(
+        with < 0.7 * without,
+        "{with} at the pivot, {without} at the default"
+    );
 }
 
 #[test]
