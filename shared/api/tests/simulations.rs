@@ -285,7 +285,7 @@ async fn a_simulation_over_the_caps_is_refused_naming_the_cap() {
         |v| v["days"] = json!(366),
         bad,
         "/days",
-        "from 1 to 365",
+        "from 0.01 to 365",
     )
     .await;
     refused(

@@ -15,6 +15,8 @@ pub const MARKET_START: &str = "2026-01-01T00:00:00Z";
 pub const FLAG_ITEM: &str = "simulated-item";
 
 pub const DEFAULT_SLOTS_PER_DAY: u64 = 24;
+/// The shortest sales period a scenario may have, in days (about a quarter of an hour).
+pub const MIN_DAYS: f64 = 0.01;
 pub const DEFAULT_RUNS: u32 = 200;
 pub const DEFAULT_SEED: u64 = 1;
 /// Bounds that keep a mistyped file from running for hours (the API has tighter ones:
@@ -158,17 +160,23 @@ impl Scenario {
                 format!("must be at most {} characters", b.max_name_chars),
             ));
         }
-        let days = root.req_u64("days", 1, b.max_days)?;
+        // A sale may last part of a day or a day and a half: `days` is a number. The
+        // calculations are `days x slotsPerDay`, rounded, spread evenly over the period.
+        let days = root.req_f64("days")?;
+        if !(MIN_DAYS..=b.max_days as f64).contains(&days) {
+            return Err(root.error("days", format!("must be from {MIN_DAYS} to {}", b.max_days)));
+        }
         let slots_per_day = root
             .opt_u64("slotsPerDay", 1, b.max_slots_per_day)?
             .unwrap_or(DEFAULT_SLOTS_PER_DAY);
-        let slots = days * slots_per_day;
-        if slots > b.max_slots {
+        let slots = (days * slots_per_day as f64).round().max(1.0);
+        if slots > b.max_slots as f64 {
             return Err(root.error(
                 "slotsPerDay",
                 format!("days x slotsPerDay is {slots}; at most {}", b.max_slots),
             ));
         }
+        let slots = slots as u64;
         let capacity = root.req_u64("capacity", 1, b.max_capacity)?;
         let expected_sales = root.req_f64("expectedSales")?;
         if !(0.0..=1.0).contains(&expected_sales) {
@@ -212,7 +220,7 @@ impl Scenario {
         }
         Ok(Scenario {
             name,
-            period_ms: i64::try_from(days).unwrap_or(i64::MAX) * MILLIS_PER_DAY,
+            period_ms: (days * MILLIS_PER_DAY as f64).round() as i64,
             slots,
             capacity,
             expected_sales,

@@ -276,6 +276,12 @@ fn scenario_errors_name_the_field() {
     };
     let s = Scenario::from_json(&base()).unwrap();
     assert_eq!((s.slots, s.runs, s.seed, s.past_instances), (72, 200, 1, 0));
+    // A sale of a day and a half: 36 hourly calculations over 36 hours.
+    let mut v = base();
+    v["days"] = json!(1.5);
+    let s = Scenario::from_json(&v).unwrap();
+    assert_eq!((s.slots, s.period_ms), (36, 36 * 3_600_000));
+    assert_eq!(s.days(), 1.5);
     type Edit = Box<dyn Fn(&mut Value)>;
     let cases: Vec<(Edit, &str)> = vec![
         (
@@ -297,10 +303,13 @@ fn scenario_errors_name_the_field() {
             }),
             "capacity: is required",
         ),
-        (Box::new(|v| v["days"] = json!(0)), "days: must be from 1"),
         (
-            Box::new(|v| v["days"] = json!(1.5)),
-            "days: must be a whole number",
+            Box::new(|v| v["days"] = json!(0)),
+            "days: must be from 0.01 to",
+        ),
+        (
+            Box::new(|v| v["days"] = json!("3")),
+            "days: must be a number",
         ),
         (
             Box::new(|v| v["expectedSales"] = json!(2)),
