@@ -3,6 +3,7 @@
 //! sales per share of the period and the period itself (how far an instance still selling
 //! has come).
 
+use pricing_core::ids::ItemId;
 use pricing_core::ports::{Commit, InstanceStore, ProjectSales, StateStore};
 use pricing_core::time::{Period, Timestamp};
 
@@ -21,6 +22,7 @@ pub async fn project_sales_contract<S: InstanceStore + StateStore + ProjectSales
         Timestamp::parse("2026-07-01T00:00:00Z").expect("time"),
     )
     .expect("period");
+    let ga = ItemId::parse("ga").expect("item id");
     for (n, key) in keys.iter().enumerate() {
         store
             .create_instance(&instance(key, "I"), &header(0, serde_json::json!({})))
@@ -28,7 +30,7 @@ pub async fn project_sales_contract<S: InstanceStore + StateStore + ProjectSales
             .expect("create");
         let mut a = product("a", 1);
         a.demand
-            .record(3 + n as i64, 50.0, Some(0.5), 50.0, None, &period);
+            .record(&ga, 3 + n as i64, 50.0, Some(0.5), 50.0, None, &period);
         let commit = Commit {
             expected_applied: 0,
             header: header(1, serde_json::json!({})),
@@ -64,6 +66,11 @@ pub async fn project_sales_contract<S: InstanceStore + StateStore + ProjectSales
         got[0].demand.period,
         Some(period),
         "and the period they are shares of (an instance still selling is read up to now)"
+    );
+    assert_eq!(
+        got[0].demand.items.get(&ga),
+        Some(&5),
+        "and each item's units (how the product's demand splits among its items)"
     );
     let newest = store
         .past_products(&keys[1], 1)

@@ -16,9 +16,12 @@
 //! [`fit`] is a maximum a posteriori Poisson regression of (A, b) on those statistics,
 //! with priors from what the user said (expectedSales, capacity, the default price).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::models::elapsed_share;
+use crate::ids::ItemId;
 use crate::time::{Period, Timestamp};
 
 /// Bins of the booking curve over the sales period.
@@ -110,7 +113,18 @@ pub struct ProductSales {
     /// still to come as unknown, never as no demand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub period: Option<Period>,
+    /// Units bought of each of the first [`MAX_ITEM_SHARES`] items that sold (returns
+    /// are not subtracted): how the product's demand splits among its items, which the
+    /// next instance's items start from (a premium item may sell a tenth of a product,
+    /// not half).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub items: BTreeMap<ItemId, u64>,
 }
+
+/// Items whose share of a product's demand a [`ProductSales`] keeps (the record stays
+/// small however many items the product has; a product with more starts its items from
+/// equal shares).
+pub const MAX_ITEM_SHARES: usize = 32;
 
 impl ProductSales {
     pub fn is_empty(&self) -> bool {
@@ -120,8 +134,10 @@ impl ProductSales {
     /// Records a sale (`units` > 0) or a return (`units` < 0) at elapsed share `tau` of
     /// the selling item's sales `period`; `left` is what the product has left to sell
     /// after it, when it has a capacity.
+    #[allow(clippy::too_many_arguments)]
     pub fn record(
         &mut self,
+        item: &ItemId,
         units: i64,
         price: f64,
         tau: Option<f64>,
@@ -155,6 +171,11 @@ impl ProductSales {
         self.relative[bin] += units as f64 * relative;
         if let Some(v) = self.at_default.get_mut(bin) {
             *v += units as f64 * units_at_default(relative);
+        }
+        if let Some(v) = self.items.get_mut(item) {
+            *v = v.saturating_add(units);
+        } else if self.items.len() < MAX_ITEM_SHARES {
+            self.items.insert(item.clone(), units);
         }
     }
 }
@@ -426,6 +447,8 @@ pub struct PastSales {
     /// How far through its sales period the instance was when it was read (elapsed
     /// share; 1 once the period has ended): the bins after it are unknown, not empty.
     pub read_until: f64,
+    /// Units bought of each item (see [`ProductSales::items`]).
+    pub items: BTreeMap<ItemId, u64>,
 }
 
 impl PastSales {
@@ -436,6 +459,7 @@ impl PastSales {
             at_default: None,
             sold_out_at: None,
             read_until: 1.0,
+            items: BTreeMap::new(),
         }
     }
 
@@ -450,6 +474,7 @@ impl PastSales {
     ) -> Self {
         let mut past = PastSales::new();
         past.read_until = sales.period.map_or(1.0, |p| elapsed_share(&p, now));
+        past.items = sales.items.clone();
         for (k, (&units, &relative)) in sales.bins.iter().zip(&sales.relative).enumerate() {
             if k < CURVE_BINS {
                 past.bins[k] = units as f64;
@@ -520,15 +545,10 @@ pub struct Learned {
     /// Units a whole period sells at the default prices (the mean over the instances),
     /// stated for `response`.
     pub level: f64,
-    /// The same, stated for the prior response (for a product whose items do not take
-    /// `response`: see `revenue`).
-    pub level_at_prior: f64,
     /// How far from the default the instances sold (the mean relative price less 1, over
     /// the exposure `level` reads): `d log(level) / d beta`, so an error of the response
     /// is an error of `level` by this much per unit.
     pub distance: f64,
-    /// The same for `level_at_prior`.
-    pub distance_at_prior: f64,
     /// The standard deviation of log(level) as a forecast of the next edition's demand at
     /// the prices the instances sold at: the editions' spread, the error of their mean,
     /// and the Poisson error of the units read; at least [`MIN_HISTORY_LEVEL_SD`].
@@ -536,6 +556,34 @@ pub struct Learned {
     /// The relative price response the instances show ([`learn_response`]; the prior
     /// when their prices do not tell it).
     pub response: Response,
+    /// Units bought of each item, summed over the instances: how the product's demand
+    /// splits among its items ([`Learned::item_shares`]).
+    pub items: BTreeMap<ItemId, u64>,
+}
+
+/// Pseudo-units each item gets in [`Learned::item_shares`]: an item the instances
+/// barely sold is not taken to have no demand.
+const ITEM_SHARE_PRIOR_UNITS: f64 = 1.0;
+
+impl Learned {
+    /// Each of `items`' share of the product's demand, as the instances sold them (at
+    /// the prices they sold at: read at the default prices through the prior response,
+    /// an item the model had priced well above its default counted for more than it
+    /// sold, and the split was worse than an equal one); `None` when the instances do not
+    /// tell it for every one of them (an item new to the product, or one beyond
+    /// [`MAX_ITEM_SHARES`]).
+    pub fn item_shares<'a>(&self, items: impl IntoIterator<Item = &'a ItemId>) -> Option<Vec<f64>> {
+        let units: Vec<f64> = items
+            .into_iter()
+            .map(|id| {
+                self.items
+                    .get(id)
+                    .map(|&u| u as f64 + ITEM_SHARE_PRIOR_UNITS)
+            })
+            .collect::<Option<_>>()?;
+        let total: f64 = units.iter().sum();
+        (total > 0.0).then(|| units.iter().map(|u| u / total).collect())
+    }
 }
 
 /// A relative price response `b * d` (demand falls by `exp(-b * d * (r - 1))` at relative
@@ -640,20 +688,23 @@ fn learn_with(past: &[PastSales], response: bool) -> Option<Learned> {
         prior
     };
     let (level, distance) = level_for(&rows, &curve, response.relative);
-    let (level_at_prior, distance_at_prior) = level_for(&rows, &curve, PRIOR_RELATIVE_RESPONSE);
     let editions = rows.len() as f64;
     let units: f64 = rows.iter().map(|p| p.units_read()).sum();
     let level_sd = (response.spread.powi(2) * (1.0 + 1.0 / editions) + 1.0 / units.max(1.0))
         .sqrt()
         .max(MIN_HISTORY_LEVEL_SD);
+    let mut items: BTreeMap<ItemId, u64> = BTreeMap::new();
+    for (id, units) in rows.iter().flat_map(|p| &p.items) {
+        let total = items.entry(id.clone()).or_default();
+        *total = total.saturating_add(*units);
+    }
     Some(Learned {
         level,
-        level_at_prior,
         distance,
-        distance_at_prior,
         level_sd,
         curve,
         response,
+        items,
     })
 }
 

@@ -232,31 +232,36 @@ pub(crate) fn plan_product(
         CurveSource::Prior => EVIDENCE_ON_PRIOR_CURVE,
         CurveSource::Learned | CurveSource::Project => 1.0,
     };
-    let share = 1.0 / items.len().max(1) as f64;
-    // The level the product's past instances showed (at the prices they sold at: the
-    // pivot), else what the user expects (at the default).
+    // The level and the price response the product's past instances showed (the level at
+    // the prices they sold at: the pivot), else what the user expects (at the default)
+    // and the prior response. The product record sums its items' sales: a product of
+    // several items splits the level among them as the instances sold them (equally
+    // without that), and each item starts from the product's response and learns its own
+    // from its price moves.
     let learned = history.learned(&product.product_id);
-    let single = items.len() == 1;
-    let (believed, level_sd, pivot) = match learned {
-        Some(l) if single => (l.level, l.level_sd, l.distance),
-        Some(l) => (l.level_at_prior, l.level_sd, l.distance_at_prior),
+    let (believed, level_sd, pivot, relative_response, response_sd) = match learned {
+        Some(l) => (
+            l.level,
+            l.level_sd,
+            l.distance,
+            l.response.relative,
+            l.response.sd / l.response.relative,
+        ),
         None => (
             product.properties.expected_sales * capacity as f64,
             LEVEL_SD,
             0.0,
+            demand::PRIOR_RELATIVE_RESPONSE,
+            RESPONSE_SD,
         ),
     };
-    // The price response the past instances showed. The product record sums its items'
-    // sales, so what it shows is the response of one item only when the product has one:
-    // several items (a general and a premium one respond differently) start from the
-    // prior, and each learns its own from its price moves.
-    let (relative_response, response_sd) = match learned {
-        Some(l) if single => (l.response.relative, l.response.sd / l.response.relative),
-        _ => (demand::PRIOR_RELATIVE_RESPONSE, RESPONSE_SD),
-    };
+    let shares = learned
+        .and_then(|l| l.item_shares(items.iter().map(|i| &i.item.item_id)))
+        .unwrap_or_else(|| vec![1.0 / items.len().max(1) as f64; items.len()]);
     let mut solving: Vec<Solving<'_>> = items
         .iter()
-        .map(|input| {
+        .zip(&shares)
+        .map(|(input, share)| {
             let item = input.item;
             let ps = &item.properties.price_settings;
             let default = ps.default.to_f64().max(1e-6);
@@ -646,6 +651,7 @@ pub fn record_product_sale(
             .saturating_sub(product.demand.net_sold.saturating_add(units))
     });
     product.demand.record(
+        &item.item_id,
         units,
         price.to_f64(),
         tau,

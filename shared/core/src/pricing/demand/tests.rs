@@ -24,6 +24,15 @@ impl Rng {
     }
 }
 
+/// A sales period of 30 days from the epoch.
+fn thirty_days() -> Period {
+    Period::new(
+        Timestamp::from_millis(0).expect("t"),
+        Timestamp::from_millis(30 * 86_400_000).expect("t"),
+    )
+    .expect("period")
+}
+
 /// Sales of an item with true level `a` and response `b` over a flat curve, the price
 /// moving between `prices` slot by slot (the learner's own moves are what identify b).
 fn simulate(
@@ -262,12 +271,9 @@ fn a_bin_whose_price_rose_within_it_is_read_by_the_prices_its_buyers_met() {
     // bin's units were sold at the default). Read at the mean price paid, those bins looked
     // 30 % smaller than the others; each unit weighed by the price its buyer met, they are
     // as dense as the rest.
-    let period = Period::new(
-        Timestamp::from_millis(0).expect("t"),
-        Timestamp::from_millis(30 * 86_400_000).expect("t"),
-    )
-    .expect("period");
+    let period = thirty_days();
     let per_bin = 20_000.0 / CURVE_BINS as f64;
+    let ga = ItemId::parse("ga").expect("id");
     let mut sales = ProductSales::default();
     for k in 0..CURVE_BINS {
         let tau = Some((k as f64 + 0.5) / CURVE_BINS as f64);
@@ -275,10 +281,10 @@ fn a_bin_whose_price_rose_within_it_is_read_by_the_prices_its_buyers_met() {
             (per_bin * share * logistic_response(PRIOR_RELATIVE_RESPONSE, r)).round() as i64
         };
         if (10..15).contains(&k) {
-            sales.record(at(1.0, 0.5), 50.0, tau, 50.0, None, &period);
-            sales.record(at(1.8, 0.5), 90.0, tau, 50.0, None, &period);
+            sales.record(&ga, at(1.0, 0.5), 50.0, tau, 50.0, None, &period);
+            sales.record(&ga, at(1.8, 0.5), 90.0, tau, 50.0, None, &period);
         } else {
-            sales.record(at(1.0, 1.0), 50.0, tau, 50.0, None, &period);
+            sales.record(&ga, at(1.0, 1.0), 50.0, tau, 50.0, None, &period);
         }
     }
     let now = Timestamp::from_millis(31 * 86_400_000).expect("t");
@@ -493,11 +499,7 @@ fn without_differences_in_price_the_response_is_the_prior() {
 
 #[test]
 fn returns_and_out_of_order_sales_do_not_change_the_learned_response() {
-    let period = Period::new(
-        Timestamp::from_millis(0).expect("t"),
-        Timestamp::from_millis(30 * 86_400_000).expect("t"),
-    )
-    .expect("period");
+    let period = thirty_days();
     let now = Timestamp::from_millis(31 * 86_400_000).expect("t");
     // Three editions priced at the default, 20 % and 30 % below it, 5 units a bin at
     // the default (response 1).
@@ -514,16 +516,17 @@ fn returns_and_out_of_order_sales_do_not_change_the_learned_response() {
         })
         .collect();
     type Sale = (i64, f64, f64);
+    let ga = ItemId::parse("ga").expect("id");
     let read = |order: &dyn Fn(&[Sale]) -> Vec<Sale>, returns: bool| {
         let past: Vec<PastSales> = sales
             .iter()
             .map(|edition| {
                 let mut record = ProductSales::default();
                 for (units, price, tau) in order(edition) {
-                    record.record(units, price, Some(tau), 50.0, Some(1_000), &period);
+                    record.record(&ga, units, price, Some(tau), 50.0, Some(1_000), &period);
                     if returns {
                         // A return frees a unit; it does not undo a purchase decision.
-                        record.record(-1, price, Some(tau), 50.0, Some(1_000), &period);
+                        record.record(&ga, -1, price, Some(tau), 50.0, Some(1_000), &period);
                     }
                 }
                 PastSales::of_product(&record, Some(10_000), 0, now)
@@ -631,4 +634,29 @@ fn a_surge_seen_after_a_long_gap_began_at_most_the_shortest_window_ago() {
     // An expected count that is not a number starts afresh instead of reading as none.
     let odd = pace.advance(40, f64::INFINITY, 0.7, 0.71);
     assert_eq!(odd, Pace::starting(40));
+}
+
+#[test]
+fn a_product_record_keeps_each_items_units_for_a_bounded_number_of_items() {
+    let period = thirty_days();
+    let item = |k: usize| ItemId::parse(format!("i{k}")).expect("id");
+    let mut sales = ProductSales::default();
+    sales.record(&item(0), 3, 50.0, Some(0.5), 50.0, None, &period);
+    // A return frees a unit; it does not undo the purchase decision.
+    sales.record(&item(0), -1, 50.0, Some(0.6), 50.0, None, &period);
+    sales.record(&item(1), 2, 100.0, Some(0.5), 50.0, None, &period);
+    assert_eq!(sales.items[&item(0)], 3);
+    assert_eq!(sales.items[&item(1)], 2);
+    for k in 2..MAX_ITEM_SHARES + 10 {
+        sales.record(&item(k), 1, 50.0, Some(0.5), 50.0, None, &period);
+    }
+    assert_eq!(sales.items.len(), MAX_ITEM_SHARES);
+    sales.record(&item(0), 1, 50.0, Some(0.7), 50.0, None, &period);
+    assert_eq!(sales.items[&item(0)], 4, "a kept item still counts");
+    let json = serde_json::to_value(&sales).expect("json");
+    let back: ProductSales = serde_json::from_value(json).expect("back");
+    assert_eq!(back, sales);
+    // A record stored before the items were kept reads as none.
+    let old: ProductSales = serde_json::from_value(serde_json::json!({"netSold": 2})).expect("old");
+    assert!(old.items.is_empty());
 }

@@ -557,3 +557,48 @@ fn a_capacity_set_late_does_not_read_the_sales_before_it_as_a_surge() {
     let e = explanation(&next, "ga");
     assert_eq!(e.recent_pace, 1.0, "{e:?}");
 }
+
+/// A product with a general item (default 60) and a premium one (default 150).
+fn two_items_in(sales: (&'static str, &'static str)) -> Builder {
+    let mut b = one_item_in(sales, 0.9);
+    b.item(
+        "vip",
+        "p",
+        Item {
+            min: "50",
+            max: "400",
+            default: "150",
+            sales,
+            ..Item::default()
+        },
+    );
+    b
+}
+
+#[test]
+fn past_instances_split_the_level_among_the_items_as_they_sold() {
+    // Last year the general item sold nine units for every one of the premium item, at
+    // their defaults. This year each starts from its own part of the product's level,
+    // not from half of it (half would expect five times the premium item's demand).
+    let mut past = two_items_in(june_2025());
+    for day in 1..=30 {
+        sell(&mut past, "ga", 6, 60.0, day);
+        if day % 3 == 0 {
+            sell(&mut past, "vip", 2, 150.0, day);
+        }
+    }
+    let history = ProjectHistory::learn([&past.state], at(1));
+    let learned = history
+        .learned(&ProductId::parse("p").expect("id"))
+        .expect("learned");
+    let ids = [id("ga"), id("vip")];
+    let shares = learned.item_shares(&ids).expect("both items sold");
+    assert!((shares[1] - 0.1).abs() < 0.01, "{shares:?}");
+    let c = run(&two_items_in(june()).state, at(1), &history);
+    let (ga, vip) = (explanation(&c, "ga"), explanation(&c, "vip"));
+    let ratio = vip.demand_level / (ga.demand_level + vip.demand_level);
+    assert!((0.07..0.13).contains(&ratio), "vip {vip:?} ga {ga:?}");
+    // An item the past instances never had starts the product from equal shares.
+    let ids = [id("ga"), id("new")];
+    assert_eq!(learned.item_shares(&ids), None);
+}
