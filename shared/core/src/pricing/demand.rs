@@ -113,10 +113,10 @@ pub struct ProductSales {
     /// still to come as unknown, never as no demand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub period: Option<Period>,
-    /// Units bought of each of the first [`MAX_ITEM_SHARES`] items that sold (returns
-    /// are not subtracted): how the product's demand splits among its items, which the
-    /// next instance's items start from (a premium item may sell a tenth of a product,
-    /// not half).
+    /// Units bought of each of the first [`MAX_ITEM_SHARES`] items that sold, counted as
+    /// `bins` counts them (sales with a time; returns are not subtracted): how the
+    /// product's demand splits among its items, which the next instance's items start
+    /// from (a premium item may sell a tenth of a product, not half).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub items: BTreeMap<ItemId, u64>,
 }
