@@ -122,8 +122,7 @@ pub struct ProductSales {
 }
 
 /// Items whose share of a product's demand a [`ProductSales`] keeps (the record stays
-/// small however many items the product has; a product with more starts its items from
-/// equal shares).
+/// small however many items the product has; the items beyond it take equal shares).
 pub const MAX_ITEM_SHARES: usize = 32;
 
 impl ProductSales {
@@ -556,33 +555,41 @@ pub struct Learned {
     /// The relative price response the instances show ([`learn_response`]; the prior
     /// when their prices do not tell it).
     pub response: Response,
-    /// Units bought of each item, summed over the instances: how the product's demand
-    /// splits among its items ([`Learned::item_shares`]).
-    pub items: BTreeMap<ItemId, u64>,
+    /// Each item's share of the sales of the instances that sold it (see
+    /// [`Learned::item_shares`]); empty for products pooled.
+    pub items: BTreeMap<ItemId, f64>,
 }
 
-/// Pseudo-units each item gets in [`Learned::item_shares`]: an item the instances
-/// barely sold is not taken to have no demand.
+/// Pseudo-units each item of an instance's record gets in its share of the instance's
+/// sales ([`learn`]): an item an edition barely sold is not taken to have no demand.
 const ITEM_SHARE_PRIOR_UNITS: f64 = 1.0;
 
 impl Learned {
     /// Each of `items`' share of the product's demand, as the instances sold them (at
     /// the prices they sold at: read at the default prices through the prior response,
     /// an item the model had priced well above its default counted for more than it
-    /// sold, and the split was worse than an equal one); `None` when the instances do not
-    /// tell it for every one of them (an item new to the product, or one beyond
-    /// [`MAX_ITEM_SHARES`]).
+    /// sold, and the split was worse than an equal one). An item the instances do not
+    /// tell (new to the product, never sold with a time, or beyond [`MAX_ITEM_SHARES`])
+    /// gets an equal share, `1 / items`, and the known ones split the rest as they sold;
+    /// `None` (all equal) when none is known.
     pub fn item_shares<'a>(&self, items: impl IntoIterator<Item = &'a ItemId>) -> Option<Vec<f64>> {
-        let units: Vec<f64> = items
+        let known: Vec<Option<f64>> = items
             .into_iter()
-            .map(|id| {
-                self.items
-                    .get(id)
-                    .map(|&u| u as f64 + ITEM_SHARE_PRIOR_UNITS)
-            })
-            .collect::<Option<_>>()?;
-        let total: f64 = units.iter().sum();
-        (total > 0.0).then(|| units.iter().map(|u| u / total).collect())
+            .map(|id| self.items.get(id).copied())
+            .collect();
+        let equal = 1.0 / known.len().max(1) as f64;
+        let unknown = known.iter().filter(|s| s.is_none()).count() as f64;
+        let total: f64 = known.iter().flatten().sum();
+        if total.is_nan() || total <= 0.0 {
+            return None;
+        }
+        let rest = 1.0 - unknown * equal;
+        Some(
+            known
+                .iter()
+                .map(|s| s.map_or(equal, |s| rest * s / total))
+                .collect(),
+        )
     }
 }
 
@@ -659,20 +666,22 @@ pub fn logistic_response(beta: f64, r: f64) -> f64 {
 /// 4. the level is the mean of the instances' levels, each weighted by the share of its
 ///    demand (by the curve) that had passed when it was read: an ended instance counts
 ///    fully, one still selling by how far it has come. Each instance's level is the one
-///    [`fit`]'s exponential response (the learned one, and the prior one) needs to expect
-///    its units at the prices they sold at, over the learned curve.
+///    [`fit`]'s exponential response (the learned one) needs to expect its units at the
+///    prices they sold at, over the learned curve;
+/// 5. each item's share of the product's sales is averaged over the instances that sold
+///    it ([`Learned::item_shares`]).
 pub fn learn(past: &[PastSales]) -> Option<Learned> {
     learn_with(past, true)
 }
 
-/// [`learn`] without step 3 (the price response stays the prior): for instances of
+/// [`learn`] without steps 3 and 5 (the price response stays the prior): for instances of
 /// different products pooled (their levels differ by product, not by edition), which
 /// only lend a new product their curve.
 pub fn learn_pooled(past: &[PastSales]) -> Option<Learned> {
     learn_with(past, false)
 }
 
-fn learn_with(past: &[PastSales], response: bool) -> Option<Learned> {
+fn learn_with(past: &[PastSales], per_product: bool) -> Option<Learned> {
     let rows: Vec<&PastSales> = past
         .iter()
         .filter(|p| p.units() > 0.0 && read_end(p) > 0.0)
@@ -682,7 +691,7 @@ fn learn_with(past: &[PastSales], response: bool) -> Option<Learned> {
     }
     let curve = fit_curve(&rows, PRIOR_RELATIVE_RESPONSE);
     let prior = Response::prior(PRIOR_RESPONSE_SD);
-    let response = if response {
+    let response = if per_product {
         learn_response(&rows, prior)
     } else {
         prior
@@ -693,11 +702,11 @@ fn learn_with(past: &[PastSales], response: bool) -> Option<Learned> {
     let level_sd = (response.spread.powi(2) * (1.0 + 1.0 / editions) + 1.0 / units.max(1.0))
         .sqrt()
         .max(MIN_HISTORY_LEVEL_SD);
-    let mut items: BTreeMap<ItemId, u64> = BTreeMap::new();
-    for (id, units) in rows.iter().flat_map(|p| &p.items) {
-        let total = items.entry(id.clone()).or_default();
-        *total = total.saturating_add(*units);
-    }
+    let items = if per_product {
+        item_shares(&rows)
+    } else {
+        BTreeMap::new()
+    };
     Some(Learned {
         level,
         distance,
@@ -706,6 +715,25 @@ fn learn_with(past: &[PastSales], response: bool) -> Option<Learned> {
         response,
         items,
     })
+}
+
+/// Each item's share of its instance's sales, with [`ITEM_SHARE_PRIOR_UNITS`], averaged
+/// over the instances whose record has the item: an item added in the latest edition
+/// gets the share it sold there, not a third of it.
+fn item_shares(rows: &[&PastSales]) -> BTreeMap<ItemId, f64> {
+    let mut sums: BTreeMap<ItemId, (f64, f64)> = BTreeMap::new();
+    for p in rows {
+        let units: f64 = p.items.values().map(|&u| u as f64).sum();
+        let total = units + ITEM_SHARE_PRIOR_UNITS * p.items.len() as f64;
+        for (id, &u) in &p.items {
+            let (sum, count) = sums.entry(id.clone()).or_default();
+            *sum += (u as f64 + ITEM_SHARE_PRIOR_UNITS) / total;
+            *count += 1.0;
+        }
+    }
+    sums.into_iter()
+        .map(|(id, (sum, count))| (id, sum / count))
+        .collect()
 }
 
 /// The level (units over a whole period at the default prices) that [`fit`]'s

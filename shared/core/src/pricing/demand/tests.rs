@@ -660,3 +660,45 @@ fn a_product_record_keeps_each_items_units_for_a_bounded_number_of_items() {
     let old: ProductSales = serde_json::from_value(serde_json::json!({"netSold": 2})).expect("old");
     assert!(old.items.is_empty());
 }
+
+#[test]
+fn an_items_share_is_averaged_over_the_instances_that_sold_it() {
+    // Two editions sold only the general item; the latest added a premium one that sold a
+    // tenth. Summed over the editions it would be a thirtieth; it is the tenth it sold.
+    let period = thirty_days();
+    let (ga, vip) = (
+        ItemId::parse("ga").expect("id"),
+        ItemId::parse("vip").expect("id"),
+    );
+    let now = Timestamp::from_millis(31 * 86_400_000).expect("t");
+    let edition = |premium: bool| {
+        let mut sales = ProductSales::default();
+        sales.record(
+            &ga,
+            if premium { 89 } else { 99 },
+            50.0,
+            Some(0.5),
+            50.0,
+            None,
+            &period,
+        );
+        if premium {
+            sales.record(&vip, 9, 150.0, Some(0.5), 150.0, None, &period);
+        }
+        PastSales::of_product(&sales, None, 0, now)
+    };
+    let learned = learn(&[edition(false), edition(false), edition(true)]).expect("learned");
+    let shares = learned
+        .item_shares(&[ga.clone(), vip.clone()])
+        .expect("both known");
+    let vip_share = 10.0 / 100.0;
+    let ga_share = (1.0 + 1.0 + 90.0 / 100.0) / 3.0;
+    assert!(
+        (shares[1] - vip_share / (vip_share + ga_share)).abs() < 1e-9,
+        "{shares:?}"
+    );
+    // A record without times keeps no items (as it keeps no bins).
+    let mut untimed = ProductSales::default();
+    untimed.record(&ga, 5, 50.0, None, 50.0, None, &period);
+    assert!(untimed.items.is_empty());
+}

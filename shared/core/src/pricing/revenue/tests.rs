@@ -598,7 +598,14 @@ fn past_instances_split_the_level_among_the_items_as_they_sold() {
     let (ga, vip) = (explanation(&c, "ga"), explanation(&c, "vip"));
     let ratio = vip.demand_level / (ga.demand_level + vip.demand_level);
     assert!((0.07..0.13).contains(&ratio), "vip {vip:?} ga {ga:?}");
-    // An item the past instances never had starts the product from equal shares.
-    let ids = [id("ga"), id("new")];
-    assert_eq!(learned.item_shares(&ids), None);
+    // An item the past instances do not tell (new, or never sold) takes an equal share;
+    // the known ones split the rest as they sold.
+    let ids = [id("ga"), id("vip"), id("new")];
+    let shares = learned.item_shares(&ids).expect("two known");
+    assert!((shares[2] - 1.0 / 3.0).abs() < 1e-9, "{shares:?}");
+    assert!(
+        (shares[1] / shares[0] - 21.0 / 181.0).abs() < 1e-9,
+        "{shares:?}"
+    );
+    assert_eq!(learned.item_shares(&[id("new")]), None, "none known: equal");
 }
