@@ -13,36 +13,22 @@ true demand at that default off by -40, 0 or +40 % (at most 1). Then run, e.g.:
     --scenario $f --json --models default,pace,fixed --past-instances 0; done
 (docs/pricing.md, "Beyond the suite").
 """
-import json, random, subprocess, math, sys, os
-if len(sys.argv) < 2:
-    sys.exit(__doc__)
-OUT=sys.argv[1]
-random.seed(int(sys.argv[2]) if len(sys.argv)>2 else 42)
-N=int(sys.argv[3]) if len(sys.argv)>3 else 30
-BIN=os.path.join(os.path.dirname(os.path.abspath(__file__)),'..','..','target','release','standalone')
-os.makedirs(OUT, exist_ok=True)
-TMP=os.path.join(OUT,'.probe.json')
-shapes={'flat':[[0,1],[1,1]],'rising':[[0,0.5],[1,2]],'late':[[0,1],[0.8667,1],[0.8667,6.5],[1,6.5]],
-        'ramp':[[0,1],[0.7,1],[1,4]]}
-def pbuy(w,p):
-    if w['type']=='exponential': return math.exp(-p/w['mean'])
-    if w['type']=='logistic': return 1/(1+math.exp((p-w['location'])/w['scale']))
-    return min(1,max(0,(w['high']-p)/(w['high']-w['low'])))
+import json, os, random
+from markets import SHAPES, best_fixed, command_line, pbuy
+OUT,N=command_line(__doc__,42,30)
 for i in range(N):
     kind=random.choice(['exponential','logistic','uniform'])
     if kind=='exponential': w={'type':'exponential','mean':random.choice([30,40,60])}; center=w['mean']*1.5
     elif kind=='logistic': loc=random.choice([50,70,100]); w={'type':'logistic','location':loc,'scale':loc*random.choice([0.12,0.2])}; center=loc
     else: lo=random.choice([10,20]); hi=lo+random.choice([60,90]); w={'type':'uniform','low':lo,'high':hi}; center=(lo+hi)/2
     cap=random.choice([100,200,400])
-    shape=random.choice(list(shapes))
+    shape=random.choice(list(SHAPES))
     ratio=random.choice([0.6,0.9,1.2,1.6])  # demand at ~center relative to capacity
     arrivals=round(cap*ratio/pbuy(w,center)*1.0,1)
     sc={'name':f'r{i}-{kind}-{shape}-cap{cap}-x{ratio}','days':30,'slotsPerDay':24,'capacity':cap,'expectedSales':1,
         'items':[{'itemId':'ga','priceSettings':{'min':round(center*0.4,2),'max':round(center*2.5,2),'default':center},
-                  'arrivals':arrivals,'shape':shapes[shape],'willingnessToPay':w}],'pastInstances':3,'runs':200,'seed':1}
-    json.dump(sc,open(TMP,'w'))
-    r=json.loads(subprocess.check_output([BIN,'simulate','market','--quiet','--scenario',TMP,'--json','--models','fixed','--runs','20','--past-instances','0']))
-    best=r['bestFixed']['prices']['ga']
+                  'arrivals':arrivals,'shape':SHAPES[shape],'willingnessToPay':w}],'pastInstances':3,'runs':200,'seed':1}
+    best=best_fixed(OUT,sc)['ga']
     derr=random.choice([-0.25,-0.1,0,0.1,0.3])
     berr=random.choice([-0.4,0,0.4])
     d=round(best*(1+derr),2)
@@ -51,4 +37,3 @@ for i in range(N):
     sc['expectedSales']=round(min(1,truth*(1+berr)),4)
     sc['name']+=f'-d{derr:+}-b{berr:+}'
     json.dump(sc,open(os.path.join(OUT,f'{i:02d}.json'),'w'))
-os.remove(TMP)

@@ -16,20 +16,9 @@ Then run, e.g.:
     --scenario $f --json --models default,pace,fixed --past-instances 3; done
 (docs/pricing.md, "Products of several items with history").
 """
-import json, random, subprocess, math, sys, os
-if len(sys.argv) < 2:
-    sys.exit(__doc__)
-OUT=sys.argv[1]
-random.seed(int(sys.argv[2]) if len(sys.argv)>2 else 5)
-N=int(sys.argv[3]) if len(sys.argv)>3 else 24
-BIN=os.path.join(os.path.dirname(os.path.abspath(__file__)),'..','..','target','release','standalone')
-os.makedirs(OUT, exist_ok=True)
-TMP=os.path.join(OUT,'.probe.json')
-shapes={'flat':[[0,1],[1,1]],'rising':[[0,0.5],[1,2]],'late':[[0,1],[0.8667,1],[0.8667,6.5],[1,6.5]],'ramp':[[0,1],[0.7,1],[1,4]]}
-def pbuy(w,p):
-    if w['type']=='exponential': return math.exp(-p/w['mean'])
-    if w['type']=='logistic': return 1/(1+math.exp((p-w['location'])/w['scale']))
-    return min(1,max(0,(w['high']-p)/(w['high']-w['low'])))
+import json, os, random
+from markets import SHAPES, best_fixed, command_line, pbuy
+OUT,N=command_line(__doc__,5,24)
 def wtp(scale):
     kind=random.choice(['exponential','logistic','uniform'])
     if kind=='exponential': w={'type':'exponential','mean':40*scale}; center=w['mean']*1.5
@@ -43,20 +32,18 @@ for i in range(N):
     items=[]; names=[]
     for iid,scale,sh in (('ga',1,1-share),('vip',random.choice([1.5,2.5]),share)):
         kind,w,center=wtp(scale)
-        shape=random.choice(list(shapes))
+        shape=random.choice(list(SHAPES))
         arr=round(cap*ratio*sh/pbuy(w,center),1)
-        items.append({'itemId':iid,'priceSettings':{'min':round(center*0.4,2),'max':round(center*2.5,2),'default':center},'arrivals':arr,'shape':shapes[shape],'willingnessToPay':w})
+        items.append({'itemId':iid,'priceSettings':{'min':round(center*0.4,2),'max':round(center*2.5,2),'default':center},'arrivals':arr,'shape':SHAPES[shape],'willingnessToPay':w})
         names.append(f'{iid}-{kind}-{shape}')
     sc={'name':f'm{i}-'+'-'.join(names)+f'-cap{cap}-x{ratio}-s{share}','days':30,'slotsPerDay':24,'capacity':cap,'expectedSales':1,'items':items,'pastInstances':3,'runs':200,'seed':1}
-    json.dump(sc,open(TMP,'w'))
-    r=json.loads(subprocess.check_output([BIN,'simulate','market','--quiet','--scenario',TMP,'--json','--models','fixed','--runs','20','--past-instances','0']))
+    best=best_fixed(OUT,sc)
     derr=random.choice([-0.25,-0.1,0,0.1,0.3]); berr=random.choice([-0.4,0,0.4])
     truth=0
     for it in items:
-        d=round(r['bestFixed']['prices'][it['itemId']]*(1+derr),2)
+        d=round(best[it['itemId']]*(1+derr),2)
         it['priceSettings']['default']=d
         truth+=it['arrivals']*pbuy(it['willingnessToPay'],d)
     sc['expectedSales']=round(min(1,truth/cap*(1+berr)),4)
     sc['name']+=f'-d{derr:+}-b{berr:+}'
     json.dump(sc,open(os.path.join(OUT,f'{i:02d}.json'),'w'))
-os.remove(TMP)
