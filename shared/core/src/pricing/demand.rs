@@ -703,7 +703,7 @@ fn learn_with(past: &[PastSales], per_product: bool) -> Option<Learned> {
         .sqrt()
         .max(MIN_HISTORY_LEVEL_SD);
     let items = if per_product {
-        item_shares(&rows)
+        mean_item_shares(&rows)
     } else {
         BTreeMap::new()
     };
@@ -720,7 +720,7 @@ fn learn_with(past: &[PastSales], per_product: bool) -> Option<Learned> {
 /// Each item's share of its instance's sales, with [`ITEM_SHARE_PRIOR_UNITS`], averaged
 /// over the instances whose record has the item: an item added in the latest edition
 /// gets the share it sold there, not a third of it.
-fn item_shares(rows: &[&PastSales]) -> BTreeMap<ItemId, f64> {
+fn mean_item_shares(rows: &[&PastSales]) -> BTreeMap<ItemId, f64> {
     let mut sums: BTreeMap<ItemId, (f64, f64)> = BTreeMap::new();
     for p in rows {
         let units: f64 = p.items.values().map(|&u| u as f64).sum();
