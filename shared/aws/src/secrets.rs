@@ -29,6 +29,7 @@ use aws_sdk_secretsmanager::error::DisplayErrorContext;
 use pricing_core::jws::{KeyError, PublicKey, PublishedKeys, Signer, StoredKey};
 use pricing_core::time::Timestamp;
 use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
 
 use crate::error::code;
 
@@ -334,15 +335,11 @@ pub async fn rotate_signing_keys_if_due(
         secret_id: secret_id.to_owned(),
         message: e.to_string(),
     })?;
-    let token: String = format!("rotate-{}", version.as_deref().unwrap_or("none"))
-        .chars()
-        .take(64)
-        .collect();
     match client
         .put_secret_value()
         .secret_id(secret_id)
         .secret_string(body)
-        .client_request_token(format!("{token:-<32}"))
+        .client_request_token(rotation_token(version.as_deref()))
         .send()
         .await
     {
@@ -356,6 +353,18 @@ pub async fn rotate_signing_keys_if_due(
             message: DisplayErrorContext(&e).to_string(),
         }),
     }
+}
+
+/// The ClientRequestToken of the rotation that replaces the version `version`: the same
+/// for every run that read that version (so of two racing rotators one stores and the
+/// other reads `ResourceExistsException`), and a fixed 55 characters whatever the version
+/// id. Secrets Manager makes the token the new version's id, so a token that embedded the
+/// version (truncated to the 64-character limit) would, after ten rotations, repeat an
+/// earlier one and every later rotation would read as "another run rotated".
+fn rotation_token(version: Option<&str>) -> String {
+    let digest = Sha256::digest(version.unwrap_or("none").as_bytes());
+    let hex: String = digest.iter().take(24).map(|b| format!("{b:02x}")).collect();
+    format!("rotate-{hex}")
 }
 
 /// The ClientRequestToken (32 to 64 characters) of the put that fills the empty version
@@ -410,6 +419,20 @@ fn checked(secret_id: &str, keys: Vec<StoredKey>) -> Result<Vec<StoredKey>, Secr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rotation_tokens_are_valid_per_version_and_never_repeat_along_a_chain() {
+        let mut version = "0b8f2a1e-1c2d-4e5f-8a9b-0c1d2e3f4a5b".to_owned();
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..100 {
+            let token = rotation_token(Some(&version));
+            assert!((32..=64).contains(&token.len()), "{token}");
+            assert_eq!(token, rotation_token(Some(&version)));
+            assert!(seen.insert(token.clone()), "{token} repeats");
+            version = token;
+        }
+        assert!((32..=64).contains(&rotation_token(None).len()));
+    }
 
     #[test]
     fn bootstrap_tokens_are_valid_and_per_version() {

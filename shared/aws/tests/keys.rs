@@ -196,3 +196,35 @@ async fn a_rotation_is_published_and_a_damaged_public_secret_repaired() {
     let verifier = PublishedKeys::from_keys(&published).expect("verifier");
     assert!(verifier.verify_jws(&signer.sign_jws(b"{}")));
 }
+
+/// Every due rotation rotates, however many came before: the put's request token (which
+/// the service makes the new version's id) stays a bounded function of the version read,
+/// so a long chain of rotations never repeats a token and never reads as "another run
+/// rotated".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotations_keep_rotating_after_many_versions() {
+    let stack = Stack::new("keys-many").await;
+    let client = stack.secrets();
+    let signing = &stack.config.signing_keys_secret_id;
+    let public = &stack.config.public_keys_secret_id;
+    maintain_signing_keys(&client, signing, public, None, Timestamp::now())
+        .await
+        .expect("bootstrap");
+    let mut seen = std::collections::BTreeSet::new();
+    for round in 0..14 {
+        let m = maintain_signing_keys(
+            &client,
+            signing,
+            public,
+            Some(Duration::ZERO),
+            Timestamp::now(),
+        )
+        .await
+        .expect("rotate");
+        let kid = m
+            .rotated
+            .unwrap_or_else(|| panic!("round {round}: no rotation"));
+        assert!(seen.insert(kid.clone()), "round {round}: {kid} again");
+        assert_eq!(m.kids.last(), Some(&kid), "round {round}");
+    }
+}
