@@ -113,7 +113,8 @@ pub struct ProductSales {
     /// still to come as unknown, never as no demand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub period: Option<Period>,
-    /// Units bought of each of the first [`MAX_ITEM_SHARES`] items that sold, counted as
+    /// Units bought of each of the first items that sold (at most [`MAX_ITEM_SHARES`], with
+    /// at most [`MAX_ITEM_SHARE_ID_BYTES`] of ids), counted as
     /// `bins` counts them (sales with a time; returns are not subtracted): how the
     /// product's demand splits among its items, which the next instance's items start
     /// from (a premium item may sell a tenth of a product, not half).
@@ -124,6 +125,12 @@ pub struct ProductSales {
 /// Items whose share of a product's demand a [`ProductSales`] keeps (the record stays
 /// small however many items the product has; the items beyond it take equal shares).
 pub const MAX_ITEM_SHARES: usize = 32;
+
+/// The most bytes of item ids a [`ProductSales`] keeps shares of: with ids of up to 128
+/// characters, 32 items would add 4.4 KB to a record written at every commit that sells
+/// one of them (on DynamoDB, 10 more write units per transaction); this bounds what the
+/// shares add to about 0.8 KB (docs/performance.md).
+pub const MAX_ITEM_SHARE_ID_BYTES: usize = 512;
 
 impl ProductSales {
     pub fn is_empty(&self) -> bool {
@@ -173,7 +180,10 @@ impl ProductSales {
         }
         if let Some(v) = self.items.get_mut(item) {
             *v = v.saturating_add(units);
-        } else if self.items.len() < MAX_ITEM_SHARES {
+        } else if self.items.len() < MAX_ITEM_SHARES
+            && self.items.keys().map(|k| k.as_str().len()).sum::<usize>() + item.as_str().len()
+                <= MAX_ITEM_SHARE_ID_BYTES
+        {
             self.items.insert(item.clone(), units);
         }
     }

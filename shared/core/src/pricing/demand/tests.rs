@@ -662,6 +662,32 @@ fn a_product_record_keeps_each_items_units_for_a_bounded_number_of_items() {
 }
 
 #[test]
+fn long_item_ids_keep_a_product_record_small() {
+    // Every bin sold, then as many items as the record takes, with ids of the longest
+    // kind (128 characters): the shares stop at the id bytes' bound, and the record
+    // stays under 1.6 KB (without the bound: 5 KB).
+    let period = thirty_days();
+    let mut sales = ProductSales::default();
+    let long = |k: usize| ItemId::parse(format!("{k:0>128}")).expect("id");
+    for b in 0..CURVE_BINS {
+        let tau = (b as f64 + 0.5) / CURVE_BINS as f64;
+        let price = 43.17 + b as f64 * 1.13;
+        sales.record(&long(b), 7, price, Some(tau), 50.0, Some(100), &period);
+    }
+    assert_eq!(sales.items.len(), MAX_ITEM_SHARE_ID_BYTES / 128);
+    let bytes: usize = sales.items.keys().map(|k| k.as_str().len()).sum();
+    assert!(bytes <= MAX_ITEM_SHARE_ID_BYTES);
+    let json = serde_json::to_string(&sales).expect("json").len();
+    assert!(json < 1_600, "{json} bytes");
+    // A short id still fits in the room left, a long one does not.
+    let room = MAX_ITEM_SHARE_ID_BYTES - bytes;
+    let mut short = sales.clone();
+    let fits = ItemId::parse("g".repeat(room.max(1))).expect("id");
+    short.record(&fits, 1, 50.0, Some(0.5), 50.0, None, &period);
+    assert_eq!(short.items.contains_key(&fits), room > 0);
+}
+
+#[test]
 fn an_items_share_is_averaged_over_the_instances_that_sold_it() {
     // Two editions sold only the general item; the latest added a premium one that sold a
     // tenth. Summed over the editions it would be a thirtieth; it is the tenth it sold.
