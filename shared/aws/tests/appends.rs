@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_smithy_runtime_api::box_error::BoxError;
 use common::Stack;
 use pricing_aws::DynamoStore;
@@ -261,4 +262,176 @@ async fn a_commit_whose_answer_is_lost_is_reported_as_done() {
         !failure.losing.load(Ordering::SeqCst),
         "the second answer was lost"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Small appends under contention queue and are committed together (docs/aws.md, "Small
+// appends under contention: the inbox").
+// ---------------------------------------------------------------------------------------
+
+fn instance_pk(key: &InstanceKey) -> String {
+    format!("I#{}", key.storage_key())
+}
+
+/// The items of one partition whose sort key begins with `prefix`.
+async fn items_under(stack: &Stack, pk: &str, prefix: &str) -> usize {
+    stack
+        .dynamodb()
+        .query()
+        .table_name(&stack.config.table_name)
+        .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
+        .expression_attribute_values(":pk", AttributeValue::S(pk.to_owned()))
+        .expression_attribute_values(":p", AttributeValue::S(prefix.to_owned()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("query")
+        .count() as usize
+}
+
+/// Holds the log head's lease as a drainer that died would (until `for_ms` from now).
+async fn hold_lease(stack: &Stack, key: &InstanceKey, for_ms: u64) {
+    let until = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64
+        + for_ms;
+    stack
+        .dynamodb()
+        .update_item()
+        .table_name(&stack.config.table_name)
+        .key("pk", AttributeValue::S(instance_pk(key)))
+        .key("sk", AttributeValue::S("LOG".to_owned()))
+        .update_expression("SET lease = :l, lease_until = :u")
+        .expression_attribute_values(":l", AttributeValue::S("q_dead".to_owned()))
+        .expression_attribute_values(":u", AttributeValue::N(until.to_string()))
+        .send()
+        .await
+        .expect("hold the lease");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_entry_appends_at_once_are_committed_together_gapless_and_deduplicated() {
+    let stack = Stack::new("appends-inbox").await;
+    let store = stack.store();
+    let run = Run::new("appends-inbox");
+    let key = run.key("p", "i");
+    // 24 clients with an order each, 4 more that race one transaction id, 4 without ids.
+    let mut calls: Vec<Vec<NewEntry>> = (0..24)
+        .map(|n| vec![new_entry(Some(&format!("order-{n}")), n)])
+        .collect();
+    calls.extend((0..4).map(|n| vec![new_entry(Some("same"), 100 + n)]));
+    calls.extend((0..4).map(|n| vec![new_entry(None, 200 + n)]));
+    let started = Instant::now();
+    let outs = futures_util::future::join_all(
+        calls
+            .iter()
+            .map(|entries| store.append(&key, entries.clone())),
+    )
+    .await;
+    let took = started.elapsed();
+    let mut accepted = Vec::new();
+    let mut same = Vec::new();
+    for (entries, out) in calls.iter().zip(outs) {
+        let out = out.expect("every append is answered");
+        assert_eq!(out.len(), 1);
+        let raced = entries[0]
+            .transaction_id
+            .as_ref()
+            .is_some_and(|t| t.as_str() == "same");
+        match out[0] {
+            AppendOutcome::Accepted { sequence } => {
+                accepted.push((sequence, entries[0].jwt.clone()));
+                if raced {
+                    same.push(sequence);
+                }
+            }
+            AppendOutcome::Duplicate { sequence } => {
+                assert!(raced, "only the raced id has duplicates");
+                same.push(sequence);
+            }
+        }
+    }
+    accepted.sort();
+    assert_eq!(
+        accepted.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        (1..=29).collect::<Vec<u64>>(),
+        "24 orders, the raced id once and 4 entries without ids, gapless"
+    );
+    assert_eq!(same.len(), 4);
+    assert!(
+        same.windows(2).all(|w| w[0] == w[1]),
+        "every racer names the one sequence of the raced id: {same:?}"
+    );
+    let records = store.read(&key, 0, 1_000).await.expect("read");
+    assert_eq!(records.len(), 29);
+    for (record, (sequence, jwt)) in records.iter().zip(&accepted) {
+        assert_eq!((record.sequence, &record.jwt), (*sequence, jwt));
+    }
+    // Committed together: a segment per transaction that moved the head (the 29 entries
+    // are in one block, partition L0), far fewer than one per request.
+    let pk = instance_pk(&key);
+    let segments = items_under(&stack, &format!("{pk}#L0"), "E#").await;
+    println!("29 entries from 32 concurrent appends in {segments} transactions, {took:?}");
+    assert!(segments < 15, "{segments} transactions for 29 entries");
+    // Nothing is left queued or unread, and the lease is free for the next append.
+    for shard in 0..4 {
+        assert_eq!(
+            items_under(&stack, &format!("{pk}#Q{shard}"), "Q#").await,
+            0
+        );
+    }
+    let next = store
+        .append(&key, vec![new_entry(Some("after"), 999)])
+        .await
+        .expect("append");
+    assert_eq!(next, vec![AppendOutcome::Accepted { sequence: 30 }]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline() {
+    let stack = Stack::new("appends-queued").await;
+    let store = stack.store();
+    let run = Run::new("appends-queued");
+    let key = run.key("p", "i");
+    let pk = instance_pk(&key);
+    store
+        .append(&key, vec![new_entry(Some("first"), 0)])
+        .await
+        .expect("append");
+
+    // A drainer died holding the lease for 1.5 s: the append queues, and drains itself
+    // once the lease expired.
+    hold_lease(&stack, &key, 1_500).await;
+    let out = store
+        .append(&key, vec![new_entry(Some("queued"), 1)])
+        .await
+        .expect("drained after the lease expired");
+    assert_eq!(out, vec![AppendOutcome::Accepted { sequence: 2 }]);
+
+    // A lease that outlasts the caller's wait (20 s): the request is withdrawn, nothing
+    // of it stays, and the client's retry later is accepted with the next sequence.
+    hold_lease(&stack, &key, 22_000).await;
+    let err = store
+        .append(&key, vec![new_entry(Some("late"), 2)])
+        .await
+        .expect_err("no answer within the wait");
+    assert!(
+        matches!(err, pricing_core::ports::StoreError::Unavailable(_)),
+        "{err}"
+    );
+    for shard in 0..4 {
+        assert_eq!(
+            items_under(&stack, &format!("{pk}#Q{shard}"), "Q#").await,
+            0,
+            "the withdrawn request is gone"
+        );
+    }
+    assert_eq!(store.last_sequence(&key).await.expect("last"), 2);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let retry = store
+        .append(&key, vec![new_entry(Some("late"), 2)])
+        .await
+        .expect("retry");
+    assert_eq!(retry, vec![AppendOutcome::Accepted { sequence: 3 }]);
 }

@@ -124,6 +124,16 @@ pub(crate) fn marker_pk(instance_pk: &str, transaction_id: &str) -> String {
     format!("{instance_pk}#T{}", fnv1a(transaction_id) % MARKER_SHARDS)
 }
 
+/// The partition of a queued append (see `log/inbox.rs`): `{instance pk}#Q{shard}`, the
+/// shard by FNV-1a of the request's id.
+pub(crate) fn inbox_pk(instance_pk: &str, request: &str, shards: u32) -> String {
+    inbox_shard_pk(instance_pk, fnv1a(request) % shards)
+}
+
+pub(crate) fn inbox_shard_pk(instance_pk: &str, shard: u32) -> String {
+    format!("{instance_pk}#Q{shard}")
+}
+
 /// The commit record of a leased append (see `log.rs`): its lease's writes are committed.
 pub(crate) const APPEND_PREFIX: &str = "APPEND#";
 

@@ -31,6 +31,10 @@
 //!   dirty_to]` (one transaction conditioned on the head and `dirty`), so segments past
 //!   the head never outlive it into the visible log.
 //!
+//! - A small append that loses the race for the head queues in the instance's inbox and is
+//!   committed with the others queued (see `inbox`): one transaction per drain round, not
+//!   one per request.
+//!
 //! The head update also sets the instance's backlog marker (see `backlog.rs`).
 
 use std::collections::{HashMap, HashSet};
@@ -50,6 +54,8 @@ use super::{
     get_s, is_condition_failed, n, s,
 };
 use crate::error::corrupt;
+
+mod inbox;
 
 /// Actions per TransactWriteItems call.
 const MAX_ACTIONS: usize = 100;
@@ -98,6 +104,10 @@ impl EntryLog for DynamoStore {
         while attempt < MAX_ATTEMPTS {
             let head = self.log_head(OP, &pk).await?;
             let now = now_ms();
+            if head.leased_at(now) && inbox::fits(&entries) {
+                // Another append holds the head (often a drain of queued ones): queue.
+                return self.append_queued(&pk, &entries, started).await;
+            }
             if head.leased_at(now) {
                 // Another append is writing its chunks: wait for it, not counting attempts.
                 if started.elapsed() > LEASE_WAIT {
@@ -130,6 +140,11 @@ impl EntryLog for DynamoStore {
                 {
                     Landed::Yes => return Ok(plan),
                     Landed::MarkerExists => read_markers = true,
+                    // Lost the head to another append: queue, and be committed with
+                    // the others (see `inbox`).
+                    Landed::No if inbox::fits(&entries) => {
+                        return self.append_queued(&pk, &entries, started).await;
+                    }
                     Landed::No => {}
                 }
             } else if !read_markers {
@@ -365,12 +380,7 @@ fn decode_segment(op: &str, item: &super::Item) -> StoreResult<(u64, Vec<LogReco
     let Some(AttributeValue::B(z)) = item.get(DATA) else {
         return Err(corrupt(op, format!("segment {sk}: no records")));
     };
-    let mut json = Vec::new();
-    flate2::read::DeflateDecoder::new(z.as_ref())
-        .read_to_end(&mut json)
-        .map_err(|e| corrupt(op, format!("segment {sk}: {e}")))?;
-    let records: Vec<LogRecord> = serde_json::from_slice(&json)
-        .map_err(|e| corrupt(op, format!("segment {sk} does not decode: {e}")))?;
+    let records = decode_records(op, sk, z.as_ref())?;
     let consecutive = records
         .iter()
         .enumerate()
@@ -382,6 +392,16 @@ fn decode_segment(op: &str, item: &super::Item) -> StoreResult<(u64, Vec<LogReco
         ));
     }
     Ok((first, records))
+}
+
+/// The records of a segment's (or a queued request's) compressed data.
+fn decode_records(op: &str, sk: &str, z: &[u8]) -> StoreResult<Vec<LogRecord>> {
+    let mut json = Vec::new();
+    flate2::read::DeflateDecoder::new(z)
+        .read_to_end(&mut json)
+        .map_err(|e| corrupt(op, format!("segment {sk}: {e}")))?;
+    serde_json::from_slice(&json)
+        .map_err(|e| corrupt(op, format!("segment {sk} does not decode: {e}")))
 }
 
 fn now_ms() -> u64 {
@@ -871,7 +891,7 @@ mod tests {
     use pricing_core::ids::TransactionId;
     use pricing_core::time::Timestamp;
 
-    fn entry(tid: Option<&str>, size: usize) -> NewEntry {
+    pub(super) fn entry(tid: Option<&str>, size: usize) -> NewEntry {
         NewEntry {
             transaction_id: tid.map(|t| TransactionId::parse(t).expect("id")),
             received_at: Timestamp::parse("2026-01-01T00:00:00Z").expect("time"),

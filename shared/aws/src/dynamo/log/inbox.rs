@@ -1,0 +1,616 @@
+//! Group commit across invocations for small appends that lose the race for the head
+//! (docs/aws.md, "Small appends under contention: the inbox").
+//!
+//! Every append moves `LOG.last_seq` in a transaction of its own, so one instance takes
+//! one append per round trip on that item however many Lambda invocations send to it.
+//! An append that fits [`fits`] and finds the head taken (another append moved it first,
+//! or a lease is live) queues instead:
+//!
+//! 1. **Queue.** One PutItem `Q#{ulid}` under `{instance pk}#Q{fnv1a(ulid) mod
+//!    INBOX_SHARDS}` holding its records (compressed, as a segment holds them). Nothing is
+//!    visible to readers.
+//! 2. **Drain.** Whoever gets the head's lease (conditioned on no live lease and nothing to
+//!    clean; no `dirty`: a drain leaves nothing past the head) reads the inbox shards,
+//!    plans the queued requests in their order exactly as one append of their entries
+//!    (dedupe against the markers and within the batch), and commits as many whole
+//!    requests as one transaction takes: the head moves (and renews the lease), the
+//!    segments and markers are written, and each request's queue item is replaced by its
+//!    outcome, conditioned on still being queued. It repeats until the inbox is empty and
+//!    releases the lease.
+//! 3. **Wait.** The caller polls its item: an outcome is its answer (it deletes the item);
+//!    a lease that is free means nobody drains, so it drains itself. At its deadline it
+//!    withdraws its request (a delete conditioned on the item still being queued): a
+//!    withdrawn request was never committed, and one the delete finds answered is read.
+//!
+//! A request is committed whole or not at all (its entries and its outcome are in one
+//! transaction), sequences stay gapless (the head moves in the transaction that writes
+//! them), and a drainer that dies leaves its lease to expire after [`DRAIN_LEASE`].
+
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use pricing_core::model::{AppendOutcome, LogRecord, NewEntry};
+use pricing_core::ports::{StoreError, StoreResult};
+
+use super::super::keys::{self, PK, SK};
+use super::super::{DynamoStore, Query, TTL_ATTRIBUTE, built, get_s, is_condition_failed, n, s};
+use super::{
+    DATA, MAX_ACTIONS, NO_LIVE_LEASE, Write, chunk_end, encode_segment, last_condition, millis,
+    now_ms, plan, update_action,
+};
+use crate::error::corrupt;
+
+/// Partitions the inbox of one instance spreads over: each takes ~1,000 write units per
+/// second, and a queued one-entry request is one or two.
+pub(super) const INBOX_SHARDS: u32 = 4;
+/// The most entries of an append that may queue (the rest wait for the head as before).
+const MAX_QUEUED_ENTRIES: usize = 32;
+/// The most record bytes of an append that may queue (its item stays far below 400 KB).
+const MAX_QUEUED_BYTES: usize = 96 * 1024;
+/// How long a queued append waits for its outcome (from the start of the append) before
+/// it withdraws and fails: longer than an append waits for a lease (the queue moves),
+/// within the 30 s an API request may take.
+const QUEUE_WAIT: Duration = Duration::from_secs(20);
+/// How long a drainer's lease holds without a commit renewing it.
+const DRAIN_LEASE: Duration = Duration::from_secs(3);
+/// How long one caller drains before it gives up the lease (the waiting callers take it
+/// again at once; a large append waiting for the head may take it instead).
+const DRAIN_TURN: Duration = Duration::from_secs(1);
+/// Queued requests read per shard and drain round.
+const DRAIN_READ: usize = 100;
+/// How long an unanswered or unread queue item lives (DynamoDB TTL): a caller that died
+/// before deleting its answer leaves it for a day.
+const QUEUE_TTL_SECS: u64 = 86_400;
+/// The outcomes of a drained request: per entry its sequence, negative for a duplicate.
+const OUTCOMES: &str = "o";
+/// A waiting caller's first polling interval, in milliseconds; each next one is half as
+/// long again, up to [`POLL_MAX_MS`] (and up to half of it more, at random): a drain
+/// round is a few round trips, and a hundred waiting callers must not flood the table.
+const POLL_FIRST_MS: u64 = 10;
+const POLL_MAX_MS: u64 = 100;
+/// A waiting caller reads the head (to drain when nobody does) every this many polls.
+const HEAD_EVERY: u64 = 3;
+
+/// Whether `entries` may queue: small appends only, whose outcome one drain commits.
+pub(super) fn fits(entries: &[NewEntry]) -> bool {
+    entries.len() <= MAX_QUEUED_ENTRIES
+        && entries
+            .iter()
+            .map(|e| e.jwt.len() + e.transaction_id.as_ref().map_or(0, |t| t.as_str().len()))
+            .sum::<usize>()
+            <= MAX_QUEUED_BYTES
+}
+
+/// One queued request as a drainer reads it.
+struct Queued {
+    pk: String,
+    sk: String,
+    entries: Vec<NewEntry>,
+}
+
+impl DynamoStore {
+    /// Queues `entries` (see the module) and waits for their outcomes until `started +
+    /// QUEUE_WAIT`, draining when nobody else does.
+    pub(super) async fn append_queued(
+        &self,
+        pk: &str,
+        entries: &[NewEntry],
+        started: Instant,
+    ) -> StoreResult<Vec<AppendOutcome>> {
+        const OP: &str = "append (queued)";
+        let id = ulid::Ulid::new().to_string();
+        let (qpk, qsk) = (keys::inbox_pk(pk, &id, INBOX_SHARDS), format!("Q#{id}"));
+        let records: Vec<LogRecord> = entries
+            .iter()
+            .map(|e| LogRecord {
+                sequence: 0,
+                transaction_id: e.transaction_id.clone(),
+                received_at: e.received_at,
+                jwt: e.jwt.clone(),
+            })
+            .collect();
+        let put = self
+            .client
+            .put_item()
+            .table_name(self.table())
+            .item(PK, s(qpk.clone()))
+            .item(SK, s(qsk.clone()))
+            .item(
+                DATA,
+                AttributeValue::B(Blob::new(encode_segment(OP, &records)?)),
+            )
+            .item(TTL_ATTRIBUTE, n(now_ms() / 1000 + QUEUE_TTL_SECS))
+            .send()
+            .await;
+        put.map_err(|e| crate::error::store_error(OP, e))?;
+        let mut poll = 0u64;
+        loop {
+            // Once queued, a read or a drain that is worth retrying does not fail the
+            // request: it stays queued, and this or another caller commits it.
+            let failed = match self.poll_queued(pk, &qpk, &qsk, entries.len(), poll).await {
+                Ok(Some(outcomes)) => return Ok(outcomes),
+                Ok(None) if started.elapsed() <= QUEUE_WAIT => None,
+                Ok(None) => Some(StoreError::Unavailable(format!(
+                    "append to {pk}: still queued after {:?}",
+                    started.elapsed()
+                ))),
+                Err(e @ StoreError::Unavailable(_)) if started.elapsed() <= QUEUE_WAIT => {
+                    tracing::warn!(pk, qsk, error = %e, "a queued append's poll failed");
+                    None
+                }
+                Err(e) => Some(e),
+            };
+            if let Some(e) = failed {
+                // Withdrawn, it was never committed; answered meanwhile, it was.
+                if self.withdraw(&qpk, &qsk).await? {
+                    return Err(e);
+                }
+                return match self.queued_outcome(&qpk, &qsk, entries.len()).await? {
+                    Some(outcomes) => Ok(outcomes),
+                    None => Err(e),
+                };
+            }
+            tokio::time::sleep(poll_wait(poll)).await;
+            poll += 1;
+        }
+    }
+
+    /// One poll of a queued request: drains when nobody does (at once, then every few
+    /// polls: the head is one hot item, while the outcome is read from the caller's own
+    /// item in the inbox's shards), then reads the outcome.
+    async fn poll_queued(
+        &self,
+        pk: &str,
+        qpk: &str,
+        qsk: &str,
+        entries: usize,
+        poll: u64,
+    ) -> StoreResult<Option<Vec<AppendOutcome>>> {
+        const OP: &str = "append (queued)";
+        if poll.is_multiple_of(HEAD_EVERY) {
+            let head = self.log_head(OP, pk).await?;
+            let now = now_ms();
+            if !head.leased_at(now) {
+                if let Some(dirty) = &head.dirty {
+                    self.clean(pk, &head, dirty).await?;
+                }
+                let lease = format!("q_{}", ulid::Ulid::new());
+                if self.take_drain_lease(pk, &lease, now).await? {
+                    let drained = self.drain(pk, &lease).await;
+                    self.release_lease(pk, &lease).await;
+                    drained?;
+                }
+            }
+        }
+        self.queued_outcome(qpk, qsk, entries).await
+    }
+
+    /// The outcomes of a queued request once a drain answered it (its item is deleted
+    /// then, best effort: the TTL removes what is left).
+    async fn queued_outcome(
+        &self,
+        qpk: &str,
+        qsk: &str,
+        entries: usize,
+    ) -> StoreResult<Option<Vec<AppendOutcome>>> {
+        const OP: &str = "append (queued): read the outcome";
+        let Some(item) = self.get(OP, qpk.to_owned(), qsk).await? else {
+            return Err(corrupt(
+                OP,
+                format!("{qpk} {qsk}: the queued request is gone"),
+            ));
+        };
+        if !item.contains_key(OUTCOMES) {
+            return Ok(None);
+        }
+        let outcomes = decode_outcomes(OP, get_s(OP, &item, OUTCOMES)?, entries)?;
+        let deleted = self
+            .client
+            .delete_item()
+            .table_name(self.table())
+            .key(PK, s(qpk))
+            .key(SK, s(qsk))
+            .send()
+            .await;
+        if let Err(e) = deleted {
+            let e = crate::error::store_error(OP, e);
+            tracing::debug!(qpk, qsk, error = %e, "answered queue item not deleted; it expires");
+        }
+        Ok(Some(outcomes))
+    }
+
+    /// Deletes a request still queued; false when a drain answered it first.
+    async fn withdraw(&self, qpk: &str, qsk: &str) -> StoreResult<bool> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(self.table())
+            .key(PK, s(qpk))
+            .key(SK, s(qsk))
+            .condition_expression("attribute_exists(z) AND attribute_not_exists(o)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => Ok(false),
+            Err(e) => Err(crate::error::store_error("append (queued): withdraw", e)),
+        }
+    }
+
+    /// The head's lease for a drain: no live lease and nothing to clean.
+    async fn take_drain_lease(&self, pk: &str, lease: &str, now: u64) -> StoreResult<bool> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(PK, s(pk))
+            .key(SK, s(keys::LOG_SK))
+            .update_expression("SET lease = :lease, lease_until = :until")
+            .condition_expression(format!("{NO_LIVE_LEASE} AND attribute_not_exists(dirty)"))
+            .expression_attribute_values(":lease", s(lease))
+            .expression_attribute_values(":until", n(now + millis(DRAIN_LEASE)))
+            .expression_attribute_values(":now", n(now))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => Ok(false),
+            Err(e) => Err(crate::error::store_error(
+                "append (queued): take the lease",
+                e,
+            )),
+        }
+    }
+
+    /// Commits the queued requests, round after round, while `lease` is held and the
+    /// inbox holds any. Returns when it is empty or the lease is lost.
+    async fn drain(&self, pk: &str, lease: &str) -> StoreResult<()> {
+        const OP: &str = "append (queued): drain";
+        let started = Instant::now();
+        loop {
+            let queued = self.read_inbox(pk).await?;
+            // Under a steady stream the inbox is never empty: the lease is given up now
+            // and then, so that a large append (which waits for a free lease) gets a turn.
+            if queued.is_empty() || started.elapsed() > DRAIN_TURN {
+                return Ok(());
+            }
+            let head = self.log_head(OP, pk).await?;
+            if head.lease.as_deref() != Some(lease) || !head.leased_at(now_ms()) {
+                return Ok(());
+            }
+            // The oldest requests that one transaction could hold: their markers are read.
+            let mut room = MAX_ACTIONS;
+            let considered = queued
+                .iter()
+                .take_while(|q| {
+                    let fits = q.entries.len() < room;
+                    room = room.saturating_sub(q.entries.len() + 1);
+                    fits
+                })
+                .count()
+                .max(1);
+            let queued = &queued[..considered];
+            let all: Vec<NewEntry> = queued.iter().flat_map(|q| q.entries.clone()).collect();
+            let stored = self.stored_ids(pk, &all, head.last).await?;
+            let (outcomes, writes) = plan(&all, &stored, head.last);
+            let (take, writes_taken) = requests_in_one_transaction(queued, &outcomes, &writes);
+            let writes = &writes[..writes_taken];
+            let segments = if writes.is_empty() {
+                Vec::new()
+            } else {
+                chunk_end(writes, 0).1
+            };
+            let new_last = head.last + writes.len() as u64;
+            let now = now_ms();
+            let mut update = self
+                .head_update(pk, head.last)
+                .condition_expression(format!("lease = :lease AND {}", last_condition(head.last)))
+                .expression_attribute_values(":lease", s(lease))
+                .expression_attribute_values(":until", n(now + millis(DRAIN_LEASE)));
+            update = if writes.is_empty() {
+                update.update_expression("SET lease_until = :until")
+            } else {
+                update
+                    .update_expression(
+                        "SET last_seq = :new, lease_until = :until, gsi1pk = :bpk, gsi1sk = :bsk",
+                    )
+                    .expression_attribute_values(":new", n(new_last))
+                    .expression_attribute_values(":bpk", s(keys::backlog_pk(pk)))
+                    .expression_attribute_values(":bsk", s(pk))
+            };
+            let mut actions = vec![update_action(update)?];
+            actions.extend(self.write_actions(pk, writes, &segments, None)?);
+            let mut at = 0;
+            for q in &queued[..take] {
+                let mine = &outcomes[at..at + q.entries.len()];
+                at += q.entries.len();
+                let answer = Put::builder()
+                    .table_name(self.table())
+                    .item(PK, s(q.pk.clone()))
+                    .item(SK, s(q.sk.clone()))
+                    .item(OUTCOMES, s(encode_outcomes(mine)))
+                    .item(TTL_ATTRIBUTE, n(now / 1000 + QUEUE_TTL_SECS))
+                    .condition_expression("attribute_exists(z) AND attribute_not_exists(o)");
+                actions.push(
+                    TransactWriteItem::builder()
+                        .put(built(OP, answer.build())?)
+                        .build(),
+                );
+            }
+            match self.transact(OP, actions).await {
+                Ok(Ok(())) => {
+                    tracing::debug!(
+                        pk,
+                        requests = take,
+                        entries = writes.len(),
+                        "drained queued appends"
+                    );
+                }
+                // A request withdrawn, or a marker or the head changed: read again (the
+                // head condition tells a lost lease on the next round).
+                Ok(Err(reasons)) => {
+                    tracing::debug!(pk, ?reasons, "drain round cancelled; reading again");
+                }
+                // Landed or not, the next round reads what is so.
+                Err(e) => {
+                    tracing::debug!(pk, error = %e, "drain round failed; reading again");
+                }
+            }
+        }
+    }
+
+    /// The requests queued for `pk`, oldest first (answered ones are skipped).
+    async fn read_inbox(&self, pk: &str) -> StoreResult<Vec<Queued>> {
+        const OP: &str = "append (queued): read the inbox";
+        let reads = (0..INBOX_SHARDS).map(|shard| {
+            let q = Query::new("pk = :pk AND begins_with(sk, :q)")
+                .value(":pk", s(keys::inbox_shard_pk(pk, shard)))
+                .value(":q", s("Q#"))
+                .max(DRAIN_READ);
+            self.query(OP, q)
+        });
+        let mut items = Vec::new();
+        for shard in futures_util::future::join_all(reads).await {
+            items.extend(shard?);
+        }
+        let mut queued = Vec::with_capacity(items.len());
+        for item in &items {
+            if item.contains_key(OUTCOMES) {
+                continue;
+            }
+            let Some(AttributeValue::B(z)) = item.get(DATA) else {
+                continue;
+            };
+            let sk = get_s(OP, item, SK)?.to_owned();
+            // An item that does not decode is left to its caller's deadline (and the
+            // TTL): it must not stop the others' drain.
+            let records = match super::decode_records(OP, &sk, z.as_ref()) {
+                Ok(records) => records,
+                Err(e) => {
+                    tracing::warn!(pk, sk, error = %e, "a queued append does not decode; skipped");
+                    continue;
+                }
+            };
+            queued.push(Queued {
+                pk: get_s(OP, item, PK)?.to_owned(),
+                sk,
+                entries: records
+                    .into_iter()
+                    .map(|r| NewEntry {
+                        transaction_id: r.transaction_id,
+                        received_at: r.received_at,
+                        jwt: r.jwt,
+                    })
+                    .collect(),
+            });
+        }
+        queued.sort_by(|a, b| a.sk.cmp(&b.sk));
+        Ok(queued)
+    }
+}
+
+/// How long a waiting caller sleeps after its `poll`-th poll (see [`POLL_FIRST_MS`]).
+fn poll_wait(poll: u64) -> Duration {
+    let base = (POLL_FIRST_MS as f64 * 1.5f64.powi(poll.min(16) as i32)).min(POLL_MAX_MS as f64);
+    let jitter = (ulid::Ulid::new().random() % 1_000) as f64 / 1_000.0 * base / 2.0;
+    Duration::from_millis((base + jitter) as u64)
+}
+
+/// How many of `queued` (in order) one transaction commits, and how many of the plan's
+/// `writes` are theirs: the writes in one chunk (see `chunk_end`), with the head and one
+/// action per request for its answer within the transaction's actions; at least one
+/// request (a request that [`fits`] fits alone).
+fn requests_in_one_transaction(
+    queued: &[Queued],
+    outcomes: &[AppendOutcome],
+    writes: &[Write<'_>],
+) -> (usize, usize) {
+    let mut best = (
+        1,
+        accepted(&outcomes[..queued.first().map_or(0, |q| q.entries.len())]),
+    );
+    let mut entries = 0;
+    for (k, q) in queued.iter().enumerate() {
+        entries += q.entries.len();
+        let count = accepted(&outcomes[..entries]);
+        let actions = if count == 0 {
+            1 + (k + 1)
+        } else {
+            let (end, segments) = chunk_end(&writes[..count], 0);
+            if end < count {
+                break;
+            }
+            let markers = writes[..count]
+                .iter()
+                .filter(|w| w.entry.transaction_id.is_some())
+                .count();
+            1 + segments.len() + markers + (k + 1)
+        };
+        if actions > MAX_ACTIONS {
+            break;
+        }
+        best = (k + 1, count);
+    }
+    best
+}
+
+/// How many of `outcomes` are accepted (each one write of the plan, in order).
+fn accepted(outcomes: &[AppendOutcome]) -> usize {
+    outcomes
+        .iter()
+        .filter(|o| matches!(o, AppendOutcome::Accepted { .. }))
+        .count()
+}
+
+/// Outcomes as stored on an answered queue item: sequences, comma-separated, a
+/// duplicate's negative.
+fn encode_outcomes(outcomes: &[AppendOutcome]) -> String {
+    outcomes
+        .iter()
+        .map(|o| match o {
+            AppendOutcome::Accepted { sequence } => sequence.to_string(),
+            AppendOutcome::Duplicate { sequence } => format!("-{sequence}"),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn decode_outcomes(op: &str, text: &str, entries: usize) -> StoreResult<Vec<AppendOutcome>> {
+    let outcomes: Option<Vec<AppendOutcome>> = text
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.strip_prefix('-') {
+            Some(d) => d
+                .parse()
+                .ok()
+                .map(|sequence| AppendOutcome::Duplicate { sequence }),
+            None => p
+                .parse()
+                .ok()
+                .map(|sequence| AppendOutcome::Accepted { sequence }),
+        })
+        .collect();
+    match outcomes {
+        Some(o) if o.len() == entries => Ok(o),
+        _ => Err(corrupt(
+            op,
+            format!("queued outcomes {text:?} for {entries} entries"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::super::tests::entry;
+    use super::*;
+
+    fn queued(entries: Vec<NewEntry>) -> Queued {
+        Queued {
+            pk: String::new(),
+            sk: String::new(),
+            entries,
+        }
+    }
+
+    #[test]
+    fn only_small_appends_queue() {
+        assert!(fits(&[entry(Some("a"), 400)]));
+        assert!(fits(&vec![entry(None, 400); MAX_QUEUED_ENTRIES]));
+        assert!(!fits(&vec![entry(None, 400); MAX_QUEUED_ENTRIES + 1]));
+        assert!(!fits(&[entry(None, MAX_QUEUED_BYTES + 1)]));
+    }
+
+    #[test]
+    fn outcomes_round_trip_and_are_checked_against_the_request() {
+        let outcomes = vec![
+            AppendOutcome::Accepted { sequence: 12 },
+            AppendOutcome::Duplicate { sequence: 3 },
+        ];
+        let text = encode_outcomes(&outcomes);
+        assert_eq!(text, "12,-3");
+        assert_eq!(decode_outcomes("t", &text, 2).expect("decodes"), outcomes);
+        assert!(
+            decode_outcomes("t", &text, 3).is_err(),
+            "one outcome per entry"
+        );
+        assert!(decode_outcomes("t", "12,x", 2).is_err());
+    }
+
+    #[test]
+    fn a_drain_round_takes_whole_requests_within_one_transaction() {
+        // 60 one-entry requests with ids: the head, one segment, and per request its
+        // marker and its answer fit 49 of them (1 + 1 + 49 * 2 = 100).
+        let requests: Vec<Queued> = (0..60)
+            .map(|i| queued(vec![entry(Some(&format!("t{i}")), 300)]))
+            .collect();
+        let all: Vec<NewEntry> = requests.iter().flat_map(|q| q.entries.clone()).collect();
+        let (outcomes, writes) = plan(&all, &HashMap::new(), 0);
+        assert_eq!(
+            requests_in_one_transaction(&requests, &outcomes, &writes),
+            (49, 49)
+        );
+        // Without ids there are no markers: 98 requests (1 + 1 + 98).
+        let requests: Vec<Queued> = (0..120).map(|_| queued(vec![entry(None, 300)])).collect();
+        let all: Vec<NewEntry> = requests.iter().flat_map(|q| q.entries.clone()).collect();
+        let (outcomes, writes) = plan(&all, &HashMap::new(), 0);
+        assert_eq!(
+            requests_in_one_transaction(&requests, &outcomes, &writes),
+            (98, 98)
+        );
+        // A request of duplicates only writes nothing but still takes its answer; a
+        // request that would split is left whole for the next round.
+        let mut requests = vec![
+            queued(vec![entry(Some("same"), 300)]),
+            queued(vec![entry(Some("same"), 300)]),
+        ];
+        requests.push(queued(
+            (0..40)
+                .map(|i| entry(Some(&format!("u{i}")), 300))
+                .collect(),
+        ));
+        requests.push(queued(
+            (0..40)
+                .map(|i| entry(Some(&format!("v{i}")), 300))
+                .collect(),
+        ));
+        let all: Vec<NewEntry> = requests.iter().flat_map(|q| q.entries.clone()).collect();
+        let (outcomes, writes) = plan(&all, &HashMap::new(), 0);
+        assert_eq!(outcomes[1], AppendOutcome::Duplicate { sequence: 1 });
+        // 1 head + 1 segment + 41 markers + 3 answers = 46; with the fourth request's 40
+        // markers and its answer, 1 + 1 + 81 + 4 = 87: it fits too.
+        assert_eq!(
+            requests_in_one_transaction(&requests, &outcomes, &writes),
+            (4, 81)
+        );
+        requests.push(queued(vec![entry(Some("w"), 300); 1]));
+        requests.push(queued(
+            (0..20)
+                .map(|i| entry(Some(&format!("x{i}")), 300))
+                .collect(),
+        ));
+        let all: Vec<NewEntry> = requests.iter().flat_map(|q| q.entries.clone()).collect();
+        let (outcomes, writes) = plan(&all, &HashMap::new(), 0);
+        // The fifth (1 marker + answer: 89) fits; the sixth (20 more markers) does not.
+        assert_eq!(
+            requests_in_one_transaction(&requests, &outcomes, &writes),
+            (5, 82)
+        );
+    }
+
+    #[test]
+    fn polls_back_off_to_a_bounded_interval() {
+        assert!(poll_wait(0) >= Duration::from_millis(POLL_FIRST_MS));
+        assert!(poll_wait(0) < Duration::from_millis(POLL_FIRST_MS * 2));
+        for poll in [10, 100, u64::MAX] {
+            let wait = poll_wait(poll);
+            assert!(wait >= Duration::from_millis(POLL_MAX_MS), "{wait:?}");
+            assert!(
+                wait <= Duration::from_millis(POLL_MAX_MS * 3 / 2),
+                "{wait:?}"
+            );
+        }
+    }
+}
