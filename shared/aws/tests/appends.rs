@@ -289,6 +289,33 @@ async fn items_under(stack: &Stack, pk: &str, prefix: &str) -> usize {
         .count() as usize
 }
 
+/// `count` answered queue items under `shard_pk`, older than any new request, as callers
+/// that died before reading their answers leave them (until the TTL).
+async fn answered_leftovers(stack: &Stack, shard_pk: &str, count: usize) {
+    use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+    let requests: Vec<WriteRequest> = (0..count)
+        .map(|i| {
+            let put = PutRequest::builder()
+                .item("pk", AttributeValue::S(shard_pk.to_owned()))
+                .item("sk", AttributeValue::S(format!("Q#00000000000000{i:012}")))
+                .item("o", AttributeValue::S(format!("{}", i + 1)))
+                .build()
+                .expect("put");
+            WriteRequest::builder().put_request(put).build()
+        })
+        .collect();
+    for chunk in requests.chunks(25) {
+        let out = stack
+            .dynamodb()
+            .batch_write_item()
+            .request_items(&stack.config.table_name, chunk.to_vec())
+            .send()
+            .await
+            .expect("batch write");
+        assert!(out.unprocessed_items().is_none_or(|u| u.is_empty()));
+    }
+}
+
 /// Holds the log head's lease as a drainer that died would (until `for_ms` from now).
 async fn hold_lease(stack: &Stack, key: &InstanceKey, for_ms: u64) {
     let until = std::time::SystemTime::now()
@@ -400,13 +427,30 @@ async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline()
         .await
         .expect("append");
 
-    // A drainer died holding the lease for 1.5 s: the append queues, and drains itself
-    // once the lease expired.
+    // A drainer died holding the lease for 1.5 s, and its inbox holds 101 answered
+    // requests per shard whose callers died before reading them: the append queues (its
+    // item is there while it waits), and drains itself once the lease expired.
+    for shard in 0..4 {
+        answered_leftovers(&stack, &format!("{pk}#Q{shard}"), 101).await;
+    }
     hold_lease(&stack, &key, 1_500).await;
-    let out = store
-        .append(&key, vec![new_entry(Some("queued"), 1)])
-        .await
-        .expect("drained after the lease expired");
+    let (out, queued_meanwhile) = tokio::join!(
+        store.append(&key, vec![new_entry(Some("queued"), 1)]),
+        async {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            let mut n = 0;
+            for shard in 0..4 {
+                n += items_under(&stack, &format!("{pk}#Q{shard}"), "Q#").await;
+            }
+            n
+        }
+    );
+    assert_eq!(
+        queued_meanwhile,
+        4 * 101 + 1,
+        "the append waited in the inbox"
+    );
+    let out = out.expect("drained after the lease expired");
     assert_eq!(out, vec![AppendOutcome::Accepted { sequence: 2 }]);
 
     // A lease that outlasts the caller's wait (20 s): the request is withdrawn, nothing
@@ -417,13 +461,13 @@ async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline()
         .await
         .expect_err("no answer within the wait");
     assert!(
-        matches!(err, pricing_core::ports::StoreError::Unavailable(_)),
+        matches!(&err, pricing_core::ports::StoreError::Unavailable(m) if m.contains("still queued")),
         "{err}"
     );
     for shard in 0..4 {
         assert_eq!(
             items_under(&stack, &format!("{pk}#Q{shard}"), "Q#").await,
-            0,
+            101,
             "the withdrawn request is gone"
         );
     }
@@ -434,4 +478,57 @@ async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline()
         .await
         .expect("retry");
     assert_eq!(retry, vec![AppendOutcome::Accepted { sequence: 3 }]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_appends_leave_the_lease_to_a_large_append_that_waits_for_it() {
+    let stack = Stack::new("appends-want").await;
+    let store = stack.store();
+    let run = Run::new("appends-want");
+    let key = run.key("p", "i");
+    let pk = instance_pk(&key);
+    store
+        .append(&key, vec![new_entry(Some("first"), 0)])
+        .await
+        .expect("append");
+    // A drain holds the lease for 0.3 s, and a large append has marked that it waits for
+    // the lease until 2 s from now (`want`, as it does while a drain holds it).
+    hold_lease(&stack, &key, 300).await;
+    let until = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64
+        + 2_000;
+    stack
+        .dynamodb()
+        .update_item()
+        .table_name(&stack.config.table_name)
+        .key("pk", AttributeValue::S(pk.clone()))
+        .key("sk", AttributeValue::S("LOG".to_owned()))
+        .update_expression("SET want = :u")
+        .expression_attribute_values(":u", AttributeValue::N(until.to_string()))
+        .send()
+        .await
+        .expect("want");
+    // A small append queues; once the drain's lease is over it still does not take the
+    // lease while the large append waits for it, and it is drained after that.
+    let (small, still_queued) = tokio::join!(
+        store.append(&key, vec![new_entry(Some("small"), 1)]),
+        async {
+            tokio::time::sleep(Duration::from_millis(1_000)).await;
+            let mut n = 0;
+            for shard in 0..4 {
+                n += items_under(&stack, &format!("{pk}#Q{shard}"), "Q#").await;
+            }
+            n
+        }
+    );
+    assert_eq!(
+        still_queued, 1,
+        "queued, not drained, while a large append waits"
+    );
+    assert_eq!(
+        small.expect("the small append"),
+        vec![AppendOutcome::Accepted { sequence: 2 }]
+    );
 }

@@ -81,6 +81,10 @@ const LEASE_UNTIL: &str = "lease_until";
 /// last sequence they may reach.
 const DIRTY: &str = "dirty";
 const DIRTY_TO: &str = "dirty_to";
+/// On `LOG`: until when (ms) a large append waits for the lease (see `inbox`).
+const WANT: &str = "want";
+/// How long one mark of a large append's wait holds (it renews it while it waits).
+const WANT_FOR: Duration = Duration::from_millis(1_500);
 /// On a segment: its first sequence (its sort key names the last) and the records.
 const FIRST: &str = "first";
 const DATA: &str = "z";
@@ -112,6 +116,11 @@ impl EntryLog for DynamoStore {
                 // Another append is writing its chunks: wait for it, not counting attempts.
                 if started.elapsed() > LEASE_WAIT {
                     break;
+                }
+                // A drain of queued appends holds it: ask for a turn (a drain gives the
+                // lease up after its round, and queued callers leave it to this append).
+                if head.lease.as_deref().is_some_and(inbox::is_drain_lease) {
+                    self.want_lease(&pk, now).await?;
                 }
                 let left = head.lease_until.saturating_sub(now).clamp(5, 200);
                 tokio::time::sleep(Duration::from_millis(left)).await;
@@ -248,6 +257,9 @@ struct LogHead {
     /// A leased append that may have left segments in `(last, dirty_to]`.
     dirty: Option<String>,
     dirty_to: u64,
+    /// Until when (ms) a large append waits for the lease: drains give it up and do not
+    /// take it meanwhile (see `inbox`).
+    want: u64,
 }
 
 impl LogHead {
@@ -432,6 +444,7 @@ impl DynamoStore {
             lease_until: get_n_opt(op, &item, LEASE_UNTIL)?.unwrap_or(0),
             dirty: string(DIRTY),
             dirty_to: get_n_opt(op, &item, DIRTY_TO)?.unwrap_or(0),
+            want: get_n_opt(op, &item, WANT)?.unwrap_or(0),
         })
     }
 
@@ -674,7 +687,8 @@ impl DynamoStore {
             .key(PK, s(pk))
             .key(SK, s(keys::LOG_SK))
             .update_expression(
-                "SET lease = :lease, lease_until = :until, dirty = :lease, dirty_to = :to",
+                "SET lease = :lease, lease_until = :until, dirty = :lease, dirty_to = :to \
+                 REMOVE want",
             )
             .condition_expression(format!(
                 "{} AND {NO_LIVE_LEASE} AND attribute_not_exists(dirty)",
@@ -714,6 +728,21 @@ impl DynamoStore {
             let e = crate::error::store_error("append: release the lease", e);
             tracing::warn!(pk, lease, error = %e, "lease not released; it expires");
         }
+    }
+
+    /// Marks that a large append waits for the lease, until [`WANT_FOR`] from `now`.
+    async fn want_lease(&self, pk: &str, now: u64) -> StoreResult<()> {
+        self.client
+            .update_item()
+            .table_name(self.table())
+            .key(PK, s(pk))
+            .key(SK, s(keys::LOG_SK))
+            .update_expression("SET want = :until")
+            .expression_attribute_values(":until", n(now + millis(WANT_FOR)))
+            .send()
+            .await
+            .map_err(|e| crate::error::store_error("append: wait for the lease", e))?;
+        Ok(())
     }
 
     /// The chunks of a leased append, each one transaction that checks (and renews) the

@@ -34,7 +34,7 @@ use pricing_core::model::{AppendOutcome, LogRecord, NewEntry};
 use pricing_core::ports::{StoreError, StoreResult};
 
 use super::super::keys::{self, PK, SK};
-use super::super::{DynamoStore, Query, TTL_ATTRIBUTE, built, get_s, is_condition_failed, n, s};
+use super::super::{DynamoStore, Item, TTL_ATTRIBUTE, built, get_s, is_condition_failed, n, s};
 use super::{
     DATA, MAX_ACTIONS, NO_LIVE_LEASE, Write, chunk_end, encode_segment, last_condition, millis,
     now_ms, plan, update_action,
@@ -64,6 +64,16 @@ const DRAIN_READ: usize = 100;
 const QUEUE_TTL_SECS: u64 = 86_400;
 /// The outcomes of a drained request: per entry its sequence, negative for a duplicate.
 const OUTCOMES: &str = "o";
+/// Until when (ms) a queued request may be committed: its caller's deadline. A drain
+/// skips it after that and its answer is conditioned on it, so a request whose caller
+/// failed or died is never committed behind its back.
+const UNTIL: &str = "until";
+/// Drains read the inbox again after a cancelled or failed round no sooner than this.
+const DRAIN_RETRY: Duration = Duration::from_millis(20);
+/// The prefix of a drain's lease id.
+const DRAIN_LEASE_PREFIX: &str = "q_";
+/// The operation name of a failed queued append's withdrawal.
+const OP_GIVE_UP: &str = "append (queued): give up";
 /// A waiting caller's first polling interval, in milliseconds; each next one is half as
 /// long again, up to [`POLL_MAX_MS`] (and up to half of it more, at random): a drain
 /// round is a few round trips, and a hundred waiting callers must not flood the table.
@@ -71,6 +81,11 @@ const POLL_FIRST_MS: u64 = 10;
 const POLL_MAX_MS: u64 = 100;
 /// A waiting caller reads the head (to drain when nobody does) every this many polls.
 const HEAD_EVERY: u64 = 3;
+
+/// Whether a lease on the head is a drain's (the lease ids a drain takes).
+pub(super) fn is_drain_lease(lease: &str) -> bool {
+    lease.starts_with(DRAIN_LEASE_PREFIX)
+}
 
 /// Whether `entries` may queue: small appends only, whose outcome one drain commits.
 pub(super) fn fits(entries: &[NewEntry]) -> bool {
@@ -110,6 +125,8 @@ impl DynamoStore {
                 jwt: e.jwt.clone(),
             })
             .collect();
+        let now = now_ms();
+        let until = now + millis(QUEUE_WAIT.saturating_sub(started.elapsed()));
         let put = self
             .client
             .put_item()
@@ -120,10 +137,15 @@ impl DynamoStore {
                 DATA,
                 AttributeValue::B(Blob::new(encode_segment(OP, &records)?)),
             )
-            .item(TTL_ATTRIBUTE, n(now_ms() / 1000 + QUEUE_TTL_SECS))
+            .item(UNTIL, n(until))
+            .item(TTL_ATTRIBUTE, n(now / 1000 + QUEUE_TTL_SECS))
             .send()
             .await;
-        put.map_err(|e| crate::error::store_error(OP, e))?;
+        if let Err(e) = put {
+            // It may have landed with its answer lost: take it back (or read its answer).
+            let e = crate::error::store_error(OP, e);
+            return self.give_up(&qpk, &qsk, entries.len(), e).await;
+        }
         let mut poll = 0u64;
         loop {
             // Once queued, a read or a drain that is worth retrying does not fail the
@@ -142,17 +164,36 @@ impl DynamoStore {
                 Err(e) => Some(e),
             };
             if let Some(e) = failed {
-                // Withdrawn, it was never committed; answered meanwhile, it was.
-                if self.withdraw(&qpk, &qsk).await? {
-                    return Err(e);
-                }
-                return match self.queued_outcome(&qpk, &qsk, entries.len()).await? {
-                    Some(outcomes) => Ok(outcomes),
-                    None => Err(e),
-                };
+                return self.give_up(&qpk, &qsk, entries.len(), e).await;
             }
             tokio::time::sleep(poll_wait(poll)).await;
             poll += 1;
+        }
+    }
+
+    /// Withdraws a queued request that failed with `e`: withdrawn (or never stored), it
+    /// was never committed and `e` is the answer; answered meanwhile, its outcomes are.
+    async fn give_up(
+        &self,
+        qpk: &str,
+        qsk: &str,
+        entries: usize,
+        e: StoreError,
+    ) -> StoreResult<Vec<AppendOutcome>> {
+        let mut withdrawn = self.withdraw(qpk, qsk).await;
+        if withdrawn.is_err() {
+            withdrawn = self.withdraw(qpk, qsk).await;
+        }
+        match withdrawn? {
+            true => Err(e),
+            false => match self.get(OP_GIVE_UP, qpk.to_owned(), qsk).await? {
+                // Never stored (its put failed before it landed).
+                None => Err(e),
+                Some(_) => match self.queued_outcome(qpk, qsk, entries).await? {
+                    Some(outcomes) => Ok(outcomes),
+                    None => Err(e),
+                },
+            },
         }
     }
 
@@ -171,11 +212,11 @@ impl DynamoStore {
         if poll.is_multiple_of(HEAD_EVERY) {
             let head = self.log_head(OP, pk).await?;
             let now = now_ms();
-            if !head.leased_at(now) {
+            if !head.leased_at(now) && head.want < now {
                 if let Some(dirty) = &head.dirty {
                     self.clean(pk, &head, dirty).await?;
                 }
-                let lease = format!("q_{}", ulid::Ulid::new());
+                let lease = format!("{DRAIN_LEASE_PREFIX}{}", ulid::Ulid::new());
                 if self.take_drain_lease(pk, &lease, now).await? {
                     let drained = self.drain(pk, &lease).await;
                     self.release_lease(pk, &lease).await;
@@ -238,7 +279,8 @@ impl DynamoStore {
         }
     }
 
-    /// The head's lease for a drain: no live lease and nothing to clean.
+    /// The head's lease for a drain: no live lease, nothing to clean, and no large append
+    /// waiting for it.
     async fn take_drain_lease(&self, pk: &str, lease: &str, now: u64) -> StoreResult<bool> {
         let result = self
             .client
@@ -247,7 +289,10 @@ impl DynamoStore {
             .key(PK, s(pk))
             .key(SK, s(keys::LOG_SK))
             .update_expression("SET lease = :lease, lease_until = :until")
-            .condition_expression(format!("{NO_LIVE_LEASE} AND attribute_not_exists(dirty)"))
+            .condition_expression(format!(
+                "{NO_LIVE_LEASE} AND attribute_not_exists(dirty) AND \
+                 (attribute_not_exists(want) OR want < :now)"
+            ))
             .expression_attribute_values(":lease", s(lease))
             .expression_attribute_values(":until", n(now + millis(DRAIN_LEASE)))
             .expression_attribute_values(":now", n(now))
@@ -268,24 +313,31 @@ impl DynamoStore {
     async fn drain(&self, pk: &str, lease: &str) -> StoreResult<()> {
         const OP: &str = "append (queued): drain";
         let started = Instant::now();
-        loop {
+        // Under a steady stream the inbox is never empty: the lease is given up after a
+        // turn, and at once when a large append waits for it.
+        while started.elapsed() <= DRAIN_TURN {
             let queued = self.read_inbox(pk).await?;
-            // Under a steady stream the inbox is never empty: the lease is given up now
-            // and then, so that a large append (which waits for a free lease) gets a turn.
-            if queued.is_empty() || started.elapsed() > DRAIN_TURN {
+            if queued.is_empty() {
                 return Ok(());
             }
             let head = self.log_head(OP, pk).await?;
-            if head.lease.as_deref() != Some(lease) || !head.leased_at(now_ms()) {
+            let now = now_ms();
+            if head.lease.as_deref() != Some(lease) || !head.leased_at(now) || head.want >= now {
                 return Ok(());
             }
-            // The oldest requests that one transaction could hold: their markers are read.
-            let mut room = MAX_ACTIONS;
+            // The oldest requests that one transaction could hold (the head, a segment, and
+            // per request its answer and a marker per id): their markers are read.
+            let mut room = MAX_ACTIONS - 2;
             let considered = queued
                 .iter()
                 .take_while(|q| {
-                    let fits = q.entries.len() < room;
-                    room = room.saturating_sub(q.entries.len() + 1);
+                    let cost = 1 + q
+                        .entries
+                        .iter()
+                        .filter(|e| e.transaction_id.is_some())
+                        .count();
+                    let fits = cost <= room;
+                    room = room.saturating_sub(cost);
                     fits
                 })
                 .count()
@@ -302,7 +354,6 @@ impl DynamoStore {
                 chunk_end(writes, 0).1
             };
             let new_last = head.last + writes.len() as u64;
-            let now = now_ms();
             let mut update = self
                 .head_update(pk, head.last)
                 .condition_expression(format!("lease = :lease AND {}", last_condition(head.last)))
@@ -331,7 +382,11 @@ impl DynamoStore {
                     .item(SK, s(q.sk.clone()))
                     .item(OUTCOMES, s(encode_outcomes(mine)))
                     .item(TTL_ATTRIBUTE, n(now / 1000 + QUEUE_TTL_SECS))
-                    .condition_expression("attribute_exists(z) AND attribute_not_exists(o)");
+                    .condition_expression(
+                        "attribute_exists(z) AND attribute_not_exists(o) AND #until > :now",
+                    )
+                    .expression_attribute_names("#until", UNTIL)
+                    .expression_attribute_values(":now", n(now));
                 actions.push(
                     TransactWriteItem::builder()
                         .put(built(OP, answer.build())?)
@@ -347,29 +402,28 @@ impl DynamoStore {
                         "drained queued appends"
                     );
                 }
-                // A request withdrawn, or a marker or the head changed: read again (the
-                // head condition tells a lost lease on the next round).
+                // A request withdrawn or past its deadline, or a marker or the head
+                // changed: read again (the head read tells a lost lease).
                 Ok(Err(reasons)) => {
                     tracing::debug!(pk, ?reasons, "drain round cancelled; reading again");
+                    tokio::time::sleep(DRAIN_RETRY).await;
                 }
                 // Landed or not, the next round reads what is so.
-                Err(e) => {
+                Err(e @ StoreError::Unavailable(_)) => {
                     tracing::debug!(pk, error = %e, "drain round failed; reading again");
+                    tokio::time::sleep(DRAIN_RETRY).await;
                 }
+                Err(e) => return Err(e),
             }
         }
+        Ok(())
     }
 
     /// The requests queued for `pk`, oldest first (answered ones are skipped).
     async fn read_inbox(&self, pk: &str) -> StoreResult<Vec<Queued>> {
         const OP: &str = "append (queued): read the inbox";
-        let reads = (0..INBOX_SHARDS).map(|shard| {
-            let q = Query::new("pk = :pk AND begins_with(sk, :q)")
-                .value(":pk", s(keys::inbox_shard_pk(pk, shard)))
-                .value(":q", s("Q#"))
-                .max(DRAIN_READ);
-            self.query(OP, q)
-        });
+        let now = now_ms();
+        let reads = (0..INBOX_SHARDS).map(|shard| self.read_inbox_shard(pk, shard, now));
         let mut items = Vec::new();
         for shard in futures_util::future::join_all(reads).await {
             items.extend(shard?);
@@ -415,6 +469,41 @@ fn poll_wait(poll: u64) -> Duration {
     let base = (POLL_FIRST_MS as f64 * 1.5f64.powi(poll.min(16) as i32)).min(POLL_MAX_MS as f64);
     let jitter = (ulid::Ulid::new().random() % 1_000) as f64 / 1_000.0 * base / 2.0;
     Duration::from_millis((base + jitter) as u64)
+}
+
+impl DynamoStore {
+    /// Up to [`DRAIN_READ`] requests of one inbox shard still to drain, oldest first:
+    /// answered ones (whose callers have not deleted them yet, or died) and ones past
+    /// their deadline are filtered out by the query, page after page, so that however
+    /// many of them a shard holds they never hide a queued request.
+    async fn read_inbox_shard(&self, pk: &str, shard: u32, now: u64) -> StoreResult<Vec<Item>> {
+        const OP: &str = "append (queued): read the inbox";
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(self.table())
+                .key_condition_expression("pk = :pk AND begins_with(sk, :q)")
+                .filter_expression("attribute_not_exists(o) AND #until > :now")
+                .expression_attribute_names("#until", UNTIL)
+                .expression_attribute_values(":pk", s(keys::inbox_shard_pk(pk, shard)))
+                .expression_attribute_values(":q", s("Q#"))
+                .expression_attribute_values(":now", n(now))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| crate::error::store_error(OP, e))?;
+            out.extend(page.items.unwrap_or_default());
+            start = page.last_evaluated_key.filter(|k| !k.is_empty());
+            if start.is_none() || out.len() >= DRAIN_READ {
+                out.truncate(DRAIN_READ);
+                return Ok(out);
+            }
+        }
+    }
 }
 
 /// How many of `queued` (in order) one transaction commits, and how many of the plan's
