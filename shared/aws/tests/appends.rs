@@ -299,6 +299,7 @@ async fn answered_leftovers(stack: &Stack, shard_pk: &str, count: usize) {
                 .item("pk", AttributeValue::S(shard_pk.to_owned()))
                 .item("sk", AttributeValue::S(format!("Q#00000000000000{i:012}")))
                 .item("o", AttributeValue::S(format!("{}", i + 1)))
+                .item("until", AttributeValue::N((now_ms() + 600_000).to_string()))
                 .build()
                 .expect("put");
             WriteRequest::builder().put_request(put).build()
@@ -314,6 +315,42 @@ async fn answered_leftovers(stack: &Stack, shard_pk: &str, count: usize) {
             .expect("batch write");
         assert!(out.unprocessed_items().is_none_or(|u| u.is_empty()));
     }
+}
+
+/// A queued request (one entry, id `expired`) whose caller's deadline has passed.
+async fn expired_request(stack: &Stack, shard_pk: &str) {
+    use std::io::Write as _;
+    let record = pricing_core::model::LogRecord {
+        sequence: 0,
+        transaction_id: new_entry(Some("expired"), 9).transaction_id,
+        received_at: new_entry(None, 9).received_at,
+        jwt: new_entry(None, 9).jwt,
+    };
+    let json = serde_json::to_vec(&vec![record]).expect("json");
+    let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(&json).expect("deflate");
+    let past = now_ms() - 1_000;
+    stack
+        .dynamodb()
+        .put_item()
+        .table_name(&stack.config.table_name)
+        .item("pk", AttributeValue::S(shard_pk.to_owned()))
+        .item(
+            "sk",
+            AttributeValue::S("Q#0000000000000000000000000X".to_owned()),
+        )
+        .item("z", AttributeValue::B(z.finish().expect("deflate").into()))
+        .item("until", AttributeValue::N(past.to_string()))
+        .send()
+        .await
+        .expect("put");
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64
 }
 
 /// Holds the log head's lease as a drainer that died would (until `for_ms` from now).
@@ -427,12 +464,15 @@ async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline()
         .await
         .expect("append");
 
-    // A drainer died holding the lease for 1.5 s, and its inbox holds 101 answered
-    // requests per shard whose callers died before reading them: the append queues (its
-    // item is there while it waits), and drains itself once the lease expired.
+    // A drainer died holding the lease for 1.5 s, and its inbox holds 250 answered
+    // requests per shard whose callers died before reading them (more than a page of the
+    // drain's query), and one request whose caller's deadline passed: the append queues
+    // (its item is there while it waits), and drains itself once the lease expired,
+    // without committing the expired one.
     for shard in 0..4 {
-        answered_leftovers(&stack, &format!("{pk}#Q{shard}"), 101).await;
+        answered_leftovers(&stack, &format!("{pk}#Q{shard}"), 250).await;
     }
+    expired_request(&stack, &format!("{pk}#Q0")).await;
     hold_lease(&stack, &key, 1_500).await;
     let (out, queued_meanwhile) = tokio::join!(
         store.append(&key, vec![new_entry(Some("queued"), 1)]),
@@ -447,11 +487,13 @@ async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline()
     );
     assert_eq!(
         queued_meanwhile,
-        4 * 101 + 1,
+        4 * 250 + 2,
         "the append waited in the inbox"
     );
     let out = out.expect("drained after the lease expired");
     assert_eq!(out, vec![AppendOutcome::Accepted { sequence: 2 }]);
+    let log = store.read(&key, 0, 10).await.expect("read");
+    assert_eq!(log.len(), 2, "the expired request is not committed");
 
     // A lease that outlasts the caller's wait (20 s): the request is withdrawn, nothing
     // of it stays, and the client's retry later is accepted with the next sequence.
@@ -467,7 +509,7 @@ async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline()
     for shard in 0..4 {
         assert_eq!(
             items_under(&stack, &format!("{pk}#Q{shard}"), "Q#").await,
-            101,
+            250 + usize::from(shard == 0),
             "the withdrawn request is gone"
         );
     }

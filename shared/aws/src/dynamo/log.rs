@@ -120,7 +120,7 @@ impl EntryLog for DynamoStore {
                 // A drain of queued appends holds it: ask for a turn (a drain gives the
                 // lease up after its round, and queued callers leave it to this append).
                 if head.lease.as_deref().is_some_and(inbox::is_drain_lease) {
-                    self.want_lease(&pk, now).await?;
+                    self.want_lease(&pk, now).await;
                 }
                 let left = head.lease_until.saturating_sub(now).clamp(5, 200);
                 tokio::time::sleep(Duration::from_millis(left)).await;
@@ -612,7 +612,7 @@ impl DynamoStore {
         let update = self
             .head_update(pk, head.last)
             .update_expression(
-                "SET last_seq = :new, gsi1pk = :bpk, gsi1sk = :bsk REMOVE lease, lease_until",
+                "SET last_seq = :new, gsi1pk = :bpk, gsi1sk = :bsk REMOVE lease, lease_until, want",
             )
             .condition_expression(format!(
                 "{} AND {NO_LIVE_LEASE} AND attribute_not_exists(dirty)",
@@ -730,19 +730,28 @@ impl DynamoStore {
         }
     }
 
-    /// Marks that a large append waits for the lease, until [`WANT_FOR`] from `now`.
-    async fn want_lease(&self, pk: &str, now: u64) -> StoreResult<()> {
-        self.client
+    /// Marks that a large append waits for a drain's lease, until [`WANT_FOR`] from `now`
+    /// (only while a drain holds it). Best effort: without the mark it waits as before.
+    async fn want_lease(&self, pk: &str, now: u64) {
+        let result = self
+            .client
             .update_item()
             .table_name(self.table())
             .key(PK, s(pk))
             .key(SK, s(keys::LOG_SK))
             .update_expression("SET want = :until")
+            .condition_expression("begins_with(lease, :drain) AND lease_until >= :now")
             .expression_attribute_values(":until", n(now + millis(WANT_FOR)))
+            .expression_attribute_values(":drain", s(inbox::DRAIN_LEASE_PREFIX))
+            .expression_attribute_values(":now", n(now))
             .send()
-            .await
-            .map_err(|e| crate::error::store_error("append: wait for the lease", e))?;
-        Ok(())
+            .await;
+        if let Err(e) = result
+            && !is_condition_failed(&e)
+        {
+            let e = crate::error::store_error("append: wait for the lease", e);
+            tracing::debug!(pk, error = %e, "could not mark the wait for the lease");
+        }
     }
 
     /// The chunks of a leased append, each one transaction that checks (and renews) the

@@ -71,7 +71,10 @@ const UNTIL: &str = "until";
 /// Drains read the inbox again after a cancelled or failed round no sooner than this.
 const DRAIN_RETRY: Duration = Duration::from_millis(20);
 /// The prefix of a drain's lease id.
-const DRAIN_LEASE_PREFIX: &str = "q_";
+pub(super) const DRAIN_LEASE_PREFIX: &str = "q_";
+/// How long after a request's deadline a failing withdrawal stops being tried (clocks of
+/// two hosts differ by a little).
+const WITHDRAW_MARGIN_MS: u64 = 1_000;
 /// The operation name of a failed queued append's withdrawal.
 const OP_GIVE_UP: &str = "append (queued): give up";
 /// A waiting caller's first polling interval, in milliseconds; each next one is half as
@@ -144,7 +147,7 @@ impl DynamoStore {
         if let Err(e) = put {
             // It may have landed with its answer lost: take it back (or read its answer).
             let e = crate::error::store_error(OP, e);
-            return self.give_up(&qpk, &qsk, entries.len(), e).await;
+            return self.give_up(&qpk, &qsk, entries.len(), until, e).await;
         }
         let mut poll = 0u64;
         loop {
@@ -164,7 +167,7 @@ impl DynamoStore {
                 Err(e) => Some(e),
             };
             if let Some(e) = failed {
-                return self.give_up(&qpk, &qsk, entries.len(), e).await;
+                return self.give_up(&qpk, &qsk, entries.len(), until, e).await;
             }
             tokio::time::sleep(poll_wait(poll)).await;
             poll += 1;
@@ -173,18 +176,27 @@ impl DynamoStore {
 
     /// Withdraws a queued request that failed with `e`: withdrawn (or never stored), it
     /// was never committed and `e` is the answer; answered meanwhile, its outcomes are.
+    /// A withdrawal that keeps failing is tried again until the request's deadline
+    /// (`until`) has passed: after it no drain commits it, so `e` is then true as well.
     async fn give_up(
         &self,
         qpk: &str,
         qsk: &str,
         entries: usize,
+        until: u64,
         e: StoreError,
     ) -> StoreResult<Vec<AppendOutcome>> {
-        let mut withdrawn = self.withdraw(qpk, qsk).await;
-        if withdrawn.is_err() {
-            withdrawn = self.withdraw(qpk, qsk).await;
-        }
-        match withdrawn? {
+        let withdrawn = loop {
+            match self.withdraw(qpk, qsk).await {
+                Ok(withdrawn) => break withdrawn,
+                Err(failure) if now_ms() <= until + WITHDRAW_MARGIN_MS => {
+                    tracing::debug!(qpk, qsk, error = %failure, "withdrawal failed; again");
+                    tokio::time::sleep(DRAIN_RETRY).await;
+                }
+                Err(_) => return Err(e),
+            }
+        };
+        match withdrawn {
             true => Err(e),
             false => match self.get(OP_GIVE_UP, qpk.to_owned(), qsk).await? {
                 // Never stored (its put failed before it landed).
@@ -492,6 +504,7 @@ impl DynamoStore {
                 .expression_attribute_values(":q", s("Q#"))
                 .expression_attribute_values(":now", n(now))
                 .consistent_read(true)
+                .limit(i32::try_from(DRAIN_READ).unwrap_or(i32::MAX))
                 .set_exclusive_start_key(start)
                 .send()
                 .await
