@@ -15,12 +15,14 @@
 //!    (dedupe against the markers and within the batch), and commits as many whole
 //!    requests as one transaction takes: the head moves (and renews the lease), the
 //!    segments and markers are written, and each request's queue item is replaced by its
-//!    outcome, conditioned on still being queued. It repeats until the inbox is empty and
-//!    releases the lease.
+//!    outcome, conditioned on still being queued and on its caller's deadline (`until`).
+//!    It repeats until the inbox is empty, its turn ([`DRAIN_TURN`]) is over or a large
+//!    append waits for the lease (`want` on `LOG`), and releases the lease.
 //! 3. **Wait.** The caller polls its item: an outcome is its answer (it deletes the item);
-//!    a lease that is free means nobody drains, so it drains itself. At its deadline it
-//!    withdraws its request (a delete conditioned on the item still being queued): a
-//!    withdrawn request was never committed, and one the delete finds answered is read.
+//!    a lease that is free means nobody drains, so it drains itself. At its deadline, or
+//!    on a failure not worth retrying, it withdraws its request (a delete conditioned on
+//!    the item still being queued): a withdrawn request was never committed, and one the
+//!    delete finds answered is read. No drain commits a request after its deadline.
 //!
 //! A request is committed whole or not at all (its entries and its outcome are in one
 //! transaction), sequences stay gapless (the head moves in the transaction that writes
