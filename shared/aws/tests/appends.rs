@@ -574,3 +574,95 @@ async fn queued_appends_leave_the_lease_to_a_large_append_that_waits_for_it() {
         vec![AppendOutcome::Accepted { sequence: 2 }]
     );
 }
+
+/// Loses the answer of the first PutItem (sent and applied, its response dropped).
+#[derive(Debug, Clone, Default)]
+struct LoseFirstPutAnswer {
+    puts: Arc<AtomicUsize>,
+    losing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Intercept for LoseFirstPutAnswer {
+    fn name(&self) -> &'static str {
+        "LoseFirstPutAnswer"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let target = context
+            .request()
+            .headers()
+            .get("x-amz-target")
+            .unwrap_or("");
+        if target.ends_with(".PutItem") && self.puts.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.losing.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    fn read_before_deserialization(
+        &self,
+        _: &aws_sdk_dynamodb::config::interceptors::BeforeDeserializationInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if self.losing.swap(false, Ordering::SeqCst) {
+            return Err("injected: the answer was lost".into());
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_write_whose_answer_is_lost_is_withdrawn_and_never_committed() {
+    let stack = Stack::new("appends-lost-put").await;
+    let store = stack.store();
+    let run = Run::new("appends-lost-put");
+    let key = run.key("p", "i");
+    let pk = instance_pk(&key);
+    store
+        .append(&key, vec![new_entry(Some("first"), 0)])
+        .await
+        .expect("append");
+    // A drain holds the lease, so the append queues; its queue write lands but its
+    // answer is lost. The caller withdraws it and fails: nothing of it is committed, even
+    // once the lease is free and other appends drain.
+    hold_lease(&stack, &key, 1_500).await;
+    let config = aws_sdk_dynamodb::config::Builder::from(&stack.sdk)
+        .retry_config(RetryConfig::disabled())
+        .interceptor(LoseFirstPutAnswer::default())
+        .build();
+    let losing = DynamoStore::new(
+        aws_sdk_dynamodb::Client::from_conf(config),
+        &stack.config.table_name,
+    );
+    let err = losing
+        .append(&key, vec![new_entry(Some("lost"), 1)])
+        .await
+        .expect_err("the queue write's answer was lost");
+    println!("the failed append: {err}");
+    for shard in 0..4 {
+        assert_eq!(
+            items_under(&stack, &format!("{pk}#Q{shard}"), "Q#").await,
+            0,
+            "the queued request was withdrawn"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    let next = store
+        .append(&key, vec![new_entry(Some("next"), 2)])
+        .await
+        .expect("append");
+    assert_eq!(next, vec![AppendOutcome::Accepted { sequence: 2 }]);
+    let log = store.read(&key, 0, 10).await.expect("read");
+    assert_eq!(
+        log.iter()
+            .map(|r| r.transaction_id.as_ref().map(|t| t.as_str().to_owned()))
+            .collect::<Vec<_>>(),
+        vec![Some("first".to_owned()), Some("next".to_owned())]
+    );
+}
