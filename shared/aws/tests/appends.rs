@@ -23,16 +23,30 @@ use pricing_core::model::{AppendOutcome, NewEntry};
 use pricing_core::ports::EntryLog;
 
 /// Fails DynamoDB requests before they are sent, like a connection lost or a 503 the SDK
-/// gave up on: the `fail_at`-th TransactWriteItems call, and with `then_everything` every
-/// request after it (a process that died half way, leaving its lease). With
-/// `lose_answer`, that call is sent and only its answer is lost.
-#[derive(Debug, Clone, Default)]
+/// gave up on: the `fail_at`-th call of the operation `call` (TransactWriteItems unless
+/// set), and with `then_everything` every request after it (a process that died half way,
+/// leaving its lease). With `lose_answer`, that call is sent and only its answer is lost.
+#[derive(Debug, Clone)]
 struct Failure {
-    transactions: Arc<AtomicUsize>,
+    call: &'static str,
+    calls: Arc<AtomicUsize>,
     fail_at: usize,
     then_everything: bool,
     lose_answer: bool,
     losing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Default for Failure {
+    fn default() -> Self {
+        Failure {
+            call: "TransactWriteItems",
+            calls: Arc::default(),
+            fail_at: 0,
+            then_everything: false,
+            lose_answer: false,
+            losing: Arc::default(),
+        }
+    }
 }
 
 impl Intercept for Failure {
@@ -51,12 +65,12 @@ impl Intercept for Failure {
             .headers()
             .get("x-amz-target")
             .unwrap_or("");
-        let seen = self.transactions.load(Ordering::SeqCst);
+        let seen = self.calls.load(Ordering::SeqCst);
         if self.then_everything && seen >= self.fail_at {
             return Err("injected: the process is gone".into());
         }
-        if target.ends_with(".TransactWriteItems") {
-            let n = self.transactions.fetch_add(1, Ordering::SeqCst) + 1;
+        if target.strip_prefix("DynamoDB_20120810.") == Some(self.call) {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
             if n == self.fail_at {
                 if self.lose_answer {
                     self.losing.store(true, Ordering::SeqCst);
@@ -257,7 +271,7 @@ async fn a_commit_whose_answer_is_lost_is_reported_as_done() {
             .collect::<Vec<_>>()
     );
     assert_eq!(log_len(&store, &key).await, 150);
-    assert_eq!(failure.transactions.load(Ordering::SeqCst), 2);
+    assert_eq!(failure.calls.load(Ordering::SeqCst), 2);
     assert!(
         !failure.losing.load(Ordering::SeqCst),
         "the second answer was lost"
@@ -575,48 +589,6 @@ async fn queued_appends_leave_the_lease_to_a_large_append_that_waits_for_it() {
     );
 }
 
-/// Loses the answer of the first PutItem (sent and applied, its response dropped).
-#[derive(Debug, Clone, Default)]
-struct LoseFirstPutAnswer {
-    puts: Arc<AtomicUsize>,
-    losing: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Intercept for LoseFirstPutAnswer {
-    fn name(&self) -> &'static str {
-        "LoseFirstPutAnswer"
-    }
-
-    fn read_before_transmit(
-        &self,
-        context: &BeforeTransmitInterceptorContextRef<'_>,
-        _: &RuntimeComponents,
-        _: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let target = context
-            .request()
-            .headers()
-            .get("x-amz-target")
-            .unwrap_or("");
-        if target.ends_with(".PutItem") && self.puts.fetch_add(1, Ordering::SeqCst) == 0 {
-            self.losing.store(true, Ordering::SeqCst);
-        }
-        Ok(())
-    }
-
-    fn read_before_deserialization(
-        &self,
-        _: &aws_sdk_dynamodb::config::interceptors::BeforeDeserializationInterceptorContextRef<'_>,
-        _: &RuntimeComponents,
-        _: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        if self.losing.swap(false, Ordering::SeqCst) {
-            return Err("injected: the answer was lost".into());
-        }
-        Ok(())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_write_whose_answer_is_lost_is_withdrawn_and_never_committed() {
     let stack = Stack::new("appends-lost-put").await;
@@ -634,7 +606,12 @@ async fn a_queue_write_whose_answer_is_lost_is_withdrawn_and_never_committed() {
     hold_lease(&stack, &key, 1_500).await;
     let config = aws_sdk_dynamodb::config::Builder::from(&stack.sdk)
         .retry_config(RetryConfig::disabled())
-        .interceptor(LoseFirstPutAnswer::default())
+        .interceptor(Failure {
+            call: "PutItem",
+            fail_at: 1,
+            lose_answer: true,
+            ..Failure::default()
+        })
         .build();
     let losing = DynamoStore::new(
         aws_sdk_dynamodb::Client::from_conf(config),

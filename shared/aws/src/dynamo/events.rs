@@ -30,8 +30,8 @@ use super::keys::{
     RECORD, SK,
 };
 use super::{
-    DynamoStore, Item, MAX_ATTEMPTS, Query, backoff, built, decode, encode, failed_count, get_n,
-    get_n_opt, get_s, is_condition_failed, n, s,
+    DynamoStore, Item, MAX_ATTEMPTS, Query, backoff, built, condition_held, decode, encode,
+    failed_count, get_n, get_n_opt, get_s, is_condition_failed, n, s,
 };
 use crate::error::{corrupt, store_error};
 
@@ -302,11 +302,7 @@ impl DynamoStore {
             req.update_expression("SET disp_batch = :b, disp_idx = :i")
                 .condition_expression(format!("attribute_exists(n) AND {forward}"))
         };
-        match req.send().await {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(store_error(OP, e)),
-        }
+        condition_held(OP, req.send().await)
     }
 
     /// The candidates of the outbox index that have undispatched events, in index

@@ -42,6 +42,7 @@ use std::io::{Read, Write as _};
 use std::ops::Range;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use pricing_core::ids::InstanceKey;
@@ -50,8 +51,8 @@ use pricing_core::ports::{EntryLog, StoreError, StoreResult};
 
 use super::keys::{self, LAST_SEQ, PK, SEQ, SK};
 use super::{
-    DynamoStore, MAX_ATTEMPTS, Query, backoff, built, encode, failed_count, get_n, get_n_opt,
-    get_s, is_condition_failed, n, s,
+    DynamoStore, MAX_ATTEMPTS, Query, backoff, built, condition_held, encode, failed_count, get_n,
+    get_n_opt, get_s, is_condition_failed, n, s,
 };
 use crate::error::corrupt;
 
@@ -681,11 +682,7 @@ impl DynamoStore {
         const OP: &str = "append: take the lease";
         let now = now_ms();
         let mut request = self
-            .client
-            .update_item()
-            .table_name(self.table())
-            .key(PK, s(pk))
-            .key(SK, s(keys::LOG_SK))
+            .log_item_update(pk)
             .update_expression(
                 "SET lease = :lease, lease_until = :until, dirty = :lease, dirty_to = :to \
                  REMOVE want",
@@ -701,22 +698,23 @@ impl DynamoStore {
         if head.last > 0 {
             request = request.expression_attribute_values(":old", n(head.last));
         }
-        match request.send().await {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(crate::error::store_error(OP, e)),
-        }
+        condition_held(OP, request.send().await)
+    }
+
+    /// `LOG`'s UpdateItem (the caller adds the expression and the condition).
+    fn log_item_update(&self, pk: &str) -> UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(self.table())
+            .key(PK, s(pk))
+            .key(SK, s(keys::LOG_SK))
     }
 
     /// Best effort: a lease that stays is only waited for until it expires. `dirty`
     /// stays: the next append deletes what this one may have written.
     async fn release_lease(&self, pk: &str, lease: &str) {
         let result = self
-            .client
-            .update_item()
-            .table_name(self.table())
-            .key(PK, s(pk))
-            .key(SK, s(keys::LOG_SK))
+            .log_item_update(pk)
             .update_expression("REMOVE lease, lease_until")
             .condition_expression("lease = :lease")
             .expression_attribute_values(":lease", s(lease))
@@ -734,11 +732,7 @@ impl DynamoStore {
     /// (only while a drain holds it). Best effort: without the mark it waits as before.
     async fn want_lease(&self, pk: &str, now: u64) {
         let result = self
-            .client
-            .update_item()
-            .table_name(self.table())
-            .key(PK, s(pk))
-            .key(SK, s(keys::LOG_SK))
+            .log_item_update(pk)
             .update_expression("SET want = :until")
             .condition_expression("begins_with(lease, :drain) AND lease_until >= :now")
             .expression_attribute_values(":until", n(now + millis(WANT_FOR)))

@@ -474,6 +474,25 @@ pub(crate) fn failed_count(reasons: &[Option<String>]) -> usize {
     reasons.iter().filter(|r| r.is_some()).count()
 }
 
+/// What a single-item conditional write did: `Ok(true)` written, `Ok(false)` its
+/// condition did not hold, else the store error of `op`.
+pub(crate) fn condition_held<T, E>(
+    op: &str,
+    result: Result<
+        T,
+        aws_sdk_dynamodb::error::SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+    >,
+) -> StoreResult<bool>
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    match result {
+        Ok(_) => Ok(true),
+        Err(e) if is_condition_failed(&e) => Ok(false),
+        Err(e) => Err(crate::error::store_error(op, e)),
+    }
+}
+
 /// A ConditionalCheckFailed of a single-item write.
 pub(crate) fn is_condition_failed<E>(
     err: &aws_sdk_dynamodb::error::SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,

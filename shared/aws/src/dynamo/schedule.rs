@@ -331,11 +331,7 @@ impl ActiveInstances for DynamoStore {
             .expression_attribute_values(":sk", s(due_sk(until.millis(), key)))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if super::is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(store_error(OP, e)),
-        }
+        super::condition_held(OP, result)
     }
 }
 

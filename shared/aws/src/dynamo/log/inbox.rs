@@ -36,7 +36,7 @@ use pricing_core::model::{AppendOutcome, LogRecord, NewEntry};
 use pricing_core::ports::{StoreError, StoreResult};
 
 use super::super::keys::{self, PK, SK};
-use super::super::{DynamoStore, Item, TTL_ATTRIBUTE, built, get_s, is_condition_failed, n, s};
+use super::super::{DynamoStore, Item, TTL_ATTRIBUTE, built, condition_held, get_s, n, s};
 use super::{
     DATA, MAX_ACTIONS, NO_LIVE_LEASE, Write, chunk_end, encode_segment, last_condition, millis,
     now_ms, plan, update_action,
@@ -200,13 +200,10 @@ impl DynamoStore {
         };
         match withdrawn {
             true => Err(e),
+            // Never stored (its put failed before it landed), or answered.
             false => match self.get(OP_GIVE_UP, qpk.to_owned(), qsk).await? {
-                // Never stored (its put failed before it landed).
+                Some(item) => self.take_outcome(qpk, qsk, &item, entries).await?.ok_or(e),
                 None => Err(e),
-                Some(_) => match self.queued_outcome(qpk, qsk, entries).await? {
-                    Some(outcomes) => Ok(outcomes),
-                    None => Err(e),
-                },
             },
         }
     }
@@ -256,10 +253,23 @@ impl DynamoStore {
                 format!("{qpk} {qsk}: the queued request is gone"),
             ));
         };
+        self.take_outcome(qpk, qsk, &item, entries).await
+    }
+
+    /// The outcomes of the queue item `item`, once answered (then the item is deleted: a
+    /// best effort, it expires otherwise).
+    async fn take_outcome(
+        &self,
+        qpk: &str,
+        qsk: &str,
+        item: &Item,
+        entries: usize,
+    ) -> StoreResult<Option<Vec<AppendOutcome>>> {
+        const OP: &str = "append (queued): read the outcome";
         if !item.contains_key(OUTCOMES) {
             return Ok(None);
         }
-        let outcomes = decode_outcomes(OP, get_s(OP, &item, OUTCOMES)?, entries)?;
+        let outcomes = decode_outcomes(OP, get_s(OP, item, OUTCOMES)?, entries)?;
         let deleted = self
             .client
             .delete_item()
@@ -286,22 +296,14 @@ impl DynamoStore {
             .condition_expression("attribute_exists(z) AND attribute_not_exists(o)")
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(crate::error::store_error("append (queued): withdraw", e)),
-        }
+        condition_held("append (queued): withdraw", result)
     }
 
     /// The head's lease for a drain: no live lease, nothing to clean, and no large append
     /// waiting for it.
     async fn take_drain_lease(&self, pk: &str, lease: &str, now: u64) -> StoreResult<bool> {
         let result = self
-            .client
-            .update_item()
-            .table_name(self.table())
-            .key(PK, s(pk))
-            .key(SK, s(keys::LOG_SK))
+            .log_item_update(pk)
             .update_expression("SET lease = :lease, lease_until = :until")
             .condition_expression(format!(
                 "{NO_LIVE_LEASE} AND attribute_not_exists(dirty) AND \
@@ -312,14 +314,7 @@ impl DynamoStore {
             .expression_attribute_values(":now", n(now))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(crate::error::store_error(
-                "append (queued): take the lease",
-                e,
-            )),
-        }
+        condition_held("append (queued): take the lease", result)
     }
 
     /// Commits the queued requests, round after round, while `lease` is held and the
