@@ -12,7 +12,7 @@
 //! demand level from the project's past instances ([`ProjectHistory`]), else the flat
 //! prior curve and the user's `expectedSales` — and then the model cuts below the default
 //! price only as far as the user's belief calls for, the sales do not contradict, and
-//! [`UNINFORMED_CUT`] allows (early on, a late surge and weak demand look alike), and
+//! [`uninformed_cut`] allows (early on, a late surge and weak demand look alike), and
 //! reads a surge from the item's recent pace ([`Pace`]): buyers coming faster than the
 //! estimate expects add to the remaining demand for twice as long as they have.
 
@@ -39,7 +39,8 @@ const RESPONSE_SD: f64 = demand::PRIOR_RESPONSE_SD;
 const EVIDENCE_ON_PRIOR_CURVE: f64 = 0.35;
 
 /// The deepest cut below the default price the model makes while the booking curve is only
-/// the prior. The cut rests on the prior price response (b * d = 1.5), which no sale at a
+/// the prior and the user expects to sell most of the capacity (deeper below that: see
+/// [`uninformed_cut`]). The cut rests on the prior price response (b * d = 1.5), which no sale at a
 /// single price can confirm; if the user's default was already the revenue-maximising
 /// price (b * d = 1), a cut by c earns (1 - c) * e^c of the default's revenue, about
 /// 1 - c^2 / 2: at 11 % that is 0.6 % less. Where the capacity binds instead (the user's
@@ -47,6 +48,25 @@ const EVIDENCE_ON_PRIOR_CURVE: f64 = 0.35;
 /// point of the cut is lost on every unit sold before the buyers show: 12 % cost 1.1 points
 /// against the fixed default there, 11 % 0.9 (docs/pricing.md).
 const UNINFORMED_CUT: f64 = 0.11;
+
+/// The shares of the capacity the user expects to sell at the default price between which
+/// the cut allowed without history deepens, from [`UNINFORMED_CUT`] to the whole cut the
+/// prior response calls for (see [`uninformed_cut`]).
+const SMALL_BELIEF: (f64, f64) = (0.6, 0.2);
+
+/// The deepest cut below the default the model makes without history when the user
+/// expects to sell `believed_share` of the capacity at the default price: [`UNINFORMED_CUT`]
+/// from 60 % up, the whole cut to the prior's revenue-maximising price (a third below the
+/// default, `1 / b` at `b * d = 1.5`) at 20 % and below, in proportion between. Capacities
+/// are sized to the demand at a sensible price: a user who expects to sell a small share
+/// of it at the default has priced in the upper tail of what buyers will pay, where they
+/// respond to price more steeply than the prior says, not less (docs/pricing.md).
+fn uninformed_cut(believed_share: f64) -> f64 {
+    let (shallow, deep) = SMALL_BELIEF;
+    let depth = ((shallow - believed_share) / (shallow - deep)).clamp(0.0, 1.0);
+    let whole = 1.0 - 1.0 / demand::PRIOR_RELATIVE_RESPONSE;
+    UNINFORMED_CUT + depth * (whole - UNINFORMED_CUT)
+}
 
 /// The change per calculation the revenue model allows itself when the product sets no
 /// `maxStepChange`: 25 % of the previous price. The model re-solves from scratch each
@@ -370,8 +390,9 @@ fn back_loaded_cumulative(tau: f64) -> f64 {
 ///   sales show read against a back-loaded curve (a reading that finds more demand still
 ///   to come than the flat one), calls for it too.
 ///
-/// The floor is the higher of the two prices and of the default less [`UNINFORMED_CUT`],
-/// and never above the default price.
+/// The floor is the higher of the two prices and of the default less [`uninformed_cut`]
+/// (11 %, deeper when the user expects to sell a small share of the capacity), and never
+/// above the default price.
 fn cut_floors(items: &[Solving<'_>], capacity: f64, units_left: f64) -> Vec<f64> {
     let believed: Vec<Market> = items
         .iter()
@@ -406,6 +427,7 @@ fn cut_floors(items: &[Solving<'_>], capacity: f64, units_left: f64) -> Vec<f64>
         .collect();
     let (belief_bid, _) = solve(&believed, capacity);
     let (shown_bid, _) = solve(&shown, units_left);
+    let cut = uninformed_cut(items.iter().map(|s| s.believed).sum::<f64>() / capacity.max(1.0));
     items
         .iter()
         .zip(believed.iter().zip(&shown))
@@ -414,7 +436,7 @@ fn cut_floors(items: &[Solving<'_>], capacity: f64, units_left: f64) -> Vec<f64>
             let base = ps.default.to_f64() * ps.multiplier;
             let floor = item_price(b, belief_bid)
                 .max(item_price(d, shown_bid))
-                .max(base * (1.0 - UNINFORMED_CUT));
+                .max(base * (1.0 - cut));
             floor.min(base)
         })
         .collect()

@@ -135,11 +135,11 @@ fn sell_daily(b: &mut Builder, per_day: u64, days: u32) {
 
 #[test]
 fn sales_as_a_low_belief_expects_cut_the_price_but_no_further_than_the_uninformed_limit() {
-    // The user expects 100 of 200 units sold at 60, and half of that came in half the
-    // period: at the prior price response the belief calls for about 32, and the sales
-    // do not contradict it. Nothing has tested the price response, so the cut stops at
-    // 11 % below the default.
-    let mut b = one_item(0.5);
+    // The user expects 120 of 200 units sold at 60, and less than half of that came in
+    // half the period: at the prior price response the belief calls for 40 (the
+    // revenue-maximising price), and the sales do not contradict it. Nothing has tested
+    // the price response, so the cut stops at 11 % below the default.
+    let mut b = one_item(0.6);
     sell_daily(&mut b, 3, 15);
     let (price, e) = price_on(&b, 16);
     assert_eq!(e.curve, CurveSource::Prior);
@@ -147,6 +147,38 @@ fn sales_as_a_low_belief_expects_cut_the_price_but_no_further_than_the_uninforme
         (price - 60.0 * (1.0 - UNINFORMED_CUT)).abs() < 0.011,
         "{price} ({e:?})"
     );
+}
+
+#[test]
+fn the_smaller_the_share_of_the_capacity_believed_sold_the_deeper_the_uninformed_cut() {
+    // A user who expects to sell 20 % of the capacity or less at the default gets the
+    // whole cut the belief calls for: 60 / 1.5 = 40, the revenue-maximising price at the
+    // prior response. Half way between 60 % and 20 %, half way between the two cuts.
+    let whole = 1.0 - 1.0 / demand::PRIOR_RELATIVE_RESPONSE;
+    assert_eq!(uninformed_cut(1.0), UNINFORMED_CUT);
+    assert_eq!(uninformed_cut(0.6), UNINFORMED_CUT);
+    assert!((uninformed_cut(0.4) - (UNINFORMED_CUT + whole) / 2.0).abs() < 1e-12);
+    assert!((uninformed_cut(0.2) - whole).abs() < 1e-12);
+    assert!((uninformed_cut(0.0) - whole).abs() < 1e-12);
+    for (share, expected) in [(0.2, 40.0), (0.4, 60.0 * (1.0 - uninformed_cut(0.4)))] {
+        // Sales as the belief expects them, over the first half of the period.
+        let mut b = one_item(share);
+        let per_day = (share * 200.0 / 30.0).round() as u64;
+        sell_daily(&mut b, per_day, 15);
+        let (price, e) = price_on(&b, 16);
+        assert!((price - expected).abs() < 0.011, "{share}: {price} ({e:?})");
+    }
+}
+
+#[test]
+fn sales_ahead_of_a_small_belief_stop_the_deeper_cut_too() {
+    // The user expects 40 units (20 %) at 60, but 90 went in the first 10 days: read
+    // against a back-loaded curve the sales show the capacity selling out, so the price
+    // does not go below 60, however small the belief.
+    let mut b = one_item(0.2);
+    sell_daily(&mut b, 9, 10);
+    let (price, e) = price_on(&b, 11);
+    assert!(price >= 60.0, "{price} ({e:?})");
 }
 
 #[test]
