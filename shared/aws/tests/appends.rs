@@ -303,6 +303,29 @@ async fn items_under(stack: &Stack, pk: &str, prefix: &str) -> usize {
         .count() as usize
 }
 
+/// The items in the inbox of the instance `pk` (its 4 shards), answered or not.
+async fn queued(stack: &Stack, pk: &str) -> usize {
+    let mut n = 0;
+    for shard in 0..4 {
+        n += items_under(stack, &format!("{pk}#Q{shard}"), "Q#").await;
+    }
+    n
+}
+
+/// A fresh instance of the run `name` (stack and run alike) with one entry appended: its
+/// stack, store, key and partition key.
+async fn instance_with_one_entry(name: &str) -> (Stack, DynamoStore, InstanceKey, String) {
+    let stack = Stack::new(name).await;
+    let store = stack.store();
+    let key = Run::new(name).key("p", "i");
+    store
+        .append(&key, vec![new_entry(Some("first"), 0)])
+        .await
+        .expect("append");
+    let pk = instance_pk(&key);
+    (stack, store, key, pk)
+}
+
 /// `count` answered queue items under `shard_pk`, older than any new request, as callers
 /// that died before reading their answers leave them (until the TTL).
 async fn answered_leftovers(stack: &Stack, shard_pk: &str, count: usize) {
@@ -453,12 +476,7 @@ async fn one_entry_appends_at_once_are_committed_together_gapless_and_deduplicat
     println!("29 entries from 32 concurrent appends in {segments} transactions, {took:?}");
     assert!(segments < 15, "{segments} transactions for 29 entries");
     // Nothing is left queued or unread, and the lease is free for the next append.
-    for shard in 0..4 {
-        assert_eq!(
-            items_under(&stack, &format!("{pk}#Q{shard}"), "Q#").await,
-            0
-        );
-    }
+    assert_eq!(queued(&stack, &pk).await, 0);
     let next = store
         .append(&key, vec![new_entry(Some("after"), 999)])
         .await
@@ -468,15 +486,7 @@ async fn one_entry_appends_at_once_are_committed_together_gapless_and_deduplicat
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline() {
-    let stack = Stack::new("appends-queued").await;
-    let store = stack.store();
-    let run = Run::new("appends-queued");
-    let key = run.key("p", "i");
-    let pk = instance_pk(&key);
-    store
-        .append(&key, vec![new_entry(Some("first"), 0)])
-        .await
-        .expect("append");
+    let (stack, store, key, pk) = instance_with_one_entry("appends-queued").await;
 
     // A drainer died holding the lease for 1.5 s, and its inbox holds 250 answered
     // requests per shard whose callers died before reading them (more than a page of the
@@ -492,11 +502,7 @@ async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline()
         store.append(&key, vec![new_entry(Some("queued"), 1)]),
         async {
             tokio::time::sleep(Duration::from_millis(700)).await;
-            let mut n = 0;
-            for shard in 0..4 {
-                n += items_under(&stack, &format!("{pk}#Q{shard}"), "Q#").await;
-            }
-            n
+            queued(&stack, &pk).await
         }
     );
     assert_eq!(
@@ -538,15 +544,7 @@ async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_appends_leave_the_lease_to_a_large_append_that_waits_for_it() {
-    let stack = Stack::new("appends-want").await;
-    let store = stack.store();
-    let run = Run::new("appends-want");
-    let key = run.key("p", "i");
-    let pk = instance_pk(&key);
-    store
-        .append(&key, vec![new_entry(Some("first"), 0)])
-        .await
-        .expect("append");
+    let (stack, store, key, pk) = instance_with_one_entry("appends-want").await;
     // A drain holds the lease for 0.3 s, and a large append has marked that it waits for
     // the lease until 2 s from now (`want`, as it does while a drain holds it).
     hold_lease(&stack, &key, 300).await;
@@ -572,11 +570,7 @@ async fn queued_appends_leave_the_lease_to_a_large_append_that_waits_for_it() {
         store.append(&key, vec![new_entry(Some("small"), 1)]),
         async {
             tokio::time::sleep(Duration::from_millis(1_000)).await;
-            let mut n = 0;
-            for shard in 0..4 {
-                n += items_under(&stack, &format!("{pk}#Q{shard}"), "Q#").await;
-            }
-            n
+            queued(&stack, &pk).await
         }
     );
     assert_eq!(
@@ -591,44 +585,30 @@ async fn queued_appends_leave_the_lease_to_a_large_append_that_waits_for_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_write_whose_answer_is_lost_is_withdrawn_and_never_committed() {
-    let stack = Stack::new("appends-lost-put").await;
-    let store = stack.store();
-    let run = Run::new("appends-lost-put");
-    let key = run.key("p", "i");
-    let pk = instance_pk(&key);
-    store
-        .append(&key, vec![new_entry(Some("first"), 0)])
-        .await
-        .expect("append");
+    let (stack, store, key, pk) = instance_with_one_entry("appends-lost-put").await;
     // A drain holds the lease, so the append queues; its queue write lands but its
     // answer is lost. The caller withdraws it and fails: nothing of it is committed, even
     // once the lease is free and other appends drain.
     hold_lease(&stack, &key, 1_500).await;
-    let config = aws_sdk_dynamodb::config::Builder::from(&stack.sdk)
-        .retry_config(RetryConfig::disabled())
-        .interceptor(Failure {
+    let losing = failing_store(
+        &stack,
+        Failure {
             call: "PutItem",
             fail_at: 1,
             lose_answer: true,
             ..Failure::default()
-        })
-        .build();
-    let losing = DynamoStore::new(
-        aws_sdk_dynamodb::Client::from_conf(config),
-        &stack.config.table_name,
+        },
     );
     let err = losing
         .append(&key, vec![new_entry(Some("lost"), 1)])
         .await
         .expect_err("the queue write's answer was lost");
     println!("the failed append: {err}");
-    for shard in 0..4 {
-        assert_eq!(
-            items_under(&stack, &format!("{pk}#Q{shard}"), "Q#").await,
-            0,
-            "the queued request was withdrawn"
-        );
-    }
+    assert_eq!(
+        queued(&stack, &pk).await,
+        0,
+        "the queued request was withdrawn"
+    );
     tokio::time::sleep(Duration::from_millis(1_600)).await;
     let next = store
         .append(&key, vec![new_entry(Some("next"), 2)])
