@@ -60,16 +60,11 @@ impl Intercept for Failure {
         _: &RuntimeComponents,
         _: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let target = context
-            .request()
-            .headers()
-            .get("x-amz-target")
-            .unwrap_or("");
         let seen = self.calls.load(Ordering::SeqCst);
         if self.then_everything && seen >= self.fail_at {
             return Err("injected: the process is gone".into());
         }
-        if target.strip_prefix("DynamoDB_20120810.") == Some(self.call) {
+        if call_of(context.request()).0 == self.call {
             let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
             if n == self.fail_at {
                 if self.lose_answer {
@@ -303,10 +298,13 @@ async fn items_under(stack: &Stack, pk: &str, prefix: &str) -> usize {
         .count() as usize
 }
 
-/// The items in the inbox of the instance `pk` (its 4 shards), answered or not.
+/// The partitions an instance's inbox spreads over (`INBOX_SHARDS` in `log/inbox.rs`).
+const INBOX_SHARDS: u32 = 32;
+
+/// The items in the inbox of the instance `pk` (all its shards), answered or not.
 async fn queued(stack: &Stack, pk: &str) -> usize {
     let mut n = 0;
-    for shard in 0..4 {
+    for shard in 0..INBOX_SHARDS {
         n += items_under(stack, &format!("{pk}#Q{shard}"), "Q#").await;
     }
     n
@@ -488,13 +486,14 @@ async fn one_entry_appends_at_once_are_committed_together_gapless_and_deduplicat
 async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline() {
     let (stack, store, key, pk) = instance_with_one_entry("appends-queued").await;
 
-    // A drainer died holding the lease for 1.5 s, and its inbox holds 250 answered
-    // requests per shard whose callers died before reading them (more than a page of the
-    // drain's query), and one request whose caller's deadline passed: the append queues
-    // (its item is there while it waits), and drains itself once the lease expired,
-    // without committing the expired one.
-    for shard in 0..4 {
-        answered_leftovers(&stack, &format!("{pk}#Q{shard}"), 250).await;
+    // A drainer died holding the lease for 1.5 s, and two shards of its inbox hold 250
+    // answered requests each whose callers died before reading them (more than a page of
+    // the drain's query), and one request whose caller's deadline passed: the append
+    // queues (its item is there while it waits), and drains itself once the lease
+    // expired, without committing the expired one.
+    let leftovers = |shard: u32| if shard < 2 { 250 } else { 0 };
+    for shard in 0..2 {
+        answered_leftovers(&stack, &format!("{pk}#Q{shard}"), leftovers(shard)).await;
     }
     expired_request(&stack, &format!("{pk}#Q0")).await;
     hold_lease(&stack, &key, 1_500).await;
@@ -507,7 +506,7 @@ async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline()
     );
     assert_eq!(
         queued_meanwhile,
-        4 * 250 + 2,
+        2 * 250 + 2,
         "the append waited in the inbox"
     );
     let out = out.expect("drained after the lease expired");
@@ -526,10 +525,10 @@ async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline()
         matches!(&err, pricing_core::ports::StoreError::Unavailable(m) if m.contains("still queued")),
         "{err}"
     );
-    for shard in 0..4 {
+    for shard in 0..INBOX_SHARDS {
         assert_eq!(
             items_under(&stack, &format!("{pk}#Q{shard}"), "Q#").await,
-            250 + usize::from(shard == 0),
+            leftovers(shard) + usize::from(shard == 0),
             "the withdrawn request is gone"
         );
     }
@@ -622,4 +621,128 @@ async fn a_queue_write_whose_answer_is_lost_is_withdrawn_and_never_committed() {
             .collect::<Vec<_>>(),
         vec![Some("first".to_owned()), Some("next".to_owned())]
     );
+}
+
+/// Counts the drain rounds read while a drain's transaction is in flight: inbox queries
+/// sent while a TransactWriteItems that answers queue items (its body names an inbox
+/// partition) has not come back.
+#[derive(Debug, Clone, Default)]
+struct Overlap {
+    transactions: Arc<AtomicUsize>,
+    transactions_in_flight: Arc<AtomicUsize>,
+    reads_meanwhile: Arc<AtomicUsize>,
+}
+
+/// The DynamoDB operation of `request`, and whether its body names an inbox partition.
+fn call_of(request: &aws_smithy_runtime_api::http::Request) -> (&str, bool) {
+    let target = request.headers().get("x-amz-target").unwrap_or("");
+    let inbox = request
+        .body()
+        .bytes()
+        .is_some_and(|b| String::from_utf8_lossy(b).contains("#Q"));
+    (
+        target.strip_prefix("DynamoDB_20120810.").unwrap_or(target),
+        inbox,
+    )
+}
+
+impl Intercept for Overlap {
+    fn name(&self) -> &'static str {
+        "Overlap"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        match call_of(context.request()) {
+            ("TransactWriteItems", true) => {
+                self.transactions.fetch_add(1, Ordering::SeqCst);
+                self.transactions_in_flight.fetch_add(1, Ordering::SeqCst);
+            }
+            ("Query", true) if self.transactions_in_flight.load(Ordering::SeqCst) > 0 => {
+                self.reads_meanwhile.fetch_add(1, Ordering::SeqCst);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn read_after_attempt(
+        &self,
+        context: &aws_sdk_dynamodb::config::interceptors::FinalizerInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if context
+            .request()
+            .is_some_and(|r| call_of(r) == ("TransactWriteItems", true))
+        {
+            self.transactions_in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_rounds_read_the_next_round_while_one_commits_and_deduplicate_across_rounds() {
+    let (stack, _, key, _) = instance_with_one_entry("appends-rounds").await;
+    let overlap = Overlap::default();
+    let config = aws_sdk_dynamodb::config::Builder::from(&stack.sdk)
+        .interceptor(overlap.clone())
+        .build();
+    let store = DynamoStore::new(
+        aws_sdk_dynamodb::Client::from_conf(config),
+        &stack.config.table_name,
+    );
+    // 45 orders, each sent twice at once: 135 actions to commit them (a marker for each
+    // first and an answer for each), more than one transaction holds, so the drain takes
+    // several rounds, and an order's second request may fall in a later round than its
+    // first.
+    let calls: Vec<Vec<NewEntry>> = (0..90)
+        .map(|n| vec![new_entry(Some(&format!("order-{}", n % 45)), n)])
+        .collect();
+    let outs = futures_util::future::join_all(
+        calls
+            .iter()
+            .map(|entries| store.append(&key, entries.clone())),
+    )
+    .await;
+    let mut by_order: std::collections::BTreeMap<String, Vec<AppendOutcome>> =
+        std::collections::BTreeMap::new();
+    for (entries, out) in calls.iter().zip(outs) {
+        let out = out.expect("every append is answered");
+        let order = entries[0].transaction_id.as_ref().expect("id").as_str();
+        by_order.entry(order.to_owned()).or_default().push(out[0]);
+    }
+    let mut accepted = Vec::new();
+    for (order, outcomes) in &by_order {
+        let (seqs, firsts): (Vec<u64>, Vec<bool>) = outcomes
+            .iter()
+            .map(|o| match o {
+                AppendOutcome::Accepted { sequence } => (*sequence, true),
+                AppendOutcome::Duplicate { sequence } => (*sequence, false),
+            })
+            .unzip();
+        assert_eq!(
+            firsts.iter().filter(|f| **f).count(),
+            1,
+            "{order}: {outcomes:?}"
+        );
+        assert_eq!(seqs[0], seqs[1], "{order}: both name one sequence");
+        accepted.push(seqs[0]);
+    }
+    accepted.sort();
+    assert_eq!(
+        accepted,
+        (2..=46).collect::<Vec<u64>>(),
+        "gapless after the first"
+    );
+    assert_eq!(log_len(&store, &key).await, 46);
+    let reads = overlap.reads_meanwhile.load(Ordering::SeqCst);
+    let rounds = overlap.transactions.load(Ordering::SeqCst);
+    println!("{rounds} drain transactions; inbox reads while one was in flight: {reads}");
+    assert!(reads > 0, "the next round is read while a round commits");
 }

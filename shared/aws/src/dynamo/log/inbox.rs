@@ -17,7 +17,8 @@
 //!    segments and markers are written, and each request's queue item is replaced by its
 //!    outcome, conditioned on still being queued and on its caller's deadline (`until`).
 //!    It repeats until the inbox is empty, its turn ([`DRAIN_TURN`]) is over or a large
-//!    append waits for the lease (`want` on `LOG`), and releases the lease.
+//!    append waits for the lease (`want` on `LOG`), and releases the lease. While a
+//!    round's transaction is in flight the next round is read, as if it committed.
 //! 3. **Wait.** The caller polls its item: an outcome is its answer (it deletes the item);
 //!    a lease that is free means nobody drains, so it drains itself. At its deadline, or
 //!    on a failure not worth retrying, it withdraws its request (a delete conditioned on
@@ -28,6 +29,7 @@
 //! transaction), sequences stay gapless (the head moves in the transaction that writes
 //! them), and a drainer that dies leaves its lease to expire after [`DRAIN_LEASE`].
 
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::primitives::Blob;
@@ -38,14 +40,16 @@ use pricing_core::ports::{StoreError, StoreResult};
 use super::super::keys::{self, PK, SK};
 use super::super::{DynamoStore, Item, TTL_ATTRIBUTE, built, condition_held, get_s, n, s};
 use super::{
-    DATA, MAX_ACTIONS, NO_LIVE_LEASE, Write, chunk_end, encode_segment, last_condition, millis,
-    now_ms, plan, update_action,
+    DATA, MAX_ACTIONS, NO_LIVE_LEASE, Stored, Write, chunk_end, encode_segment, last_condition,
+    millis, now_ms, plan, update_action,
 };
 use crate::error::corrupt;
 
-/// Partitions the inbox of one instance spreads over: each takes ~1,000 write units per
-/// second, and a queued one-entry request is one or two.
-pub(super) const INBOX_SHARDS: u32 = 4;
+/// Partitions the inbox of one instance spreads over. Each takes ~1,000 write units per
+/// second, and a queued one-entry request writes about 4 in its shard (its queue item 1,
+/// its answer 2 in the drain's transaction, its deletion 1): 32 shards take ~8,000
+/// requests per second. A drain round reads them all at once (a query each).
+pub(super) const INBOX_SHARDS: u32 = 32;
 /// The most entries of an append that may queue (the rest wait for the head as before).
 const MAX_QUEUED_ENTRIES: usize = 32;
 /// The most record bytes of an append that may queue (its item stays far below 400 KB).
@@ -107,6 +111,63 @@ struct Queued {
     pk: String,
     sk: String,
     entries: Vec<NewEntry>,
+}
+
+/// The requests of a drain round, with what they are planned against.
+struct NextRound {
+    queued: Vec<Queued>,
+    /// The entries of `queued`, in order.
+    entries: Vec<NewEntry>,
+    /// The ids among them already stored (or committed by the round in flight).
+    stored: HashMap<String, Stored>,
+    /// The head the round moves on from.
+    last: u64,
+}
+
+/// What a drain round commits if its transaction does.
+struct Commits {
+    /// The head after it.
+    last: u64,
+    /// The queue items it answers.
+    answered: HashSet<String>,
+    /// The sequences of the ids it writes.
+    ids: HashMap<String, u64>,
+    /// The entries it writes.
+    entries: usize,
+}
+
+impl Commits {
+    /// What a round commits: the requests `taken` with the `writes` of their entries, the
+    /// head then at `last`.
+    fn of(taken: &[Queued], writes: &[Write<'_>], last: u64) -> Commits {
+        Commits {
+            last,
+            answered: taken.iter().map(|q| q.sk.clone()).collect(),
+            ids: writes
+                .iter()
+                .filter_map(|w| {
+                    let id = w.entry.transaction_id.as_ref()?;
+                    Some((id.as_str().to_owned(), w.seq))
+                })
+                .collect(),
+            entries: writes.len(),
+        }
+    }
+
+    /// The requests of `queued` this round does not answer.
+    fn left(&self, queued: Vec<Queued>) -> Vec<Queued> {
+        queued
+            .into_iter()
+            .filter(|q| !self.answered.contains(&q.sk))
+            .collect()
+    }
+
+    /// `stored` as it is once this round commits: its ids stored, with their sequences.
+    fn stored_after(&self, stored: &mut HashMap<String, Stored>) {
+        for (id, seq) in &self.ids {
+            stored.insert(id.clone(), Stored::Committed(*seq));
+        }
+    }
 }
 
 impl DynamoStore {
@@ -319,113 +380,189 @@ impl DynamoStore {
 
     /// Commits the queued requests, round after round, while `lease` is held and the
     /// inbox holds any. Returns when it is empty or the lease is lost.
+    ///
+    /// Rounds are pipelined: while a round's transaction is in flight, the next round is
+    /// read (the inbox without the requests in flight, and the markers of its ids) on the
+    /// assumption that the transaction commits; the round's own ids count as stored and
+    /// its head as the head. Should the transaction not commit, that reading is dropped and
+    /// the next round reads the head again. A drain round is then about one transaction
+    /// long instead of the reads and the transaction one after the other.
     async fn drain(&self, pk: &str, lease: &str) -> StoreResult<()> {
         const OP: &str = "append (queued): drain";
         let started = Instant::now();
+        let mut next = self.next_round(pk, lease, None).await?;
         // Under a steady stream the inbox is never empty: the lease is given up after a
-        // turn, and at once when a large append waits for it.
-        while started.elapsed() <= DRAIN_TURN {
-            let queued = self.read_inbox(pk).await?;
-            if queued.is_empty() {
-                return Ok(());
-            }
-            let head = self.log_head(OP, pk).await?;
-            let now = now_ms();
-            if head.lease.as_deref() != Some(lease) || !head.leased_at(now) || head.want >= now {
-                return Ok(());
-            }
-            // The oldest requests that one transaction could hold (the head, a segment, and
-            // per request its answer and a marker per id): their markers are read.
-            let mut room = MAX_ACTIONS - 2;
-            let considered = queued
-                .iter()
-                .take_while(|q| {
-                    let cost = 1 + q
-                        .entries
-                        .iter()
-                        .filter(|e| e.transaction_id.is_some())
-                        .count();
-                    let fits = cost <= room;
-                    room = room.saturating_sub(cost);
-                    fits
-                })
-                .count()
-                .max(1);
-            let queued = &queued[..considered];
-            let all: Vec<NewEntry> = queued.iter().flat_map(|q| q.entries.clone()).collect();
-            let stored = self.stored_ids(pk, &all, head.last).await?;
-            let (outcomes, writes) = plan(&all, &stored, head.last);
-            let (take, writes_taken) = requests_in_one_transaction(queued, &outcomes, &writes);
-            let writes = &writes[..writes_taken];
-            let segments = if writes.is_empty() {
-                Vec::new()
-            } else {
-                chunk_end(writes, 0).1
-            };
-            let new_last = head.last + writes.len() as u64;
-            let mut update = self
-                .head_update(pk, head.last)
-                .condition_expression(format!("lease = :lease AND {}", last_condition(head.last)))
-                .expression_attribute_values(":lease", s(lease))
-                .expression_attribute_values(":until", n(now + millis(DRAIN_LEASE)));
-            update = if writes.is_empty() {
-                update.update_expression("SET lease_until = :until")
-            } else {
-                update
-                    .update_expression(
-                        "SET last_seq = :new, lease_until = :until, gsi1pk = :bpk, gsi1sk = :bsk",
-                    )
-                    .expression_attribute_values(":new", n(new_last))
-                    .expression_attribute_values(":bpk", s(keys::backlog_pk(pk)))
-                    .expression_attribute_values(":bsk", s(pk))
-            };
-            let mut actions = vec![update_action(update)?];
-            actions.extend(self.write_actions(pk, writes, &segments, None)?);
-            let mut at = 0;
-            for q in &queued[..take] {
-                let mine = &outcomes[at..at + q.entries.len()];
-                at += q.entries.len();
-                let answer = Put::builder()
-                    .table_name(self.table())
-                    .item(PK, s(q.pk.clone()))
-                    .item(SK, s(q.sk.clone()))
-                    .item(OUTCOMES, s(encode_outcomes(mine)))
-                    .item(TTL_ATTRIBUTE, n(now / 1000 + QUEUE_TTL_SECS))
-                    .condition_expression(
-                        "attribute_exists(z) AND attribute_not_exists(o) AND #until > :now",
-                    )
-                    .expression_attribute_names("#until", UNTIL)
-                    .expression_attribute_values(":now", n(now));
-                actions.push(
-                    TransactWriteItem::builder()
-                        .put(built(OP, answer.build())?)
-                        .build(),
-                );
-            }
-            match self.transact(OP, actions).await {
+        // turn, and at once when a large append waits for it (the head's condition).
+        while let Some(round) = next.take() {
+            let (actions, commits) = self.round_actions(pk, lease, &round)?;
+            let more = started.elapsed() <= DRAIN_TURN;
+            let (sent, following) = tokio::join!(self.transact(OP, actions), async {
+                match more {
+                    true => self.next_round(pk, lease, Some(&commits)).await,
+                    false => Ok(None),
+                }
+            });
+            let retry = match sent {
                 Ok(Ok(())) => {
                     tracing::debug!(
                         pk,
-                        requests = take,
-                        entries = writes.len(),
+                        requests = commits.answered.len(),
+                        entries = commits.entries,
                         "drained queued appends"
                     );
+                    next = following?;
+                    continue;
                 }
-                // A request withdrawn or past its deadline, or a marker or the head
-                // changed: read again (the head read tells a lost lease).
+                // A request withdrawn or past its deadline, a marker or the head changed,
+                // or a large append waits: read again (the head read tells which).
                 Ok(Err(reasons)) => {
                     tracing::debug!(pk, ?reasons, "drain round cancelled; reading again");
-                    tokio::time::sleep(DRAIN_RETRY).await;
+                    true
                 }
                 // Landed or not, the next round reads what is so.
                 Err(e @ StoreError::Unavailable(_)) => {
                     tracing::debug!(pk, error = %e, "drain round failed; reading again");
-                    tokio::time::sleep(DRAIN_RETRY).await;
+                    true
                 }
                 Err(e) => return Err(e),
+            };
+            if retry && more {
+                tokio::time::sleep(DRAIN_RETRY).await;
+                next = self.next_round(pk, lease, None).await?;
             }
         }
         Ok(())
+    }
+
+    /// The requests of the next drain round and what they are planned against: the oldest
+    /// queued requests that one transaction could hold (the head, a segment, and per
+    /// request its answer and a marker per id) and the markers of their ids. Without
+    /// `after`, the head is read and the round is none unless `lease` is live and no large
+    /// append waits; with `after` (a round in flight), it is planned as if that round
+    /// committed. None when nothing is queued.
+    async fn next_round(
+        &self,
+        pk: &str,
+        lease: &str,
+        after: Option<&Commits>,
+    ) -> StoreResult<Option<NextRound>> {
+        const OP: &str = "append (queued): drain";
+        let queued = self.read_inbox(pk).await?;
+        let (queued, last): (Vec<Queued>, u64) = match after {
+            Some(c) => (c.left(queued), c.last),
+            None if queued.is_empty() => return Ok(None),
+            None => {
+                let head = self.log_head(OP, pk).await?;
+                let now = now_ms();
+                if head.lease.as_deref() != Some(lease) || !head.leased_at(now) || head.want >= now
+                {
+                    return Ok(None);
+                }
+                (queued, head.last)
+            }
+        };
+        if queued.is_empty() {
+            return Ok(None);
+        }
+        let mut room = MAX_ACTIONS - 2;
+        let considered = queued
+            .iter()
+            .take_while(|q| {
+                let cost = 1 + q
+                    .entries
+                    .iter()
+                    .filter(|e| e.transaction_id.is_some())
+                    .count();
+                let fits = cost <= room;
+                room = room.saturating_sub(cost);
+                fits
+            })
+            .count()
+            .max(1);
+        let mut queued = queued;
+        queued.truncate(considered);
+        let all: Vec<NewEntry> = queued.iter().flat_map(|q| q.entries.clone()).collect();
+        let mut stored = self.stored_ids(pk, &all, last).await?;
+        if let Some(c) = after {
+            c.stored_after(&mut stored);
+        }
+        Ok(Some(NextRound {
+            queued,
+            entries: all,
+            stored,
+            last,
+        }))
+    }
+
+    /// The transaction of a drain round, and what it commits: as many whole requests of
+    /// `round` as it holds. The head moves (conditioned on `lease`, the head the round was
+    /// planned on and no large append waiting), the segments and markers are written, and
+    /// each request's queue item is replaced by its outcomes (conditioned on its still
+    /// being queued and on its caller's deadline).
+    fn round_actions(
+        &self,
+        pk: &str,
+        lease: &str,
+        round: &NextRound,
+    ) -> StoreResult<(Vec<TransactWriteItem>, Commits)> {
+        const OP: &str = "append (queued): drain";
+        let now = now_ms();
+        let (outcomes, writes) = plan(&round.entries, &round.stored, round.last);
+        let (take, writes_taken) = requests_in_one_transaction(&round.queued, &outcomes, &writes);
+        let writes = &writes[..writes_taken];
+        let segments = if writes.is_empty() {
+            Vec::new()
+        } else {
+            chunk_end(writes, 0).1
+        };
+        let new_last = round.last + writes.len() as u64;
+        let mut update = self
+            .head_update(pk, round.last)
+            .condition_expression(format!(
+                "lease = :lease AND {} AND (attribute_not_exists(want) OR want < :now)",
+                last_condition(round.last)
+            ))
+            .expression_attribute_values(":lease", s(lease))
+            .expression_attribute_values(":now", n(now))
+            .expression_attribute_values(":until", n(now + millis(DRAIN_LEASE)));
+        update = if writes.is_empty() {
+            update.update_expression("SET lease_until = :until")
+        } else {
+            update
+                .update_expression(
+                    "SET last_seq = :new, lease_until = :until, gsi1pk = :bpk, gsi1sk = :bsk",
+                )
+                .expression_attribute_values(":new", n(new_last))
+                .expression_attribute_values(":bpk", s(keys::backlog_pk(pk)))
+                .expression_attribute_values(":bsk", s(pk))
+        };
+        let mut actions = vec![update_action(update)?];
+        actions.extend(self.write_actions(pk, writes, &segments, None)?);
+        let mut at = 0;
+        for q in &round.queued[..take] {
+            let mine = &outcomes[at..at + q.entries.len()];
+            at += q.entries.len();
+            let answer = Put::builder()
+                .table_name(self.table())
+                .item(PK, s(q.pk.clone()))
+                .item(SK, s(q.sk.clone()))
+                .item(OUTCOMES, s(encode_outcomes(mine)))
+                .item(TTL_ATTRIBUTE, n(now / 1000 + QUEUE_TTL_SECS))
+                .condition_expression(
+                    "attribute_exists(z) AND attribute_not_exists(o) AND #until > :now",
+                )
+                .expression_attribute_names("#until", UNTIL)
+                .expression_attribute_values(":now", n(now));
+            actions.push(
+                TransactWriteItem::builder()
+                    .put(built(OP, answer.build())?)
+                    .build(),
+            );
+        }
+        Ok((
+            actions,
+            Commits::of(&round.queued[..take], writes, new_last),
+        ))
     }
 
     /// The requests queued for `pk`, oldest first (answered ones are skipped).
@@ -636,6 +773,49 @@ mod tests {
             "one outcome per entry"
         );
         assert!(decode_outcomes("t", "12,x", 2).is_err());
+    }
+
+    #[test]
+    fn the_round_read_while_one_commits_is_planned_as_if_it_committed() {
+        // Four requests, the head at 5; the round in flight takes the first two (ids x
+        // and y at 6 and 7). The next one, read meanwhile, leaves them out, sees x and y
+        // stored even before their markers are, and moves on from 7: the second request
+        // for x is a duplicate of 6.
+        let sent = |sk: &str, id: &str| Queued {
+            pk: String::new(),
+            sk: sk.to_owned(),
+            entries: vec![entry(Some(id), 300)],
+        };
+        let requests = vec![
+            sent("Q#a", "x"),
+            sent("Q#b", "y"),
+            sent("Q#c", "x"),
+            sent("Q#d", "z"),
+        ];
+        let first: Vec<NewEntry> = requests[..2]
+            .iter()
+            .flat_map(|q| q.entries.clone())
+            .collect();
+        let (_, writes) = plan(&first, &HashMap::new(), 5);
+        let commits = Commits::of(&requests[..2], &writes, 7);
+        assert_eq!(commits.entries, 2);
+        let left = commits.left(requests);
+        assert_eq!(
+            left.iter().map(|q| q.sk.as_str()).collect::<Vec<_>>(),
+            ["Q#c", "Q#d"]
+        );
+        let mut stored = HashMap::new();
+        commits.stored_after(&mut stored);
+        let next: Vec<NewEntry> = left.iter().flat_map(|q| q.entries.clone()).collect();
+        let (outcomes, writes) = plan(&next, &stored, commits.last);
+        assert_eq!(
+            outcomes,
+            [
+                AppendOutcome::Duplicate { sequence: 6 },
+                AppendOutcome::Accepted { sequence: 8 }
+            ]
+        );
+        assert_eq!(writes.len(), 1);
     }
 
     #[test]
