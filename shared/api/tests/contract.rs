@@ -3,21 +3,15 @@
 //! an undocumented method on a removed endpoint is a 405 (not its 410), an instance's name
 //! is bounded on update as on create, and a reported status may be written 500.0.
 
+mod common;
+
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
-use pricing_api::auth::{Authenticator, LocalTokens};
-use pricing_api::{App, Stores, router};
-use pricing_core::jws::{Signer, StoredKey};
-use pricing_core::time::Timestamp;
-use pricing_embedded::EmbeddedStore;
+use axum::http::StatusCode;
+use common::{Reply, send_as};
+use pricing_api::auth::LocalTokens;
 use serde_json::{Value, json};
-use tower::ServiceExt;
-
-const SECRET: &[u8] = b"contract-test-secret-contract-test-secret";
 
 struct Harness {
     router: Router,
@@ -25,65 +19,24 @@ struct Harness {
 }
 
 fn harness() -> Harness {
-    let store = EmbeddedStore::open_in_memory().expect("store");
-    let key = StoredKey::generate("test-key".into(), Timestamp::now()).expect("key");
-    let signer = Arc::new(Signer::from_keys(&[key]).expect("signer"));
-    let tokens = Arc::new(LocalTokens::new(SECRET));
-    let auth: Arc<dyn Authenticator> = tokens.clone();
-    let app = App::new(
-        Stores {
-            store: store.clone(),
-            queue: store,
-        },
-        signer,
-        auth,
-    );
+    let built = common::app();
     Harness {
-        router: router(Arc::new(app)),
-        tokens,
+        router: built.router,
+        tokens: built.tokens,
     }
-}
-
-struct Reply {
-    status: StatusCode,
-    headers: axum::http::HeaderMap,
-    body: Value,
 }
 
 impl Harness {
     async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Reply {
-        let token = self.tokens.issue("acme", 600).expect("token");
-        let mut req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("authorization", format!("Bearer {token}"));
-        let body = match body {
-            Some(b) => {
-                req = req.header("content-type", "application/json");
-                Body::from(b.to_string())
-            }
-            None => Body::empty(),
-        };
-        let response = self
-            .router
-            .clone()
-            .oneshot(req.body(body).expect("request"))
-            .await
-            .expect("infallible");
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
-        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        Reply {
-            status,
-            headers,
-            body,
-        }
+        send_as(
+            &self.router,
+            &self.tokens,
+            "acme",
+            method,
+            path,
+            body.as_ref(),
+        )
+        .await
     }
 
     async fn ok(&self, method: &str, path: &str, body: Value) -> Value {

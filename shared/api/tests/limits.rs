@@ -3,28 +3,21 @@
 //! created), and the cap on a project-wide calculatePrices (422 `tooManyInstances`,
 //! nothing enqueued).
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
-use pricing_api::auth::{Authenticator, LocalTokens};
-use pricing_api::{App, Stores, router};
-use pricing_core::jws::{Signer, StoredKey};
+use axum::http::StatusCode;
+use common::{TestApp, send_as};
+use pricing_api::auth::LocalTokens;
 use pricing_core::limits::Quotas;
 use pricing_core::model::Message;
 use pricing_core::ports::WorkQueue;
-use pricing_core::time::Timestamp;
 use pricing_core::webhooks::CallbackPolicy;
 use pricing_embedded::EmbeddedStore;
 use serde_json::{Value, json};
-use tower::ServiceExt;
-
-const SECRET: &[u8] = b"limits-test-secret-limits-test-secret";
-
-type TestApp = App<Stores<EmbeddedStore, EmbeddedStore>>;
 
 struct Harness {
     router: Router,
@@ -33,26 +26,11 @@ struct Harness {
 }
 
 fn harness(configure: impl FnOnce(TestApp) -> TestApp) -> Harness {
-    let store = EmbeddedStore::open_in_memory().expect("store");
-    let key = StoredKey::generate("test-key".into(), Timestamp::now()).expect("key");
-    let signer = Arc::new(Signer::from_keys(&[key]).expect("signer"));
-    let tokens = Arc::new(LocalTokens::new(SECRET));
-    let auth: Arc<dyn Authenticator> = tokens.clone();
-    let app = configure(
-        App::new(
-            Stores {
-                store: store.clone(),
-                queue: store.clone(),
-            },
-            signer,
-            auth,
-        )
-        .with_callback_policy(CallbackPolicy::LOCAL),
-    );
+    let built = common::app_with(|app| configure(app.with_callback_policy(CallbackPolicy::LOCAL)));
     Harness {
-        router: router(Arc::new(app)),
-        store,
-        tokens,
+        router: built.router,
+        store: built.store,
+        tokens: built.tokens,
     }
 }
 
@@ -64,33 +42,16 @@ impl Harness {
         tenant: &str,
         body: Option<Value>,
     ) -> (StatusCode, axum::http::HeaderMap, Value) {
-        let token = self.tokens.issue(tenant, 600).expect("token");
-        let mut req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("authorization", format!("Bearer {token}"));
-        let body = match body {
-            Some(b) => {
-                req = req.header("content-type", "application/json");
-                Body::from(b.to_string())
-            }
-            None => Body::empty(),
-        };
-        let response = self
-            .router
-            .clone()
-            .oneshot(req.body(body).expect("request"))
-            .await
-            .expect("infallible");
-        let (status, headers) = (response.status(), response.headers().clone());
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
-        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        (status, headers, body)
+        let r = send_as(
+            &self.router,
+            &self.tokens,
+            tenant,
+            method,
+            path,
+            body.as_ref(),
+        )
+        .await;
+        (r.status, r.headers, r.body)
     }
 
     async fn created(&self, path: &str, tenant: &str, body: Value) -> Value {

@@ -1,15 +1,18 @@
 //! Router tests (oneshot, no network) on the embedded adapters: every route, every error
 //! class of DESIGN.md section 3, tenant isolation on every project-scoped route.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use common::TestApp;
 use http_body_util::BodyExt;
-use pricing_api::auth::{Authenticator, LocalTokens};
-use pricing_api::{App, ROUTES, Stores, router};
+use pricing_api::ROUTES;
+use pricing_api::auth::LocalTokens;
 use pricing_core::ids::{InstanceId, InstanceKey, ProjectId};
 use pricing_core::jws::{Signer, StoredKey};
 use pricing_core::model::Message;
@@ -20,8 +23,6 @@ use pricing_core::webhooks::CallbackPolicy;
 use pricing_embedded::EmbeddedStore;
 use serde_json::{Value, json};
 use tower::ServiceExt;
-
-const SECRET: &[u8] = b"router-test-secret-router-test-secret";
 
 struct Harness {
     router: Router,
@@ -38,28 +39,14 @@ struct Reply {
     len: usize,
 }
 
-type TestApp = App<Stores<EmbeddedStore, EmbeddedStore>>;
-
 /// A harness whose app `configure` adjusts (rate limit, callback policy).
 fn harness_with(configure: impl FnOnce(TestApp) -> TestApp) -> Harness {
-    let store = EmbeddedStore::open_in_memory().expect("store");
-    let key = StoredKey::generate("test-key".into(), Timestamp::now()).expect("key");
-    let signer = Arc::new(Signer::from_keys(&[key]).expect("signer"));
-    let tokens = Arc::new(LocalTokens::new(SECRET));
-    let auth: Arc<dyn Authenticator> = tokens.clone();
-    let app = configure(App::new(
-        Stores {
-            store: store.clone(),
-            queue: store.clone(),
-        },
-        signer.clone(),
-        auth,
-    ));
+    let built = common::app_with(configure);
     Harness {
-        router: router(Arc::new(app)),
-        store,
-        signer,
-        tokens,
+        router: built.router,
+        store: built.store,
+        signer: built.signer,
+        tokens: built.tokens,
     }
 }
 

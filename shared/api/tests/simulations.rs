@@ -2,40 +2,21 @@
 //! format of `standalone simulate market --scenario` answered with the report of its
 //! `--json`; every refusal a problem naming the field; the API's caps.
 
+mod common;
+
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
-use pricing_api::auth::{Authenticator, LocalTokens};
-use pricing_api::{App, Stores, router};
-use pricing_core::jws::{Signer, StoredKey};
-use pricing_core::time::Timestamp;
-use pricing_embedded::EmbeddedStore;
+use axum::http::StatusCode;
+use pricing_api::auth::LocalTokens;
 use pricing_simulate::caps;
 use pricing_simulate::report::Report;
 use pricing_simulate::scenario::Scenario;
 use serde_json::{Value, json};
-use tower::ServiceExt;
-
-const SECRET: &[u8] = b"simulation-test-secret-simulation-test-secret";
 
 fn app() -> (Router, Arc<LocalTokens>) {
-    let store = EmbeddedStore::open_in_memory().expect("store");
-    let key = StoredKey::generate("test-key".into(), Timestamp::now()).expect("key");
-    let signer = Arc::new(Signer::from_keys(&[key]).expect("signer"));
-    let tokens = Arc::new(LocalTokens::new(SECRET));
-    let auth: Arc<dyn Authenticator> = tokens.clone();
-    let app = App::new(
-        Stores {
-            store: store.clone(),
-            queue: store,
-        },
-        signer,
-        auth,
-    );
-    (router(Arc::new(app)), tokens)
+    let built = common::app();
+    (built.router, built.tokens)
 }
 
 struct Reply {
@@ -45,39 +26,17 @@ struct Reply {
 }
 
 async fn post(router: &Router, token: Option<&str>, path: &str, body: Option<&Value>) -> Reply {
-    let mut req = Request::builder().method("POST").uri(path);
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
-    }
-    let body = match body {
-        Some(b) => {
-            req = req.header("content-type", "application/json");
-            Body::from(b.to_string())
-        }
-        None => Body::empty(),
-    };
-    let response = router
-        .clone()
-        .oneshot(req.body(body).expect("request"))
-        .await
-        .expect("infallible");
-    let status = response.status();
-    let content_type = response
-        .headers()
+    let r = common::send(router, token, "POST", path, body).await;
+    let content_type = r
+        .headers
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
     Reply {
-        status,
+        status: r.status,
         content_type,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        body: r.body,
     }
 }
 
