@@ -409,8 +409,15 @@ async fn hold_lease(stack: &Stack, key: &InstanceKey, for_ms: u64) {
         .expect("hold the lease");
 }
 
+/// Held by the tests that send a burst of concurrent appends, one at a time: moto answers
+/// one request after the other, and two bursts of waiting callers polling at once (each
+/// drain round a query per inbox shard among them) slow it past the callers' 20 s wait.
+/// DynamoDB serves such requests in parallel.
+static BURSTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_entry_appends_at_once_are_committed_together_gapless_and_deduplicated() {
+    let _alone = BURSTS.lock().await;
     let stack = Stack::new("appends-inbox").await;
     let store = stack.store();
     let run = Run::new("appends-inbox");
@@ -688,6 +695,7 @@ impl Intercept for Overlap {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_rounds_read_the_next_round_while_one_commits_and_deduplicate_across_rounds() {
+    let _alone = BURSTS.lock().await;
     let (stack, _, key, _) = instance_with_one_entry("appends-rounds").await;
     let overlap = Overlap::default();
     let config = aws_sdk_dynamodb::config::Builder::from(&stack.sdk)
