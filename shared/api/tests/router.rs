@@ -60,20 +60,7 @@ impl Harness {
     }
 
     async fn raw(&self, request: Request<Body>) -> Reply {
-        let response = self
-            .router
-            .clone()
-            .oneshot(request)
-            .await
-            .expect("infallible");
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
+        let (status, headers, bytes) = common::respond(&self.router, request).await;
         let body = if bytes.is_empty() {
             Value::Null
         } else {

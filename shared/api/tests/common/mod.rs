@@ -87,11 +87,20 @@ pub async fn send(
         }
         None => Body::empty(),
     };
-    let response = router
-        .clone()
-        .oneshot(req.body(body).expect("request"))
-        .await
-        .expect("infallible");
+    let (status, headers, bytes) = respond(router, req.body(body).expect("request")).await;
+    Reply {
+        status,
+        headers,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    }
+}
+
+/// `request` through `router`: the answer's status, headers and body bytes.
+pub async fn respond(
+    router: &Router,
+    request: Request<Body>,
+) -> (StatusCode, HeaderMap, axum::body::Bytes) {
+    let response = router.clone().oneshot(request).await.expect("infallible");
     let (status, headers) = (response.status(), response.headers().clone());
     let bytes = response
         .into_body()
@@ -99,11 +108,7 @@ pub async fn send(
         .await
         .expect("body")
         .to_bytes();
-    Reply {
-        status,
-        headers,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    }
+    (status, headers, bytes)
 }
 
 /// `method path` with `body` as tenant `tenant`.
