@@ -137,6 +137,21 @@ impl ProductSales {
         self.bins.is_empty() && self.net_sold == 0
     }
 
+    /// [`own_shape`] of this record at `now` (a product of a new project: the shape its
+    /// own sales show so far, up to its sell-out).
+    pub fn own_shape(&self, now: Timestamp) -> f64 {
+        let mut units = [0.0; CURVE_BINS];
+        if self.at_default.len() == CURVE_BINS {
+            units.copy_from_slice(&self.at_default);
+        } else {
+            for (u, &b) in units.iter_mut().zip(&self.bins) {
+                *u = b as f64;
+            }
+        }
+        let end = self.period.map_or(0.0, |p| elapsed_share(&p, now));
+        own_shape(&units, end.min(self.sold_out_at.unwrap_or(1.0)))
+    }
+
     /// Records a sale (`units` > 0) or a return (`units` < 0) at elapsed share `tau` of
     /// the selling item's sales `period`; `left` is what the product has left to sell
     /// after it, when it has a capacity.
@@ -382,10 +397,11 @@ pub struct Curve {
 }
 
 impl Curve {
-    /// The curve of a new project: flat. With it the model raises prices when sales run
-    /// ahead but cuts below the default only within narrow limits (see `revenue`), so a
-    /// flat prior reads neither a late surge nor a slow start as weak demand, and does not
-    /// chase early sales that a rising prior would call strong.
+    /// The curve of a new project before its own sales show a shape ([`own_shape`]):
+    /// flat. With it the model raises prices when sales run ahead but cuts below the
+    /// default only within narrow limits (see `revenue`), so a flat prior reads neither a
+    /// late surge nor a slow start as weak demand, and does not chase early sales that a
+    /// rising prior would call strong.
     pub fn prior() -> Curve {
         Curve::flat()
     }
@@ -393,6 +409,18 @@ impl Curve {
     /// A flat curve (every bin the same share).
     pub fn flat() -> Curve {
         Curve::from_density(|_| 1.0)
+    }
+
+    /// The curve whose cumulative share by elapsed share `tau` is `tau^a` (`a` > 1: rising
+    /// toward the event; 1: flat).
+    pub fn power(a: f64) -> Curve {
+        let n = CURVE_BINS as f64;
+        let a = if a.is_finite() && a > 0.0 { a } else { 1.0 };
+        Curve::normalised(
+            (0..CURVE_BINS)
+                .map(|k| ((k + 1) as f64 / n).powf(a) - (k as f64 / n).powf(a))
+                .collect(),
+        )
     }
 
     /// Integrates `density` over each bin and normalises.
@@ -439,6 +467,76 @@ impl Curve {
     pub fn mass(&self, from: f64, to: f64) -> f64 {
         (self.cumulative(to) - self.cumulative(from)).max(0.0)
     }
+}
+
+/// The standard deviation of `ln a` around 0 (flat) in [`own_shape`]'s prior: a rising
+/// curve (`a` = 1.5) must show in about 40 units before the estimate is half way there,
+/// and a flat market's own noise moves it by about 0.08 (docs/pricing.md).
+pub const OWN_SHAPE_SD: f64 = 0.2;
+
+/// The most a bin counts in [`own_shape`], in multiples of the instance's mean units per
+/// bin so far: a burst (a press mention) is not a curve rising toward the event.
+const OWN_SHAPE_BIN_CAP: f64 = 2.0;
+
+/// A new project's booking curve as its instance's own sales show it: the exponent `a`
+/// of the power curve (cumulative share `tau^a`, [`Curve::power`]) that best explains when
+/// the product's units came, read at the default prices (`units` per bin, the record's
+/// `at_default`) up to elapsed share `end` (where the instance is, or its sell-out). The
+/// maximum a posteriori, with `ln a` normal around 0 (flat) of standard deviation
+/// [`OWN_SHAPE_SD`]; only the timing counts (the level is profiled out), and no bin
+/// counts more than [`OWN_SHAPE_BIN_CAP`] times the mean. 1 (flat) without sales.
+pub fn own_shape(units: &[f64; CURVE_BINS], end: f64) -> f64 {
+    let n = CURVE_BINS as f64;
+    let end = if end.is_finite() { end.min(1.0) } else { 0.0 };
+    // The bins read, and ln of each one's end (the last one's is `end`).
+    let read = ((end * n).ceil() as usize).min(CURVE_BINS);
+    let total: f64 = units[..read].iter().map(|u| u.max(0.0)).sum();
+    if !(total > 0.0 && total.is_finite() && end > 0.0) {
+        return 1.0;
+    }
+    let mut bins = [(0.0, 0.0); CURVE_BINS];
+    for (k, bin) in bins.iter_mut().enumerate().take(read) {
+        let (lo, hi) = (k as f64 / n, ((k + 1) as f64 / n).min(end));
+        let capped = units[k]
+            .max(0.0)
+            .min(OWN_SHAPE_BIN_CAP * total / end * (hi - lo));
+        *bin = (capped, hi.ln());
+    }
+    let bins = &bins[..read];
+    let counted: f64 = bins.iter().map(|b| b.0).sum();
+    let ln_end = end.ln();
+    // Log posterior of ln a: each unit's share, in its bin, of the curve so far.
+    let posterior = |ln_a: f64| -> f64 {
+        let a = ln_a.exp();
+        let (mut l, mut below) = (-counted * a * ln_end, 0.0);
+        for &(u, ln_hi) in bins {
+            let upto = (a * ln_hi).exp();
+            if u > 0.0 {
+                l += u * (upto - below).max(1e-300).ln();
+            }
+            below = upto;
+        }
+        l - ln_a * ln_a / (2.0 * OWN_SHAPE_SD * OWN_SHAPE_SD)
+    };
+    // Golden-section search on ln a within [-1, 1.2] (a from 0.37 to 3.3), to 0.005.
+    let g = (5f64.sqrt() - 1.0) / 2.0;
+    let (mut lo, mut hi) = (-1.0f64, 1.2f64);
+    let (mut x1, mut x2) = (hi - g * (hi - lo), lo + g * (hi - lo));
+    let (mut f1, mut f2) = (posterior(x1), posterior(x2));
+    while hi - lo > 5e-3 {
+        if f1 < f2 {
+            lo = x1;
+            (x1, f1) = (x2, f2);
+            x2 = lo + g * (hi - lo);
+            f2 = posterior(x2);
+        } else {
+            hi = x2;
+            (x2, f2) = (x1, f1);
+            x1 = hi - g * (hi - lo);
+            f1 = posterior(x1);
+        }
+    }
+    (0.5 * (lo + hi)).exp()
 }
 
 /// One past instance's sales of a product, as the curve learner reads them.

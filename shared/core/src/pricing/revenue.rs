@@ -9,8 +9,9 @@
 //! `(p - lambda) * D_i(p)`: with capacity to spare `lambda = 0` and each item sits at its
 //! revenue-maximising price; when the believed demand exceeds the units left, `lambda`
 //! rises until it does not. Estimates come from [`demand::fit`]; the curve and the prior
-//! demand level from the project's past instances ([`ProjectHistory`]), else the flat
-//! prior curve and the user's `expectedSales` — and then the model cuts below the default
+//! demand level from the project's past instances ([`ProjectHistory`]), else the curve
+//! the instance's own sales show so far ([`demand::own_shape`], flat until they show
+//! otherwise) and the user's `expectedSales` — and then the model cuts below the default
 //! price only as far as the user's belief calls for, the sales do not contradict, and
 //! [`uninformed_cut`] allows (early on, a late surge and weak demand look alike), and
 //! reads a surge from the item's recent pace ([`Pace`]): buyers coming faster than the
@@ -84,7 +85,8 @@ pub enum CurveSource {
     Learned,
     /// Learned from the project's other products (no past sales of this one).
     Project,
-    /// The prior curve of a new project.
+    /// A new project: the curve the instance's own sales show so far (flat before they
+    /// show a shape).
     #[default]
     Prior,
 }
@@ -248,6 +250,13 @@ pub(crate) fn plan_product(
         return fallback(items, note, previous_at, &curve, now);
     };
     let units_left = capacity.saturating_sub(committed);
+    // A new project has no curve learned: its instance's own sales show how demand
+    // rises toward the event so far (flat until they show otherwise).
+    let curve = if source == CurveSource::Prior {
+        Curve::power(product.demand.own_shape(now))
+    } else {
+        curve
+    };
     let evidence = match source {
         CurveSource::Prior => EVIDENCE_ON_PRIOR_CURVE,
         CurveSource::Learned | CurveSource::Project => 1.0,
@@ -286,7 +295,13 @@ pub(crate) fn plan_product(
             let ps = &item.properties.price_settings;
             let default = ps.default.to_f64().max(1e-6);
             let tau = elapsed_share(&item.properties.sales_period, now);
-            let mut exposure = exposure_now(input, previous_at, &curve, now);
+            let mut exposure = exposure_now(
+                input,
+                previous_at,
+                &curve,
+                source == CurveSource::Prior,
+                now,
+            );
             let prior = Prior {
                 level: (believed * share).max(0.5),
                 default,
@@ -408,10 +423,12 @@ fn cut_floors(items: &[Solving<'_>], capacity: f64, units_left: f64) -> Vec<f64>
     let shown: Vec<Market> = items
         .iter()
         .map(|s| {
-            let seen = back_loaded_cumulative(s.tau);
-            // The flat prior curve's exposure is `tau`; read against the back-loaded one.
+            // The fit read the sales against the curve's share so far; read them against
+            // the back-loaded one when that finds more demand to come.
+            let own = 1.0 - s.demand_left;
+            let seen = back_loaded_cumulative(s.tau).min(own);
             let level = if seen > 0.0 {
-                (s.market.estimate.level * (s.tau / seen)).min(1e12)
+                (s.market.estimate.level * (own / seen)).min(1e12)
             } else {
                 1e12
             };
@@ -460,7 +477,7 @@ fn fallback(
                     note: Some(note),
                     ..RevenueExplanation::default()
                 })),
-                exposure: exposure_now(input, previous_at, curve, now),
+                exposure: exposure_now(input, previous_at, curve, false, now),
             }
         })
         .collect()
@@ -468,11 +485,14 @@ fn fallback(
 
 /// The item's exposure up to `now`: the carried one plus the curve mass since the previous
 /// calculation at the previous price (from the start of the period at the previous or
-/// default price when nothing was carried).
+/// default price when nothing was carried). With `moving` (the curve follows the
+/// instance's own sales, so it may have changed since) the carried exposure is first
+/// brought to the curve's share until the previous calculation, its prices' mix kept.
 fn exposure_now(
     input: &ItemInput<'_>,
     previous_at: Option<Timestamp>,
     curve: &Curve,
+    moving: bool,
     now: Timestamp,
 ) -> Exposure {
     let item = input.item;
@@ -488,6 +508,13 @@ fn exposure_now(
             levels.extend_from_slice(&carried.levels);
             let from = elapsed_share(period, at);
             let mass = curve.mass(from, tau);
+            let had: f64 = levels.iter().map(|(_, w)| w).sum();
+            let until = curve.cumulative(from);
+            if moving && had > 0.0 && until > 0.0 {
+                for (_, w) in &mut levels {
+                    *w *= until / had;
+                }
+            }
             // Without a pace (an exposure stored before it was kept) or an estimate (a
             // product priced without a capacity) nothing says what was expected: the pace
             // starts afresh, else every unit sold so far would read as a surge.

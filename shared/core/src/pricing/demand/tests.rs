@@ -728,3 +728,99 @@ fn an_items_share_is_averaged_over_the_instances_that_sold_it() {
     untimed.record(&ga, 5, 50.0, None, 50.0, None, &period);
     assert!(untimed.items.is_empty());
 }
+
+/// [`own_shape`] of `p`'s units read at the default (its raw units when it keeps none).
+fn shape(p: &PastSales) -> f64 {
+    own_shape(&p.at_default.unwrap_or(p.bins), read_end(p))
+}
+
+/// An instance's own sales up to elapsed share `until`, at the default price, from a
+/// demand of `level` units over the period spread as `truth`.
+fn own_sales(truth: &Curve, level: f64, until: f64, seed: u64) -> PastSales {
+    let mut rng = Rng(seed);
+    let mut p = PastSales::new();
+    p.read_until = until;
+    for k in 0..CURVE_BINS {
+        let from = k as f64 / CURVE_BINS as f64;
+        let to = ((k + 1) as f64 / CURVE_BINS as f64).min(until);
+        let units = rng.poisson(level * truth.mass(from, to.max(from))) as f64;
+        p.bins[k] = units;
+        p.relative[k] = units;
+    }
+    p
+}
+
+#[test]
+fn power_curves_have_the_cumulative_share_they_name() {
+    for a in [0.5, 1.0, 1.5, 2.5] {
+        let c = Curve::power(a);
+        for tau in [0.25, 0.5, 0.8] {
+            let want = f64::powf(tau, a);
+            assert!((c.cumulative(tau) - want).abs() < 1e-9, "a {a}, tau {tau}");
+        }
+    }
+    for odd in [1.0, f64::NAN, -1.0] {
+        let c = Curve::power(odd);
+        assert!(
+            c.bins.iter().all(|b| (b - 0.05).abs() < 1e-12),
+            "{odd}: {c:?}"
+        );
+    }
+}
+
+#[test]
+fn an_instances_own_sales_tell_a_rising_curve_from_a_flat_one() {
+    let rising = Curve::from_density(|t| 0.5 + 1.5 * t); // a quarter as fast at the start
+    let (mut flat_sum, mut rising_sum) = (0.0, 0.0);
+    for seed in 0..20 {
+        let flat = shape(&own_sales(&Curve::flat(), 400.0, 0.5, seed));
+        let up = shape(&own_sales(&rising, 400.0, 0.5, seed));
+        assert!((0.75..1.3).contains(&flat), "flat read as {flat}");
+        assert!(up > 1.05, "rising read as {up}");
+        flat_sum += flat;
+        rising_sum += up;
+    }
+    let (flat, rising) = (flat_sum / 20.0, rising_sum / 20.0);
+    assert!(
+        (flat - 1.0).abs() < 0.05,
+        "flat markets read as {flat} on average"
+    );
+    assert!(
+        rising > 1.2 && rising < 1.6,
+        "rising markets read as {rising}"
+    );
+}
+
+#[test]
+fn without_sales_or_with_few_the_own_shape_stays_near_flat() {
+    assert_eq!(shape(&PastSales::new()), 1.0);
+    let mut empty = PastSales::new();
+    empty.read_until = 0.4;
+    assert_eq!(shape(&empty), 1.0);
+    // Three units, all late in what was seen: the prior holds the shape near flat.
+    let mut few = PastSales::new();
+    few.read_until = 0.3;
+    few.bins[5] = 3.0;
+    few.relative[5] = 3.0;
+    let a = shape(&few);
+    assert!(a > 1.0 && a < 1.3, "{a}");
+}
+
+#[test]
+fn a_burst_counts_as_no_more_than_twice_the_mean_bin() {
+    // Flat sales, then six times the buyers in one bin: a passing burst, not a curve
+    // rising toward the event.
+    let mut burst = own_sales(&Curve::flat(), 400.0, 0.6, 3);
+    burst.bins[10] *= 6.0;
+    burst.relative[10] = burst.bins[10];
+    let capped = shape(&burst);
+    assert!(capped < 1.2, "a burst read as a rising curve: {capped}");
+    // Sold at raised prices, the units read at the default count (not the raw ones).
+    let mut at_default = own_sales(&Curve::flat(), 400.0, 0.6, 3);
+    at_default.at_default = Some(at_default.bins);
+    for k in 6..12 {
+        at_default.bins[k] *= 0.5;
+    }
+    let a = shape(&at_default);
+    assert!((0.8..1.2).contains(&a), "{a}");
+}

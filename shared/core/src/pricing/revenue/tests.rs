@@ -480,7 +480,14 @@ fn without_history_a_late_surge_raises_the_price_within_a_day() {
         busy_e.bid_price > calm_e.bid_price,
         "capacity is scarcer: {busy_e:?}"
     );
-    assert_eq!(busy_e.demand_left, calm_e.demand_left, "the curve's share");
+    // The curve follows the instance's own sales: the surge also tilts it toward the
+    // event (a burst counts at most twice the mean day, so only a little).
+    assert!(
+        busy_e.demand_left >= calm_e.demand_left && busy_e.demand_left < calm_e.demand_left * 1.2,
+        "the curve's share: {} after the surge, {} without",
+        busy_e.demand_left,
+        calm_e.demand_left
+    );
 }
 
 #[test]
