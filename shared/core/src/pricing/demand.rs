@@ -469,9 +469,11 @@ impl Curve {
     }
 }
 
-/// The standard deviation of `ln a` around 0 (flat) in [`own_shape`]'s prior: a rising
-/// curve (`a` = 1.5) must show in about 40 units before the estimate is half way there,
-/// and a flat market's own noise moves it by about 0.08 (docs/pricing.md).
+/// The standard deviation of `ln a` around 0 (flat) in [`own_shape`]'s prior: the prior
+/// weighs as much as the timing of about 25 units (`1 / 0.2^2`; `ln a` read from `n`
+/// units has a standard deviation of about `1 / sqrt(n)`), so a rising curve is read half
+/// way after 25 units, and a flat market's own noise moves `a` by about 0.08
+/// (docs/pricing.md).
 pub const OWN_SHAPE_SD: f64 = 0.2;
 
 /// The most a bin counts in [`own_shape`], in multiples of the instance's mean units per
