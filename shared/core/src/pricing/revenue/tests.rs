@@ -640,3 +640,34 @@ fn past_instances_split_the_level_among_the_items_as_they_sold() {
     );
     assert_eq!(learned.item_shares(&[id("new")]), None, "none known: equal");
 }
+
+#[test]
+fn without_history_sales_rising_toward_the_event_leave_more_demand_to_come() {
+    // Two new projects sell about the same units in the first half of the period: one
+    // at an even pace, the other slowly at first and faster every day. The second reads
+    // its own curve as rising and expects more of its demand still to come.
+    let mut flat = one_item(0.85);
+    let even = trade(&mut flat, 16, &ProjectHistory::default(), |_| 6);
+    let mut rising = one_item(0.85);
+    let faster = trade(&mut rising, 16, &ProjectHistory::default(), |day| {
+        1 + u64::from(day) * 2 / 3
+    });
+    let (even_e, faster_e) = (explanation(&even, "ga"), explanation(&faster, "ga"));
+    assert!(
+        faster_e.demand_left > even_e.demand_left + 0.03,
+        "rising sales leave {} of the demand to come, even ones {}",
+        faster_e.demand_left,
+        even_e.demand_left
+    );
+    assert!(
+        (even_e.demand_left - even_e.time_left).abs() < 0.03,
+        "even sales keep the curve about flat: {even_e:?}"
+    );
+    let price = |c: &Calculation| c.get(&id("ga")).expect("priced").price.to_f64();
+    assert!(
+        price(&faster) >= price(&even),
+        "{} rising, {} even",
+        price(&faster),
+        price(&even)
+    );
+}
