@@ -5,6 +5,7 @@
 use pricing_core::entry::PricingModel;
 use pricing_core::ids::ItemId;
 use pricing_core::money::Money;
+pub use pricing_core::pricing::demand::golden_max;
 use pricing_core::time::Timestamp;
 use serde_json::{Map, Value};
 
@@ -776,38 +777,4 @@ impl Wtp {
             Wtp::Logistic { .. } => golden_max(|p| self.gain(p, delta), min, max, 1e-9),
         }
     }
-}
-
-/// The maximiser of a unimodal `f` on [lo, hi], to `tol` relative to the interval.
-pub fn golden_max(f: impl Fn(f64) -> f64, lo: f64, hi: f64, tol: f64) -> f64 {
-    const R: f64 = 0.618_033_988_749_894_8;
-    let (mut a, mut b) = (lo, hi);
-    if b <= a {
-        return a;
-    }
-    let eps = tol * (hi - lo).max(1e-12);
-    let mut c = b - R * (b - a);
-    let mut d = a + R * (b - a);
-    let (mut fc, mut fd) = (f(c), f(d));
-    while b - a > eps {
-        if fc >= fd {
-            b = d;
-            d = c;
-            fd = fc;
-            c = b - R * (b - a);
-            fc = f(c);
-        } else {
-            a = c;
-            c = d;
-            fc = fd;
-            d = a + R * (b - a);
-            fd = f(d);
-        }
-    }
-    let mid = (a + b) * 0.5;
-    // The ends can be the maximum (the search never evaluates them).
-    [lo, mid, hi]
-        .into_iter()
-        .max_by(|x, y| f(*x).total_cmp(&f(*y)))
-        .unwrap_or(mid)
 }

@@ -520,25 +520,44 @@ pub fn own_shape(units: &[f64; CURVE_BINS], end: f64) -> f64 {
         }
         l - ln_a * ln_a / (2.0 * OWN_SHAPE_SD * OWN_SHAPE_SD)
     };
-    // Golden-section search on ln a within [-1, 1.2] (a from 0.37 to 3.3), to 0.005.
-    let g = (5f64.sqrt() - 1.0) / 2.0;
-    let (mut lo, mut hi) = (-1.0f64, 1.2f64);
-    let (mut x1, mut x2) = (hi - g * (hi - lo), lo + g * (hi - lo));
-    let (mut f1, mut f2) = (posterior(x1), posterior(x2));
-    while hi - lo > 5e-3 {
-        if f1 < f2 {
-            lo = x1;
-            (x1, f1) = (x2, f2);
-            x2 = lo + g * (hi - lo);
-            f2 = posterior(x2);
+    // ln a within [-1, 1.2] (a from 0.37 to 3.3), to about 0.005.
+    golden_max(posterior, -1.0, 1.2, 2e-3).exp()
+}
+
+/// The maximiser of a unimodal `f` on [lo, hi], to `tol` relative to the interval, by
+/// golden-section search (the simulator's references use it too).
+pub fn golden_max(f: impl Fn(f64) -> f64, lo: f64, hi: f64, tol: f64) -> f64 {
+    const R: f64 = 0.618_033_988_749_894_8;
+    let (mut a, mut b) = (lo, hi);
+    if b <= a {
+        return a;
+    }
+    let eps = tol * (hi - lo).max(1e-12);
+    let mut c = b - R * (b - a);
+    let mut d = a + R * (b - a);
+    let (mut fc, mut fd) = (f(c), f(d));
+    while b - a > eps {
+        if fc >= fd {
+            b = d;
+            d = c;
+            fd = fc;
+            c = b - R * (b - a);
+            fc = f(c);
         } else {
-            hi = x2;
-            (x2, f2) = (x1, f1);
-            x1 = hi - g * (hi - lo);
-            f1 = posterior(x1);
+            a = c;
+            c = d;
+            fc = fd;
+            d = a + R * (b - a);
+            fd = f(d);
         }
     }
-    (0.5 * (lo + hi)).exp()
+    let mid = (a + b) * 0.5;
+    // The ends can be the maximum (the search never evaluates them).
+    [lo, mid, hi]
+        .into_iter()
+        .map(|x| (x, f(x)))
+        .max_by(|x, y| x.1.total_cmp(&y.1))
+        .map_or(mid, |(x, _)| x)
 }
 
 /// One past instance's sales of a product, as the curve learner reads them.
