@@ -30,7 +30,8 @@
 //!   estimate update (a MAP fit per item, from the previous estimate) and the re-solve of
 //!   every product. Budget: < 50 ms per 10,000 items, >=
 //!   1,000,000 item prices per second per core.
-//! - `revenue/calculate_warm_prior_10k`: the same in a new project (prior curve).
+//! - `revenue/calculate_warm_prior_10k`: the same in a new project (prior curve), its
+//!   previous calculation made in the new project too.
 //! - `revenue/calculate_and_serialize_10k`: the warm calculation plus its JSON
 //!   (explanations and exposures), as a recalculator stores it.
 //! - `revenue/learn_history_10x100`: learning the booking curves from 10 past instances
@@ -425,36 +426,43 @@ fn check_revenue_instance(c: &Calculation) {
 fn revenue(c: &mut Criterion) {
     let warm = revenue_instance();
     let history = ProjectHistory::from_products(&warm.past, warm.now);
-    // The previous calculation, an hour earlier (itself an hour after the exposures
-    // built above): its prices, and its exposures with the estimates it carries.
-    let before = calculate_with(
-        &warm.state,
-        true,
-        Trigger::Schedule,
-        at_ms(warm.now.millis() - HOUR_MS),
-        &Previous {
-            at: Some(at_ms(warm.now.millis() - 2 * HOUR_MS)),
-            prices: &warm.prices,
-            exposures: &warm.exposures,
-        },
-        &[],
-        &history,
-    );
-    let prices = pricing_core::pricing::prices_by_item(&before.prices);
-    let exposures = pricing_core::pricing::exposures_by_item(&before.prices);
-    let previous = Previous {
-        at: Some(before.calculated_at),
-        prices: &prices,
-        exposures: &exposures,
-    };
     let new_project = ProjectHistory::default();
+    // The previous calculation, an hour earlier (itself an hour after the exposures
+    // built above), made with the same history as the measured one (a new project's
+    // previous calculation was a new project's too): its prices, and its exposures with
+    // the estimates it carries, from which the measured fits start.
+    let before = |history: &ProjectHistory| {
+        let c = calculate_with(
+            &warm.state,
+            true,
+            Trigger::Schedule,
+            at_ms(warm.now.millis() - HOUR_MS),
+            &Previous {
+                at: Some(at_ms(warm.now.millis() - 2 * HOUR_MS)),
+                prices: &warm.prices,
+                exposures: &warm.exposures,
+            },
+            &[],
+            history,
+        );
+        let prices = pricing_core::pricing::prices_by_item(&c.prices);
+        let exposures = pricing_core::pricing::exposures_by_item(&c.prices);
+        (c.calculated_at, prices, exposures)
+    };
+    let learned = before(&history);
+    let prior = before(&new_project);
     let calculate_warm = |history: &ProjectHistory| {
+        let (at, prices, exposures) = if history.is_empty() { &prior } else { &learned };
         calculate_with(
             black_box(&warm.state),
             true,
             Trigger::Schedule,
             warm.now,
-            black_box(&previous),
+            black_box(&Previous {
+                at: Some(*at),
+                prices,
+                exposures,
+            }),
             &[],
             black_box(history),
         )
