@@ -391,12 +391,26 @@ impl Exposure {
 
 /// A booking curve: the share of a period's demand in each of [`CURVE_BINS`] equal bins
 /// of the elapsed share (piecewise constant density; sums to 1).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Curve {
-    pub bins: Vec<f64>,
+    bins: Vec<f64>,
+    /// The cumulative share at each bin's start (and 1 past the last): read several times
+    /// per item and calculation, summed once here.
+    starts: [f64; CURVE_BINS + 1],
 }
 
 impl Curve {
+    /// The curve of these shares per bin (they are taken as they are: see `normalised`).
+    fn new(bins: Vec<f64>) -> Curve {
+        let mut starts = [0.0; CURVE_BINS + 1];
+        let mut sum = 0.0;
+        for (k, b) in bins.iter().take(CURVE_BINS).enumerate() {
+            sum += b;
+            starts[k + 1] = sum;
+        }
+        Curve { bins, starts }
+    }
+
     /// The curve of a new project before its own sales show a shape ([`own_shape`]):
     /// flat. With it the model raises prices when sales run ahead but cuts below the
     /// default only within narrow limits (see `revenue`), so a flat prior reads neither a
@@ -442,9 +456,7 @@ impl Curve {
         if !(total > 0.0 && total.is_finite()) {
             return Curve::flat();
         }
-        Curve {
-            bins: bins.into_iter().map(|v| v / total).collect(),
-        }
+        Curve::new(bins.into_iter().map(|v| v / total).collect())
     }
 
     /// The share of demand before elapsed share `tau` (0 at the start, 1 at the end).
@@ -456,7 +468,7 @@ impl Curve {
         };
         let x = tau * CURVE_BINS as f64;
         let whole = (x as usize).min(CURVE_BINS);
-        let mut sum: f64 = self.bins[..whole].iter().sum();
+        let mut sum = self.starts[whole];
         if whole < CURVE_BINS {
             sum += self.bins[whole] * (x - whole as f64);
         }
@@ -1230,7 +1242,7 @@ fn fit_curve(rows: &[&PastSales], beta: f64) -> Curve {
         }
         g = Curve::normalised(next).bins;
     }
-    Curve { bins: g }
+    Curve::new(g)
 }
 
 /// What the user told the service about an item, the priors of [`fit`].

@@ -35,11 +35,12 @@ pub fn main_date(meta: &Map<String, Value>) -> Option<Timestamp> {
 
 /// The elapsed share of `period` at `now`, clamped to 0..1.
 pub fn elapsed_share(period: &Period, now: Timestamp) -> f64 {
-    let total = (period.end.millis() - period.start.millis()) as f64;
+    let start = period.start.millis();
+    let total = (period.end.millis() - start) as f64;
     if total <= 0.0 {
         return if now >= period.end { 1.0 } else { 0.0 };
     }
-    ((now.millis() - period.start.millis()) as f64 / total).clamp(0.0, 1.0)
+    ((now.millis() - start) as f64 / total).clamp(0.0, 1.0)
 }
 
 /// Days from `now` to `date` (negative once it has passed).

@@ -300,7 +300,7 @@ pub(crate) fn plan_product(
                 previous_at,
                 &curve,
                 source == CurveSource::Prior,
-                now,
+                tau,
             );
             let prior = Prior {
                 level: (believed * share).max(0.5),
@@ -477,15 +477,21 @@ fn fallback(
                     note: Some(note),
                     ..RevenueExplanation::default()
                 })),
-                exposure: exposure_now(input, previous_at, curve, false, now),
+                exposure: exposure_now(
+                    input,
+                    previous_at,
+                    curve,
+                    false,
+                    elapsed_share(&input.item.properties.sales_period, now),
+                ),
             }
         })
         .collect()
 }
 
-/// The item's exposure up to `now`: the carried one plus the curve mass since the previous
-/// calculation at the previous price (from the start of the period at the previous or
-/// default price when nothing was carried). With `moving` (the curve follows the
+/// The item's exposure up to `tau` (the elapsed share of its period now): the carried one
+/// plus the curve mass since the previous calculation at the previous price (from the
+/// start of the period at the previous or default price when nothing was carried). With `moving` (the curve follows the
 /// instance's own sales, so it may have changed since) the carried exposure is first
 /// brought to the curve's share until the previous calculation, its prices' mix kept.
 fn exposure_now(
@@ -493,14 +499,13 @@ fn exposure_now(
     previous_at: Option<Timestamp>,
     curve: &Curve,
     moving: bool,
-    now: Timestamp,
+    tau: f64,
 ) -> Exposure {
     let item = input.item;
     let period = &item.properties.sales_period;
     let default = item.properties.price_settings.default;
     let price = input.previous_price.unwrap_or(default).to_f64();
     let default = default.to_f64();
-    let tau = elapsed_share(period, now);
     match (input.carried, previous_at) {
         (Some(carried), Some(at)) => {
             // Room for the level this calculation may add (a clone has none).
