@@ -394,13 +394,15 @@ impl Exposure {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Curve {
     bins: Vec<f64>,
-    /// The cumulative share at each bin's start (and 1 past the last): read several times
-    /// per item and calculation, summed once here.
+    /// `starts[k]`: the cumulative share at the start of bin `k` (`starts[CURVE_BINS]`,
+    /// the whole): [`Curve::cumulative`] is read several times per item and calculation,
+    /// so the bins are summed once, here.
     starts: [f64; CURVE_BINS + 1],
 }
 
 impl Curve {
-    /// The curve of these shares per bin (they are taken as they are: see `normalised`).
+    /// The curve of these shares per bin, as they are ([`Curve::normalised`] makes them
+    /// sum to 1).
     fn new(bins: Vec<f64>) -> Curve {
         let mut starts = [0.0; CURVE_BINS + 1];
         let mut sum = 0.0;

@@ -491,9 +491,10 @@ fn fallback(
 
 /// The item's exposure up to `tau` (the elapsed share of its period now): the carried one
 /// plus the curve mass since the previous calculation at the previous price (from the
-/// start of the period at the previous or default price when nothing was carried). With `moving` (the curve follows the
-/// instance's own sales, so it may have changed since) the carried exposure is first
-/// brought to the curve's share until the previous calculation, its prices' mix kept.
+/// start of the period at the previous or default price when nothing was carried). With
+/// `moving` (the curve follows the instance's own sales, so it may have changed since)
+/// the carried exposure is first brought to the curve's share until the previous
+/// calculation, its prices' mix kept.
 fn exposure_now(
     input: &ItemInput<'_>,
     previous_at: Option<Timestamp>,

@@ -769,6 +769,31 @@ fn power_curves_have_the_cumulative_share_they_name() {
 }
 
 #[test]
+fn a_curves_cumulative_share_is_its_bins_summed_up_to_tau() {
+    // Learned curves too: `fit_curve` builds its own, here from a late surge.
+    let surge = Curve::from_density(|t| if t > 0.8 { 6.0 } else { 1.0 });
+    let learned = learn_curve(&[own_sales(&surge, 400.0, 1.0, 7)]).expect("a curve");
+    for c in [
+        Curve::power(1.7),
+        Curve::from_density(|t| 1.0 + 9.0 * t * t),
+        learned,
+    ] {
+        for i in 0..=200 {
+            let tau = f64::from(i) / 200.0;
+            let x = tau * CURVE_BINS as f64;
+            let whole = (x as usize).min(CURVE_BINS);
+            let mut want: f64 = c.bins[..whole].iter().sum();
+            if whole < CURVE_BINS {
+                want += c.bins[whole] * (x - whole as f64);
+            }
+            assert!((c.cumulative(tau) - want).abs() < 1e-12, "tau {tau}: {c:?}");
+            assert!((c.mass(0.1, tau) - (want - c.cumulative(0.1)).max(0.0)).abs() < 1e-12);
+        }
+        assert!((c.cumulative(1.0) - 1.0).abs() < 1e-9);
+    }
+}
+
+#[test]
 fn an_instances_own_sales_tell_a_rising_curve_from_a_flat_one() {
     let rising = Curve::from_density(|t| 0.5 + 1.5 * t); // a quarter as fast at the start
     let (mut flat_sum, mut rising_sum) = (0.0, 0.0);
