@@ -468,6 +468,13 @@ fn revenue(c: &mut Criterion) {
         )
     };
     check_revenue_instance(&calculate_warm(&history));
+    // A new project's items price on the prior curve (the instance's own shape).
+    let fresh = calculate_warm(&new_project);
+    assert_eq!(fresh.calculated().count(), PRODUCTS * ITEMS_PER_PRODUCT);
+    assert!(fresh.prices.iter().all(|p| matches!(
+        p.explanation.model.as_ref(),
+        Some(ModelExplanation::Revenue(r)) if r.curve == CurveSource::Prior
+    )));
     let mut group = c.benchmark_group("revenue");
     group.sample_size(30);
     group.throughput(Throughput::Elements(warm.state.items.len() as u64));
