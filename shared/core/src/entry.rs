@@ -1083,6 +1083,16 @@ fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &
             _ => {}
         },
         DocKind::ProductProperties => match tokens.as_slice() {
+            // The whole document: its checked fields are checked inside it.
+            [] => {
+                if let Some(map) = value.as_object() {
+                    for key in ["schedule", "expectedSales"] {
+                        if let Some(v) = map.get(key) {
+                            check_value_at(&format!("/{key}"), v, &format!("{ptr}/{key}"), kind, errors);
+                        }
+                    }
+                }
+            }
             ["schedule"] => errors.push(
                 ptr,
                 codes::REMOVED,

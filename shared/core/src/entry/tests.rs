@@ -1375,6 +1375,19 @@ fn product_properties_patches_are_checked() {
         "/data/update/schedule",
         "pricingSchedule",
     );
+    // The whole document replaced is checked at its fields.
+    assert_eq!(
+        pc(&bad(props(json!([
+            {"op": "replace", "path": "", "value": {"capacity": 10, "expectedSales": 1.5, "schedule": {}}}
+        ])))),
+        [
+            ("/data/patch/0/value/schedule", codes::REMOVED),
+            ("/data/patch/0/value/expectedSales", codes::RANGE),
+        ]
+    );
+    ok(props(json!([
+        {"op": "replace", "path": "", "value": {"capacity": 10, "expectedSales": 0.5}}
+    ])));
     // Both problems of one entry are reported.
     assert_eq!(
         pc(&bad_at(
