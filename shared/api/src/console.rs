@@ -6,8 +6,8 @@
 //! strict Content-Security-Policy (scripts, styles and connections to this origin only; no
 //! inline script or style element, no frames, no form posts) and `nosniff`.
 
+use crate::extract::Path;
 use axum::Router;
-use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use pricing_core::ids::InstanceKey;
 use pricing_core::model::{AppendOutcome, LogRecord, Message};
 use pricing_core::ports::{Enqueue, EntryLog};
@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonBody, parse_limit};
+use crate::extract::{Caller, JsonBody, Path, parse_limit};
 use crate::instances::owned_instance;
 use crate::paging::{Budget, MAX_PAGE_BYTES, json_len};
 use crate::util::now;

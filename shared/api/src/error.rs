@@ -51,7 +51,12 @@ impl ApiError {
     /// 400 with one located error.
     pub fn invalid_field(pointer: &str, code: &str, message: impl Into<String>) -> Self {
         let message = message.into();
-        Self::bad_request(format!("{pointer} {message}")).with_errors(vec![FieldError {
+        let detail = if pointer.is_empty() {
+            message.clone()
+        } else {
+            format!("{pointer} {message}")
+        };
+        Self::bad_request(detail).with_errors(vec![FieldError {
             pointer: pointer.to_owned(),
             code: code.to_owned(),
             message,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use pricing_core::ports::StoreError;
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::{EventQuery, EventType, read_events};
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, parse_limit};
+use crate::extract::{Caller, Path, parse_limit};
 use crate::instances::owned_instance;
 use crate::paging::MAX_PAGE_BYTES;
 

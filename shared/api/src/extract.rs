@@ -41,6 +41,28 @@ impl<P: Ports> FromRequestParts<Arc<App<P>>> for Caller {
     }
 }
 
+/// Path parameters, like axum's `Path`, failing with a problem response: a segment that
+/// does not decode (not UTF-8 once percent-decoded) names no resource, so 404.
+pub struct Path<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for Path<T>
+where
+    T: serde::de::DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(Path(value)),
+            Err(rejection) => Err(ApiError::not_found(format!(
+                "no such resource: {}",
+                rejection.body_text()
+            ))),
+        }
+    }
+}
+
 /// A JSON body: `application/json` (or `+json`), at most the body limit, valid JSON.
 /// An empty body reads as `None`.
 pub struct JsonBody(pub Option<Value>);

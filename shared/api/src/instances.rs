@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use pricing_core::document::{DocumentError, MAX_DOCUMENT_DEPTH};
 use pricing_core::ids::{InstanceId, InstanceKey, ItemId, ProductId};
@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonBody, MAX_PAGE, page_request};
+use crate::extract::{Caller, JsonBody, MAX_PAGE, Path, page_request};
 use crate::paging::{MAX_INLINE_BYTES, store_page};
 use crate::projects::owned_project;
 use crate::summaries::{item_page, product_item_ids, product_page};
@@ -96,7 +96,9 @@ pub async fn create<P: Ports>(
     let meta = match o.get("meta") {
         Some(m) => {
             check_instance_meta(m, "/meta", &mut errors);
-            m.as_object().cloned().unwrap_or_default()
+            let mut meta = m.as_object().cloned().unwrap_or_default();
+            pricing_core::meta::normalise_dates(&mut meta);
+            meta
         }
         None => Map::new(),
     };

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use pricing_core::ids::{ItemId, MatchId};
 use pricing_core::money::Money;
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonBody};
+use crate::extract::{Caller, JsonBody, Path};
 use crate::instances::owned_instance;
 use crate::util::{reject_nulls, reject_unknown_fields};
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult, TOO_MANY_INSTANCES};
-use crate::extract::{Caller, JsonBody, page_request};
+use crate::extract::{Caller, JsonBody, Path, page_request};
 use crate::instances::owned_instance;
 use crate::paging::{Budget, MAX_PAGE_BYTES, json_len, store_page};
 use crate::projects::owned_project;

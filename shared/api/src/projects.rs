@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use pricing_core::ids::{ProjectId, ProjectKey};
 use pricing_core::model::Project;
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonBody, page_request};
+use crate::extract::{Caller, JsonBody, Path, page_request};
 use crate::paging::store_page;
 use crate::util::{now, reject_nulls, reject_unknown_fields};
 

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use pricing_core::ids::{InstanceId, ProjectKey, SubscriptionId};
 use pricing_core::model::Message;
@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonBody, page_request};
+use crate::extract::{Caller, JsonBody, Path, page_request};
 use crate::instances::owned_instance;
 use crate::paging::store_page;
 use crate::projects::owned_project;

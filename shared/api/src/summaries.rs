@@ -12,14 +12,14 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use pricing_core::ids::{ItemId, ProductId};
 use pricing_core::state::{InstanceState, ItemState, ProductState, ProductTotals};
 use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, page_request};
+use crate::extract::{Caller, Path, page_request};
 use crate::instances::{load_state, owned_instance};
 use crate::paging::{Budget, MAX_PAGE_BYTES, json_len};
 

@@ -407,6 +407,19 @@ async fn instances_need_a_json_object_and_validate_meta() {
         .await;
     assert_eq!(r.body["meta"]["dates"][0]["tags"], json!(["main"]));
     assert_eq!(r.body["items"], json!([]));
+    // Dates are kept in UTC, as every time on the wire.
+    let offset = json!({"instanceId": "show-2", "meta": {"dates": [{"date":
+        {"start": "2027-07-01T18:00:00+02:00", "end": "2027-07-01T23:00:00+02:00"}}]}});
+    let r = h
+        .call("POST", "/projects/p/instances", Some("acme"), Some(offset))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let utc = json!({"start": "2027-07-01T16:00:00Z", "end": "2027-07-01T21:00:00Z"});
+    assert_eq!(r.body["meta"]["dates"][0]["date"], utc);
+    let r = h
+        .call("GET", "/projects/p/instances/show-2", Some("acme"), None)
+        .await;
+    assert_eq!(r.body["meta"]["dates"][0]["date"], utc);
 }
 
 #[tokio::test]
@@ -878,6 +891,13 @@ async fn unknown_paths_methods_removed_endpoints_and_versions() {
         &h.call("DELETE", "/projects", Some("acme"), None).await,
         StatusCode::METHOD_NOT_ALLOWED,
     );
+    // A path segment that is not UTF-8 names nothing: a problem, not axum's plain text.
+    for path in ["/projects/%FF", "/projects/p/instances/%FF/entries"] {
+        assert_problem(
+            &h.call("GET", path, Some("acme"), None).await,
+            StatusCode::NOT_FOUND,
+        );
+    }
     for path in [
         "/projects/p/publicKeys",
         "/projects/p/instances/i/items",

@@ -1,7 +1,8 @@
 //! Rules of the instance metadata document (`meta`): dates with `main` tags, location.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
+use crate::time::Timestamp;
 use crate::validate::{Errors, codes, object};
 
 /// The only tag a date may carry.
@@ -17,6 +18,24 @@ pub fn check_instance_meta(v: &Value, ptr: &str, errors: &mut Errors) {
     }
     if let Some(location) = o.get("location") {
         check_location(location, &o.ptr_of("location"), errors);
+    }
+}
+
+/// Writes every date's `start` and `end` of a checked `meta` document in UTC (RFC 3339,
+/// as every other time on the wire): `2027-07-01T18:00:00+02:00` is kept as
+/// `2027-07-01T16:00:00Z`. Values that are not timestamps are left as they are.
+pub fn normalise_dates(meta: &mut Map<String, Value>) {
+    let Some(Value::Array(dates)) = meta.get_mut("dates") else {
+        return;
+    };
+    for date in dates.iter_mut().filter_map(|d| d.get_mut("date")) {
+        for key in ["start", "end"] {
+            if let Some(v) = date.get_mut(key)
+                && let Some(t) = v.as_str().and_then(Timestamp::parse)
+            {
+                *v = Value::String(t.to_rfc3339());
+            }
+        }
     }
 }
 
@@ -118,6 +137,22 @@ mod tests {
         assert_eq!(
             errs(bad),
             vec![("/dates/0/tags/1".into(), "unknownTag".into())]
+        );
+    }
+
+    #[test]
+    fn dates_are_kept_in_utc() {
+        let mut meta = json!({"dates": [
+            {"date": {"start": "2027-07-01T18:00:00+02:00", "end": "2027-07-01T23:30:00.5-01:00"}},
+            {"date": {"start": "2027-07-02T10:00:00Z", "end": 5}}
+        ], "location": {"name": "x"}});
+        normalise_dates(meta.as_object_mut().unwrap());
+        assert_eq!(
+            meta,
+            json!({"dates": [
+                {"date": {"start": "2027-07-01T16:00:00Z", "end": "2027-07-02T00:30:00.500Z"}},
+                {"date": {"start": "2027-07-02T10:00:00Z", "end": 5}}
+            ], "location": {"name": "x"}})
         );
     }
 

@@ -305,9 +305,10 @@ impl InstanceState {
                 dirty.items.insert(item_id.clone());
             }
             EntryKind::InstanceMetadata(change) => {
-                let meta = changed_document(&self.header.meta, change, |doc, errors| {
+                let mut meta = changed_document(&self.header.meta, change, |doc, errors| {
                     crate::meta::check_instance_meta(doc, "", errors);
                 })?;
+                crate::meta::normalise_dates(&mut meta);
                 self.header.meta = meta;
                 dirty.header = true;
             }

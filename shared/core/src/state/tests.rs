@@ -450,6 +450,13 @@ fn instance_metadata_patch_and_update() {
         Value::Object(t.s.header.meta.clone()),
         json!({"dates": [main_date()], "name": "Show"})
     );
+    // Dates are kept in UTC, as every time on the wire.
+    t.ok(&meta(json!([{"op": "add", "path": "/dates/-", "value":
+        {"date": {"start": "2026-06-02T20:00:00+02:00", "end": "2026-06-02T23:00:00-01:00"}}}])));
+    assert_eq!(
+        t.s.header.meta["dates"][1]["date"],
+        json!({"start": "2026-06-02T18:00:00Z", "end": "2026-06-03T00:00:00Z"})
+    );
 }
 
 #[test]
