@@ -351,7 +351,7 @@ pub async fn item<P: Ports>(
     Ok(Json(json!({
         "itemId": item.item_id,
         "productId": item.product_id,
-        "properties": item.properties,
+        "properties": listing_unset(&item.properties, &["dynamicPricingPeriod"]),
         "metadata": item.metadata,
         "dynamicPricingPeriods": periods,
         "sold": c.sold,
@@ -361,6 +361,18 @@ pub async fn item<P: Ports>(
         "total": item.total,
         "priceMatches": price_matches,
     })))
+}
+
+/// Properties as details show them: with the optional fields DESIGN.md lists among them
+/// (`keys`) as `null` when they are unset, rather than left out.
+fn listing_unset(properties: &impl serde::Serialize, keys: &[&str]) -> Value {
+    let mut value = serde_json::to_value(properties).unwrap_or_default();
+    if let Value::Object(map) = &mut value {
+        for key in keys {
+            map.entry(*key).or_insert(Value::Null);
+        }
+    }
+    value
 }
 
 pub async fn product<P: Ports>(
@@ -380,7 +392,7 @@ pub async fn product<P: Ports>(
     let (items, items_next) = product_item_ids(&state, &id, MAX_PAGE, MAX_INLINE_BYTES);
     Ok(Json(json!({
         "productId": product.product_id,
-        "properties": product.properties,
+        "properties": listing_unset(&product.properties, &["capacity", "recalculation"]),
         "metadata": product.metadata,
         "capacity": InstanceState::effective_capacity(product, &t),
         "sold": c.sold,

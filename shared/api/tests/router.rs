@@ -619,6 +619,9 @@ async fn entries_are_validated_stored_signed_deduplicated_and_applied() {
         "2026-01-01T00:00:00Z"
     );
     assert_eq!(r.body["priceMatches"], json!([]));
+    // Every property DESIGN.md lists is there, null when unset.
+    assert_eq!(r.body["properties"]["dynamicPricingPeriod"], Value::Null);
+    assert!(r.body["properties"].get("dynamicPricingPeriod").is_some());
     let r = h
         .call(
             "GET",
@@ -628,6 +631,9 @@ async fn entries_are_validated_stored_signed_deduplicated_and_applied() {
         )
         .await;
     assert_eq!(r.body["properties"]["pricingModel"]["type"], "revenue");
+    assert_eq!(r.body["properties"]["capacity"], 100);
+    assert!(r.body["properties"]["recalculation"].is_null());
+    assert!(r.body["properties"].get("recalculation").is_some());
     assert_eq!(r.body["items"], json!(["ga-1"]));
     let r = h
         .call(
