@@ -4,7 +4,7 @@
 //! commit is conditional on it, so a crash half way, a duplicated wake-up or two processors
 //! racing all end in the same state.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use crate::entry::{ParseOptions, parse_entry};
@@ -201,6 +201,15 @@ async fn run<L: EntryLog, S: StateStore>(
     let mut rejected = RejectedEvents::new(key, now);
     let mut committed = state.header.applied_seq;
     let sold_before = sales_watch(&state);
+    // Products without a sales trigger before this batch: one that gets it in the batch
+    // starts from what it had sold (enabling a trigger does not fire it); a product the
+    // batch registers starts from nothing sold.
+    let untriggered_before: BTreeSet<ProductId> = state
+        .products
+        .values()
+        .filter(|p| p.properties.recalculation.is_none())
+        .map(|p| p.product_id.clone())
+        .collect();
     loop {
         let records = log.read(key, state.header.applied_seq, READ_BATCH).await?;
         if records.is_empty() {
@@ -235,8 +244,9 @@ async fn run<L: EntryLog, S: StateStore>(
         report.commits += 1;
     }
     report.applied_seq = state.header.applied_seq;
-    if report.applied > 0 && !sold_before.is_empty() {
-        report.sales_threshold_crossed = sales_crossed(&sold_before, &sales_watch(&state));
+    if report.applied > 0 {
+        report.sales_threshold_crossed =
+            sales_crossed(&sold_before, &untriggered_before, &sales_watch(&state));
     }
     Ok((report, state))
 }
@@ -263,12 +273,20 @@ fn sales_watch(state: &InstanceState) -> BTreeMap<ProductId, (u64, u64, f64)> {
         .collect()
 }
 
+/// Whether a product with a sales trigger after the batch crossed a step in it: from what
+/// it sold before (`before`), from nothing when the batch registered it, and not at all
+/// when it existed without a trigger (`untriggered`): what it sold then is not known.
 fn sales_crossed(
     before: &BTreeMap<ProductId, (u64, u64, f64)>,
+    untriggered: &BTreeSet<ProductId>,
     after: &BTreeMap<ProductId, (u64, u64, f64)>,
 ) -> bool {
     after.iter().any(|(product, &(sold, capacity, step))| {
-        let was = before.get(product).map_or(0, |b| b.0);
+        let was = match before.get(product) {
+            Some(b) => b.0,
+            None if untriggered.contains(product) => return false,
+            None => 0,
+        };
         sold_percent_crossed(step, was, sold, capacity)
     })
 }

@@ -312,3 +312,54 @@ async fn reads_share_the_warm_state_and_see_every_commit() {
     let last = processor.shared_state(&store, &key).await.expect("read");
     assert_eq!(name(&last), json!("v4"));
 }
+
+/// A sales trigger fires when the batch that crosses its step also registers the product
+/// (found by an outside review: the trigger was only looked at when some product had one
+/// before the batch), and does not fire on sales made before the trigger was set.
+#[tokio::test]
+async fn a_sales_trigger_counts_from_the_batch_that_registers_its_product() {
+    let key = InstanceKey::new(
+        crate::ids::TenantId::from_claim("tenant").expect("tenant"),
+        ProjectId::parse("proj").expect("valid"),
+        InstanceId::parse("inst").expect("valid"),
+    );
+    let entries = |first: u64, payloads: Vec<Value>| -> Vec<LogRecord> {
+        (first..)
+            .zip(payloads)
+            .map(|(n, p)| record(n, format!("t{n}"), &p))
+            .collect()
+    };
+    let product = |id: &str, trigger: bool| {
+        let mut data = json!({"productId": id, "capacity": 10});
+        if trigger {
+            data["recalculation"] = json!({"soldPercentStep": 10});
+        }
+        json!({"type": "productRegistration", "data": data})
+    };
+    let item = |id: &str, product: &str| {
+        json!({"type": "itemRegistration", "data": {"itemId": id, "productId": product,
+            "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2027-01-01T00:00:00Z"},
+            "priceSettings": {"min": 10, "max": 90, "default": 40}}})
+    };
+    let sale = |id: &str, quantity: u64| json!({"type": "itemSale", "data": {"itemId": id, "quantity": quantity, "price": 40}});
+    async fn run(log: Vec<LogRecord>, store: &LimitedStore, key: &InstanceKey) -> ProcessReport {
+        Processor::new()
+            .process(&Log(log), store, key, Timestamp::now())
+            .await
+            .expect("run")
+    }
+    // The product, its item and a sale of half its capacity in one batch.
+    let store = LimitedStore::default();
+    let log = entries(1, vec![product("P", true), item("A", "P"), sale("A", 5)]);
+    assert!(run(log, &store, &key).await.sales_threshold_crossed);
+
+    // A product sold without a trigger gets one: what it sold before does not fire it;
+    // the next step does.
+    let store = LimitedStore::default();
+    let mut log = entries(1, vec![product("P", false), item("A", "P"), sale("A", 5)]);
+    assert!(!run(log.clone(), &store, &key).await.sales_threshold_crossed);
+    log.extend(entries(4, vec![product("P", true)]));
+    assert!(!run(log.clone(), &store, &key).await.sales_threshold_crossed);
+    log.extend(entries(5, vec![sale("A", 1)]));
+    assert!(run(log, &store, &key).await.sales_threshold_crossed);
+}
