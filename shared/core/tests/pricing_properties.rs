@@ -367,8 +367,17 @@ proptest! {
                         "{} = {:?} is no multiple of {step} nor a bound", p.item_id, p.price);
                 }
                 PriceStatus::Kept => {
-                    let want = b.previous.get(&p.item_id).copied().unwrap_or(ps.default);
-                    prop_assert_eq!(p.price, want);
+                    match b.previous.get(&p.item_id) {
+                        Some(&previous) => prop_assert_eq!(p.price, previous),
+                        // Never priced: its default as its settings make it, on the grid.
+                        None => {
+                            prop_assert!(ps.min <= p.price && p.price <= ps.max,
+                                "{} = {:?} outside [{:?}, {:?}]", p.item_id, p.price, ps.min, ps.max);
+                            let step = step_of(&b.state, item);
+                            prop_assert!(p.price.micros() % step == 0 || p.price == ps.min || p.price == ps.max,
+                                "{} = {:?} is no multiple of {step} nor a bound", p.item_id, p.price);
+                        }
+                    }
                     prop_assert!(p.explanation.kept.is_some());
                 }
             }

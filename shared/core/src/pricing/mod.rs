@@ -320,7 +320,7 @@ pub fn calculate_explaining(
             match eligibility(item, &state.header, instance_active, trigger, now) {
                 Ok(()) => model_price(item, ctx, plan, prev, now),
                 Err((reason, period)) => (
-                    kept_price(item, prev, reason, period),
+                    kept_price(item, ctx.step, prev, reason, period),
                     plan.map(revenue::ItemPlan::into_exposure),
                 ),
             };
@@ -507,18 +507,26 @@ impl<'m, V> Aligned<'m, V> {
     }
 }
 
+/// The price of an item this calculation does not price: its previous price, else its
+/// default price as its settings make it (times its multiplier, within its bounds,
+/// rounded to the product's `step`), so that a price never published before is on the
+/// product's grid like every calculated one.
 fn kept_price(
     item: &ItemState,
+    step: Money,
     prev: Option<Money>,
     reason: KeptReason,
     period: Option<crate::time::Period>,
 ) -> (Money, PriceStatus, Explanation) {
     let (price, source) = match prev {
         Some(p) => (p, KeptSource::PreviousPrice),
-        None => (
-            item.properties.price_settings.default,
-            KeptSource::DefaultPrice,
-        ),
+        None => {
+            let ps = &item.properties.price_settings;
+            let scaled = rounding::scale(ps.default, ps.multiplier);
+            let (clamped, _) = rounding::clamp(scaled, ps.min, ps.max);
+            let rounded = round_within(clamped, step, ps.min, ps.max);
+            (rounded.value, KeptSource::DefaultPrice)
+        }
     };
     (
         price,

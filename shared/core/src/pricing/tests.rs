@@ -440,9 +440,9 @@ fn scheduled_pricing_prices_only_eligible_items() {
             period: None
         })
     );
-    // Never priced: its default.
+    // Never priced: its default as its settings make it (50 times its multiplier 1.2).
     let future = c.get(&id("future")).unwrap();
-    assert_eq!(future.price, money("50"));
+    assert_eq!(future.price, money("60"));
     let kept = future.explanation.kept.unwrap();
     assert_eq!(
         (kept.reason, kept.source),
@@ -487,7 +487,42 @@ fn an_inactive_instance_keeps_every_price_on_schedule() {
         c.kept()
             .all(|p| p.explanation.kept.unwrap().reason == KeptReason::InstanceInactive)
     );
-    assert!(c.kept().all(|p| p.price == money("50")));
+    assert!(c.kept().all(|p| p.price == money("60")));
+}
+
+#[test]
+fn a_price_never_published_is_on_the_products_grid() {
+    // Kept at its default before any calculation priced it: times its multiplier, within
+    // its bounds and rounded to the product's step, as a calculated price would be.
+    let mut b = Builder::new();
+    b.product(
+        "p",
+        Product {
+            step: "0.5",
+            ..Product::default()
+        },
+    );
+    b.item(
+        "k",
+        "p",
+        Item {
+            default: "33.33",
+            multiplier: 1.1,
+            dynamic_pricing: false,
+            ..Item::default()
+        },
+    );
+    let c = calculate(
+        &b.state,
+        true,
+        Trigger::Schedule,
+        ts(NOW),
+        &BTreeMap::new(),
+        &[],
+    );
+    // 33.33 * 1.1 = 36.663 -> 36.5 at step 0.5.
+    let k = c.get(&id("k")).unwrap();
+    assert_eq!((k.price, k.status), (money("36.5"), PriceStatus::Kept));
 }
 
 #[test]
