@@ -38,6 +38,7 @@ pub struct TokenForm {
 pub fn router(endpoint: Arc<TokenEndpoint>) -> Router {
     Router::new()
         .route("/oauth2/token", post(token))
+        .method_not_allowed_fallback(pricing_api::system::method_not_allowed)
         .layer(middleware::from_fn(pricing_api::api_version))
         .with_state(endpoint)
 }
@@ -77,12 +78,22 @@ async fn token(
     headers: HeaderMap,
     form: Result<Form<TokenForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
-    let Ok(Form(form)) = form else {
-        return oauth_error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            "send application/x-www-form-urlencoded with grant_type=client_credentials",
-        );
+    let form = match form {
+        Ok(Form(form)) => form,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return oauth_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request",
+                "the form is too large",
+            );
+        }
+        Err(_) => {
+            return oauth_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "send application/x-www-form-urlencoded with grant_type=client_credentials",
+            );
+        }
     };
     match form.grant_type.as_deref() {
         Some("client_credentials") => {}
@@ -101,9 +112,18 @@ async fn token(
             );
         }
     }
+    // One way of authenticating per request (RFC 6749, section 2.3): Basic or the form.
+    let basic = basic_credentials(&headers);
+    if basic.is_some() && (form.client_id.is_some() || form.client_secret.is_some()) {
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "authenticate either with HTTP Basic or with client_id and client_secret in the form, not both",
+        );
+    }
     let credentials = match (form.client_id, form.client_secret) {
         (Some(id), Some(secret)) => Some((id, secret)),
-        _ => basic_credentials(&headers),
+        _ => basic,
     };
     let Some((client_id, secret)) = credentials else {
         return oauth_error(
@@ -194,7 +214,36 @@ mod tests {
                 StatusCode::UNAUTHORIZED,
             ),
             // Another major: refused like on every other route, before the credentials.
-            (form(good, Some("4")), StatusCode::BAD_REQUEST),
+            (form(good.clone(), Some("4")), StatusCode::BAD_REQUEST),
+            // Basic and the form's credentials together: one method per request.
+            (
+                {
+                    let mut r = form(
+                        "grant_type=client_credentials&client_id=someone-else".into(),
+                        None,
+                    );
+                    let basic =
+                        STANDARD.encode(format!("{}:{}", client.client_id, client.client_secret));
+                    r.headers_mut().insert(
+                        header::AUTHORIZATION,
+                        format!("Basic {basic}").parse().expect("a header"),
+                    );
+                    r
+                },
+                StatusCode::BAD_REQUEST,
+            ),
+            // Larger than a form may be: 413, as any body too large.
+            (
+                form(format!("{good}&pad={}", "x".repeat(3 << 20)), None),
+                StatusCode::PAYLOAD_TOO_LARGE,
+            ),
+            // Another method: a 405 problem naming the allowed one.
+            (
+                Request::get("/oauth2/token")
+                    .body(Body::empty())
+                    .expect("a request"),
+                StatusCode::METHOD_NOT_ALLOWED,
+            ),
         ];
         for (request, status) in cases {
             let response = router.clone().oneshot(request).await.expect("an answer");
