@@ -8,7 +8,7 @@
 
 use crate::extract::Path;
 use axum::Router;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
@@ -181,11 +181,7 @@ pub fn with_sign_in<S: Clone + Send + Sync + 'static>(sign_in: Option<HostedSign
 
 fn serve(path: &str, policy: HeaderValue, headers: &HeaderMap) -> Response {
     let Some(asset) = ASSETS.iter().find(|a| a.path == path) else {
-        return (
-            StatusCode::NOT_FOUND,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            "not found",
-        )
+        return crate::error::ApiError::not_found(format!("the console has no file {path}"))
             .into_response();
     };
     secure(
@@ -220,7 +216,7 @@ fn secure(mut response: Response, policy: HeaderValue) -> Response {
 mod tests {
     use super::*;
     use axum::body::Body;
-    use axum::http::Request;
+    use axum::http::{Request, StatusCode};
     use tower::ServiceExt;
 
     async fn get(path: &str) -> Response {
@@ -400,9 +396,11 @@ mod tests {
             "/console/../Cargo.toml",
             "/console/pages/",
         ] {
+            let r = get(missing).await;
+            assert_eq!(r.status(), StatusCode::NOT_FOUND, "{missing}");
             assert_eq!(
-                get(missing).await.status(),
-                StatusCode::NOT_FOUND,
+                r.headers()[header::CONTENT_TYPE],
+                "application/problem+json",
                 "{missing}"
             );
         }

@@ -8,23 +8,28 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
-/// Whether `Accept-Encoding` accepts gzip (`gzip`, `x-gzip` or `*`, without `q=0`).
+/// Whether `Accept-Encoding` accepts gzip: `gzip` or `x-gzip` with a q-value above 0, else
+/// `*` with one (an explicit `gzip;q=0` refuses it whatever `*` says: RFC 9110, 12.5.3).
 pub fn accepts_gzip(headers: &HeaderMap) -> bool {
-    headers
+    let (mut gzip, mut any): (Option<f32>, Option<f32>) = (None, None);
+    for coding in headers
         .get_all(header::ACCEPT_ENCODING)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .any(|coding| {
-            let mut parts = coding.split(';').map(str::trim);
-            let name = parts.next().unwrap_or_default().to_ascii_lowercase();
-            let refused = parts.any(|p| {
-                p.strip_prefix("q=")
-                    .and_then(|q| q.trim().parse::<f32>().ok())
-                    .is_some_and(|q| q <= 0.0)
-            });
-            matches!(name.as_str(), "gzip" | "x-gzip" | "*") && !refused
-        })
+    {
+        let mut parts = coding.split(';').map(str::trim);
+        let name = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let q = parts
+            .find_map(|p| p.strip_prefix("q="))
+            .map_or(1.0, |q| q.trim().parse::<f32>().unwrap_or(0.0));
+        match name.as_str() {
+            "gzip" | "x-gzip" => gzip = Some(gzip.map_or(q, |g| g.max(q))),
+            "*" => any = Some(q),
+            _ => {}
+        }
+    }
+    gzip.or(any).is_some_and(|q| q > 0.0)
 }
 
 /// The file `gz` (gzip) answered with `content_type` to a request with `headers`.
@@ -86,6 +91,8 @@ mod tests {
         }
         for no in [
             "",
+            "*, gzip;q=0",
+            "gzip;q=0, *",
             "identity",
             "br, deflate",
             "gzip;q=0",
