@@ -111,7 +111,7 @@ pub async fn create<P: Ports>(
         ),
         Err(_) => errors.push("/meta", codes::TOO_LARGE, "must be at most 64 KiB"),
     }
-    if name.len() > 256 {
+    if name.chars().count() > 256 {
         errors.push("/name", codes::RANGE, "must be at most 256 characters");
     }
     if !errors.is_empty() {
@@ -129,6 +129,11 @@ pub async fn create<P: Ports>(
         created_at: now,
         updated_at: now,
     };
+    if instance.active && instance.is_deactivated(now) {
+        return Err(ApiError::unprocessable(
+            "the deactivation date has passed: the instance cannot be active",
+        ));
+    }
     let header = Header {
         meta,
         ..Header::default()
@@ -279,7 +284,7 @@ pub async fn update<P: Ports>(
         &mut errors,
     );
     let name = o.opt_str("name", &mut errors).map(str::to_owned);
-    if name.as_ref().is_some_and(|n| n.len() > 256) {
+    if name.as_ref().is_some_and(|n| n.chars().count() > 256) {
         errors.push("/name", codes::RANGE, "must be at most 256 characters");
     }
     let active = o.opt_bool("active", &mut errors);
@@ -316,6 +321,11 @@ pub async fn update<P: Ports>(
     }
     if let Some(d) = deactivation_date {
         instance.deactivation_date = d;
+    }
+    if active == Some(true) && instance.is_deactivated(now) {
+        return Err(ApiError::unprocessable(
+            "the deactivation date has passed: the instance cannot be active",
+        ));
     }
     instance.updated_at = now;
     app.ports

@@ -10,7 +10,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use pricing_core::ids::{InstanceId, ItemId, ProjectKey};
 use pricing_core::model::{Instance, Message, PageRequest};
 use pricing_core::money::Money;
-use pricing_core::ports::{Enqueue, InstanceStore, LatestPricesPage, PriceStore};
+use pricing_core::ports::{Enqueue, InstanceStore, LatestPricesPage, PriceStore, StoreError};
 use pricing_core::pricing::Trigger;
 use pricing_core::validate::{Errors, codes, object};
 use serde::{Deserialize, Serialize};
@@ -479,7 +479,13 @@ pub async fn price_history<P: Ports>(
                     .prices()
                     .price_history(key, item, &page)
                     .await
-                    .map_err(ApiError::store("reading price history"))
+                    .map_err(|e| match e {
+                        // The stores answer a cursor they did not make with `NotFound`.
+                        StoreError::NotFound => ApiError::bad_request(
+                            "cursor is not one of this listing: use a `next` it returned",
+                        ),
+                        other => ApiError::store("reading price history")(other),
+                    })
             }
         },
         |entry| serde_json::to_value(entry).unwrap_or_default(),

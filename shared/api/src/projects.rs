@@ -56,7 +56,7 @@ pub async fn create<P: Ports>(
             reject_nulls(&o, &[], &mut errors);
             let id = o.opt_id::<ProjectId>("projectId", &mut errors);
             let name = o.opt_str("name", &mut errors).map(str::to_owned);
-            if name.as_ref().is_some_and(|n| n.len() > 256) {
+            if name.as_ref().is_some_and(|n| n.chars().count() > 256) {
                 errors.push("/name", "range", "must be at most 256 characters");
             }
             (id, name)

@@ -207,6 +207,20 @@ async fn an_instance_name_is_bounded_on_update_as_on_create() {
         .ok("PUT", "/projects/p/instances/i", json!({"name": fits}))
         .await;
     assert_eq!(updated["name"], fits);
+    // Characters, as the schema's maxLength counts them, not bytes: 256 two-byte ones fit.
+    let accented = "é".repeat(256);
+    let updated = h
+        .ok("PUT", "/projects/p/instances/i", json!({"name": accented}))
+        .await;
+    assert_eq!(updated["name"], accented);
+    let project = h
+        .ok(
+            "POST",
+            "/projects",
+            json!({"projectId": "q", "name": accented}),
+        )
+        .await;
+    assert_eq!(project["name"], accented);
 }
 
 #[tokio::test]

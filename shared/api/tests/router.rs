@@ -484,6 +484,28 @@ async fn put_updates_and_refuses_removed_fields_and_reactivation() {
         )
         .await;
     assert_problem(&r, StatusCode::UNPROCESSABLE_ENTITY);
+    // Active with a date already passed, in one request: refused, not silently inactive.
+    let past = json!({"active": true, "deactivationDate": "2020-01-01T00:00:00Z"});
+    h.instance("acme", "p", "j").await;
+    let r = h
+        .call(
+            "PUT",
+            "/projects/p/instances/j",
+            Some("acme"),
+            Some(past.clone()),
+        )
+        .await;
+    assert_problem(&r, StatusCode::UNPROCESSABLE_ENTITY);
+    let r = h
+        .call("GET", "/projects/p/instances/j", Some("acme"), None)
+        .await;
+    assert_eq!(r.body["deactivationDate"], Value::Null, "nothing changed");
+    let mut create = past;
+    create["instanceId"] = json!("k");
+    let r = h
+        .call("POST", "/projects/p/instances", Some("acme"), Some(create))
+        .await;
+    assert_problem(&r, StatusCode::UNPROCESSABLE_ENTITY);
 }
 
 #[tokio::test]
@@ -1361,6 +1383,18 @@ async fn price_matches_calculations_instance_prices_and_history() {
         )
         .await;
     assert_problem(&r, StatusCode::NOT_FOUND);
+    // A cursor the listing did not make, of an item that exists: the request is wrong.
+    for cursor in ["abc", "9223372036854775808"] {
+        let r = h
+            .call(
+                "GET",
+                &format!("/projects/p/instances/i/items/b/priceHistory?cursor={cursor}"),
+                Some("acme"),
+                None,
+            )
+            .await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+    }
 
     let events = h.store.list_events(&key, None, 10).await.unwrap();
     let updated = events
