@@ -1388,7 +1388,8 @@ fn parse_schedule(d: &Obj<'_>, errors: &mut Errors) -> Option<Schedule> {
 
 fn parse_hh_mm(s: &str) -> Option<u16> {
     let (h, m) = s.split_once(':')?;
-    if h.len() != 2 || m.len() != 2 {
+    let digits = |t: &str| t.len() == 2 && t.bytes().all(|b| b.is_ascii_digit());
+    if !(digits(h) && digits(m)) {
         return None;
     }
     let (h, m): (u16, u16) = (h.parse().ok()?, m.parse().ok()?);

@@ -1852,6 +1852,15 @@ fn pricing_schedule_times() {
             ("/data/times/4".to_owned(), codes::FORMAT.to_owned()),
         ]
     );
+    // Two digits each: a sign is not a digit.
+    assert_eq!(
+        e(json!({"times": ["+1:00", "01:+5", "١٢:00"]})),
+        vec![
+            ("/data/times/0".to_owned(), codes::FORMAT.to_owned()),
+            ("/data/times/1".to_owned(), codes::FORMAT.to_owned()),
+            ("/data/times/2".to_owned(), codes::FORMAT.to_owned()),
+        ]
+    );
     let many: Vec<String> = (0..1441)
         .map(|i| format!("{:02}:{:02}", (i / 60) % 24, i % 60))
         .collect();
