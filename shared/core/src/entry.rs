@@ -1351,11 +1351,18 @@ fn parse_schedule(d: &Obj<'_>, errors: &mut Errors) -> Option<Schedule> {
                     None
                 }
                 None => {
-                    errors.push(
-                        d.ptr_of("interval"),
-                        codes::FORMAT,
-                        "must be an ISO 8601 duration such as PT15M",
-                    );
+                    // Years and months are ISO 8601 too, but of no fixed length.
+                    let calendar = s
+                        .strip_prefix('P')
+                        .and_then(|r| r.split('T').next())
+                        .is_some_and(|date| date.contains(['Y', 'M']));
+                    let message = if calendar {
+                        "years and months have no fixed length: give the interval in weeks, \
+                         days, hours or minutes (P30D, PT15M)"
+                    } else {
+                        "must be an ISO 8601 duration such as PT15M"
+                    };
+                    errors.push(d.ptr_of("interval"), codes::FORMAT, message);
                     None
                 }
             }

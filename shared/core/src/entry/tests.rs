@@ -1821,6 +1821,15 @@ fn pricing_schedule_interval() {
         e(json!({"interval": 900})),
         one("/data/interval", codes::TYPE)
     );
+    for calendar in ["P1M", "P1Y", "P1Y2M3DT4H"] {
+        let errors = bad(entry("pricingSchedule", json!({ "interval": calendar })));
+        assert_eq!(
+            pc(&errors),
+            [("/data/interval", codes::FORMAT)],
+            "{calendar}"
+        );
+        assert!(errors[0].message.contains("no fixed length"), "{calendar}");
+    }
     assert_eq!(e(json!({})), one("/data/interval", codes::REQUIRED));
     assert_eq!(
         e(json!({"interval": "PT5M", "times": ["10:00"]})),
