@@ -126,6 +126,9 @@ impl LocalTokens {
         validation.set_issuer(&[LOCAL_ISSUER]);
         validation.set_required_spec_claims(&["exp", "iss"]);
         validation.validate_aud = false;
+        // A token that says it is not valid yet is not (only the secret's holder can make
+        // one, but it means what it says).
+        validation.validate_nbf = true;
         validation.leeway = 30;
         LocalTokens {
             encoding: EncodingKey::from_secret(secret),
@@ -196,6 +199,15 @@ mod tests {
         assert!(tokens.verify(&other.issue("acme", 60).unwrap()).is_err());
         // Expired.
         assert!(tokens.verify(&tokens.issue("acme", -120).unwrap()).is_err());
+        // Not valid before an hour from now; one whose `nbf` has passed is.
+        let now = chrono::Utc::now().timestamp();
+        let with_nbf = |nbf: i64| {
+            let claims = serde_json::json!({"sub": "acme", "tenant": "acme", "iss": LOCAL_ISSUER,
+                                            "iat": now, "exp": now + 7200, "nbf": nbf});
+            jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &tokens.encoding).unwrap()
+        };
+        assert!(tokens.verify(&with_nbf(now + 3600)).is_err());
+        assert!(tokens.verify(&with_nbf(now - 60)).is_ok());
     }
 
     fn parts(token: &str) -> Parts {
