@@ -201,15 +201,6 @@ async fn run<L: EntryLog, S: StateStore>(
     let mut rejected = RejectedEvents::new(key, now);
     let mut committed = state.header.applied_seq;
     let sold_before = sales_watch(&state);
-    // Products without a sales trigger before this batch: one that gets it in the batch
-    // starts from what it had sold (enabling a trigger does not fire it); a product the
-    // batch registers starts from nothing sold.
-    let untriggered_before: BTreeSet<ProductId> = state
-        .products
-        .values()
-        .filter(|p| p.properties.recalculation.is_none())
-        .map(|p| p.product_id.clone())
-        .collect();
     loop {
         let records = log.read(key, state.header.applied_seq, READ_BATCH).await?;
         if records.is_empty() {
@@ -245,8 +236,11 @@ async fn run<L: EntryLog, S: StateStore>(
     }
     report.applied_seq = state.header.applied_seq;
     if report.applied > 0 {
-        report.sales_threshold_crossed =
-            sales_crossed(&sold_before, &untriggered_before, &sales_watch(&state));
+        report.sales_threshold_crossed = sales_crossed(
+            &sold_before,
+            &dirty.registered_products,
+            &sales_watch(&state),
+        );
     }
     Ok((report, state))
 }
@@ -274,18 +268,19 @@ fn sales_watch(state: &InstanceState) -> BTreeMap<ProductId, (u64, u64, f64)> {
 }
 
 /// Whether a product with a sales trigger after the batch crossed a step in it: from what
-/// it sold before (`before`), from nothing when the batch registered it, and not at all
-/// when it existed without a trigger (`untriggered`): what it sold then is not known.
+/// it sold before (`before`), from nothing when the batch registered it (`registered`),
+/// and not at all when it existed without a trigger: what it sold then is not known, and
+/// turning a trigger on does not fire it.
 fn sales_crossed(
     before: &BTreeMap<ProductId, (u64, u64, f64)>,
-    untriggered: &BTreeSet<ProductId>,
+    registered: &BTreeSet<ProductId>,
     after: &BTreeMap<ProductId, (u64, u64, f64)>,
 ) -> bool {
     after.iter().any(|(product, &(sold, capacity, step))| {
         let was = match before.get(product) {
             Some(b) => b.0,
-            None if untriggered.contains(product) => return false,
-            None => 0,
+            None if registered.contains(product) => 0,
+            None => return false,
         };
         sold_percent_crossed(step, was, sold, capacity)
     })

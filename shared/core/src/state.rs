@@ -121,6 +121,10 @@ pub struct Dirty {
     pub header: bool,
     pub items: BTreeSet<ItemId>,
     pub products: BTreeSet<ProductId>,
+    /// The products registered since this `Dirty` was made: kept across [`Dirty::clear`],
+    /// since they describe the whole batch (its sales triggers count them from nothing
+    /// sold), not the next commit.
+    pub registered_products: BTreeSet<ProductId>,
 }
 
 impl Dirty {
@@ -128,8 +132,11 @@ impl Dirty {
         usize::from(self.header) + self.items.len() + self.products.len()
     }
 
+    /// Forgets the records changed, once they are committed.
     pub fn clear(&mut self) {
-        *self = Dirty::default();
+        self.header = false;
+        self.items.clear();
+        self.products.clear();
     }
 }
 
@@ -238,6 +245,7 @@ impl InstanceState {
                             seq,
                         },
                     );
+                    dirty.registered_products.insert(r.product_id.clone());
                 }
                 dirty.products.insert(r.product_id.clone());
             }

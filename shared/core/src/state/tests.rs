@@ -1316,8 +1316,16 @@ fn apply_logged_advances_the_sequence_even_on_rejection() {
     assert_eq!(s.header.applied_seq, 7);
     assert!(!dirty.header);
     assert_eq!(dirty.record_count(), 1);
+    assert!(dirty.registered_products.contains(&product_id("P")));
+    // A commit forgets the changed records, not the products the batch registered.
     dirty.clear();
-    assert_eq!(dirty, Dirty::default());
+    assert_eq!(dirty.record_count(), 0);
+    assert!(!dirty.header && dirty.items.is_empty() && dirty.products.is_empty());
+    assert!(dirty.registered_products.contains(&product_id("P")));
+    // Registering it again is an update, not a registration.
+    let mut dirty = Dirty::default();
+    assert!(s.apply(&product("P", Some(2)), 9, &mut dirty).is_ok());
+    assert!(dirty.registered_products.is_empty());
 }
 
 /// What an entry marks dirty: (header, items, products).
