@@ -220,43 +220,31 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-/// Marks our own cursors; the instance listing's cursors (ids) never contain it.
+/// Starts every cursor of this listing.
 const RESUME_MARK: char = '@';
 
 impl Resume {
-    /// A cursor of this listing: the instance listing's own cursor at an instance
-    /// boundary, else `@` + base64url(JSON).
+    /// A cursor of this listing: `@` + base64url(JSON), opaque to clients.
     fn encode(&self) -> String {
-        match self {
-            Resume {
-                after: Some(after),
-                index: 0,
-                calc: None,
-                offset: 0,
-            } => after.clone(),
-            _ => {
-                let json = serde_json::to_vec(self).unwrap_or_default();
-                format!("{RESUME_MARK}{}", B64.encode(json))
-            }
-        }
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        format!("{RESUME_MARK}{}", B64.encode(json))
     }
 
+    /// Reads a cursor this listing handed out; anything else is a 400, never an empty
+    /// page that a client would take for the end of the listing.
     fn decode(cursor: Option<&str>) -> ApiResult<Resume> {
         let Some(cursor) = cursor else {
             return Ok(Resume::default());
         };
         let bad =
             || ApiError::bad_request(format!("cursor {cursor} is not a cursor of this listing"));
-        match cursor.strip_prefix(RESUME_MARK) {
-            None => Ok(Resume {
-                after: Some(cursor.to_owned()),
-                ..Resume::default()
-            }),
-            Some(encoded) => {
-                let json = B64.decode(encoded).map_err(|_| bad())?;
-                serde_json::from_slice(&json).map_err(|_| bad())
-            }
+        let encoded = cursor.strip_prefix(RESUME_MARK).ok_or_else(bad)?;
+        let json = B64.decode(encoded).map_err(|_| bad())?;
+        let resume: Resume = serde_json::from_slice(&json).map_err(|_| bad())?;
+        if resume == Resume::default() {
+            return Err(bad());
         }
+        Ok(resume)
     }
 }
 
@@ -389,20 +377,31 @@ pub async fn instance_prices<P: Ports>(
             .map_err(ApiError::store("listing instances"))?;
         let ids: Vec<InstanceId> = instances.items.into_iter().map(|i| i.instance_id).collect();
         let (items, stop) = prices_page(&app, &project.key(), &ids, &start).await?;
+        let after = |next: Option<String>| {
+            next.map(|after| {
+                Resume {
+                    after: Some(after),
+                    ..Resume::default()
+                }
+                .encode()
+            })
+        };
         let next = match stop {
-            Stop::Done => instances.next,
+            Stop::Done => after(instances.next),
             // The listing's own cursor right after the instances listed whole.
             Stop::Before(n) => {
                 let listing = PageRequest {
                     cursor: start.after.clone(),
                     limit: n,
                 };
-                app.ports
-                    .instances()
-                    .list_instances(&project.key(), &listing)
-                    .await
-                    .map_err(ApiError::store("listing instances"))?
-                    .next
+                after(
+                    app.ports
+                        .instances()
+                        .list_instances(&project.key(), &listing)
+                        .await
+                        .map_err(ApiError::store("listing instances"))?
+                        .next,
+                )
             }
             Stop::Within { calc, offset } => Some(
                 Resume {
@@ -416,6 +415,9 @@ pub async fn instance_prices<P: Ports>(
         };
         return Ok(Json(json!({ "items": items, "next": next })));
     }
+    // An instance asked for twice is listed once, where it was first asked for.
+    let mut seen = std::collections::HashSet::new();
+    let selected: Vec<&String> = selected.into_iter().filter(|s| seen.insert(*s)).collect();
     if start.after.is_some() || start.index >= selected.len() {
         return Err(bad_cursor());
     }
@@ -433,9 +435,18 @@ pub async fn instance_prices<P: Ports>(
             .ok_or_else(unknown)?;
         ids.push(id);
     }
-    let (items, stop) = prices_page(&app, &project.key(), &ids[start.index..], &start).await?;
+    // At most `limit` instances a page, as every listing.
+    let end = ids.len().min(start.index.saturating_add(page.limit));
+    let (items, stop) = prices_page(&app, &project.key(), &ids[start.index..end], &start).await?;
     let next = match stop {
-        Stop::Done => None,
+        Stop::Done if end == ids.len() => None,
+        Stop::Done => Some(
+            Resume {
+                index: end,
+                ..Resume::default()
+            }
+            .encode(),
+        ),
         Stop::Before(n) => Some(
             Resume {
                 index: start.index + n,
