@@ -1223,7 +1223,7 @@ fn parse_item_sale(d: &Obj<'_>, errors: &mut Errors) -> Option<ItemSale> {
                 continue;
             };
             let component = l.req_str("component", errors).and_then(|c| {
-                if c.is_empty() || c.len() > 128 {
+                if c.is_empty() || c.chars().count() > 128 {
                     errors.push(
                         l.ptr_of("component"),
                         codes::FORMAT,

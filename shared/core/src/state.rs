@@ -373,7 +373,8 @@ impl InstanceState {
                         "/data/quantity",
                         format!(
                             "a return of {} exceeds the {} units sold",
-                            -sale.quantity, item.sold
+                            sale.quantity.unsigned_abs(),
+                            item.sold
                         ),
                     ));
                 }

@@ -84,6 +84,16 @@ pub fn object<'a>(v: &'a Value, ptr: &str, errors: &mut Errors) -> Option<Obj<'a
     }
 }
 
+/// The value of a number written with a decimal point or an exponent that is a whole
+/// number (`2.0`, `1e2`): JSON Schema counts it as an integer, and so do the integer fields
+/// here. Only up to 2^53, where every integer is exact as a float; beyond it such a number
+/// may already have been rounded, and is refused as out of range.
+fn whole_number(v: &Value) -> Option<f64> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    let f = v.as_f64().filter(|_| v.is_f64())?;
+    (f.fract() == 0.0 && f.abs() <= EXACT).then_some(f)
+}
+
 fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -181,7 +191,8 @@ impl<'a> Obj<'a> {
     /// A non-negative integer.
     pub fn opt_u64(&self, key: &str, errors: &mut Errors) -> Option<u64> {
         let v = self.get(key)?;
-        match v.as_u64() {
+        let whole = whole_number(v).filter(|f| *f >= 0.0).map(|f| f as u64);
+        match v.as_u64().or(whole) {
             Some(n) => Some(n),
             None if v.is_number() => {
                 errors.push(
@@ -208,7 +219,7 @@ impl<'a> Obj<'a> {
 
     pub fn opt_i64(&self, key: &str, errors: &mut Errors) -> Option<i64> {
         let v = self.get(key)?;
-        match v.as_i64() {
+        match v.as_i64().or(whole_number(v).map(|f| f as i64)) {
             Some(n) => Some(n),
             None => {
                 self.wrong(key, "an integer", v, errors);

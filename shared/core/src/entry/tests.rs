@@ -1533,6 +1533,35 @@ fn a_negative_quantity_is_a_return() {
         ))),
         [("/data/quantity", codes::TYPE)]
     );
+    // A whole number written with a decimal point or an exponent is an integer (JSON
+    // Schema's rule), up to 2^53.
+    for (quantity, expected) in [(json!(2.0), 2), (json!(-3.0), -3), (json!(1e2), 100)] {
+        let s = sale_of(kind(sale(
+            json!({"itemId": "A", "price": 10, "quantity": quantity}),
+        )));
+        assert_eq!(s.quantity, expected);
+    }
+    assert_eq!(
+        pc(&bad(sale(
+            json!({"itemId": "A", "price": 10, "quantity": 1e19})
+        ))),
+        [("/data/quantity", codes::TYPE)]
+    );
+    let registration = |capacity: Value| {
+        entry(
+            "productRegistration",
+            json!({"productId": "P", "capacity": capacity}),
+        )
+    };
+    let _ = ok(registration(json!(10.0)));
+    assert_eq!(
+        pc(&bad(registration(json!(-1.0)))),
+        [("/data/capacity", codes::RANGE)]
+    );
+    assert_eq!(
+        pc(&bad(registration(json!(2.5)))),
+        [("/data/capacity", codes::RANGE)]
+    );
 }
 
 #[test]

@@ -953,6 +953,13 @@ fn sales_and_returns() {
         "{}",
         r.message
     );
+    // The largest return there is: said with its size, not negated past i64.
+    let r = t.err(&sale("A", i64::MIN, 19.99));
+    assert_eq!(
+        r.message, "a return of 9223372036854775808 exceeds the 2 units sold",
+        "{}",
+        r.message
+    );
     t.ok(&sale("A", -2, 19.99));
     assert_eq!(t.item("A").sold, 0);
     assert_eq!(
