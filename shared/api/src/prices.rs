@@ -502,10 +502,12 @@ pub async fn price_history<P: Ports>(
         |entry| serde_json::to_value(entry).unwrap_or_default(),
     )
     .await?;
-    if items.is_empty() && first_page {
-        // An item that never existed is a 404; an item without prices yet is an empty list.
+    if first_page {
+        // An item that never existed, or was removed, is a 404 (as its details are); an
+        // item without prices yet is an empty list. Later pages follow a cursor of a
+        // listing that was allowed.
         let state = crate::instances::load_state(&app, &instance.key()).await?;
-        if !state.items.contains_key(&item) {
+        if state.items.get(&item).is_none_or(|i| i.removed) {
             return Err(ApiError::not_found(format!(
                 "item {item_id} does not exist"
             )));

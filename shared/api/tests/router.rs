@@ -1187,6 +1187,10 @@ async fn price_matches_calculations_instance_prices_and_history() {
         {"type": "itemRegistration", "data": {"itemId": "b", "productId": "ga",
             "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2030-01-01T00:00:00Z"},
             "priceSettings": {"min": 10, "max": 100, "default": 60}}},
+        {"type": "itemRegistration", "data": {"itemId": "gone", "productId": "ga",
+            "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2030-01-01T00:00:00Z"},
+            "priceSettings": {"min": 10, "max": 100, "default": 60}}},
+        {"type": "itemRemoval", "data": {"itemId": "gone"}},
     ]});
     let r = h
         .call(
@@ -1419,6 +1423,16 @@ async fn price_matches_calculations_instance_prices_and_history() {
         .call(
             "GET",
             "/projects/p/instances/i/items/ghost/priceHistory",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_problem(&r, StatusCode::NOT_FOUND);
+    // A removed item is a 404, as its details are.
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/i/items/gone/priceHistory",
             Some("acme"),
             None,
         )

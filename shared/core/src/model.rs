@@ -286,11 +286,13 @@ impl PriceCalculation {
     }
 }
 
-/// Whether a price goes into its item's history: a calculated price that changed (or is
-/// the item's first). A price a calculation calculated again at the same value, or kept,
-/// costs the history nothing: the item's last entry still explains its price.
+/// Whether a price goes into its item's history: a price that changed, calculated or
+/// kept (an item's first price is a change: a schedule or sales run that does not price
+/// the item keeps its default, and its history starts there, with the `kept`
+/// explanation). A price calculated again at the same value, or kept as it was, costs the
+/// history nothing: the item's last entry still explains its price.
 pub fn is_history_entry(p: &ItemPrice) -> bool {
-    p.status == crate::pricing::PriceStatus::Calculated && p.changed
+    p.changed
 }
 
 /// A price as a store keeps the latest calculation: the item, its price, whether it

@@ -523,6 +523,17 @@ fn a_price_never_published_is_on_the_products_grid() {
     // 33.33 * 1.1 = 36.663 -> 36.5 at step 0.5.
     let k = c.get(&id("k")).unwrap();
     assert_eq!((k.price, k.status), (money("36.5"), PriceStatus::Kept));
+    // Its first price is a change: it starts the item's history, with what explains it
+    // (found by an outside review: a kept first price was in no history, and the next
+    // calculated entry's previousPrice was explained by nothing).
+    assert!(k.changed && crate::model::is_history_entry(k));
+    let kept = serde_json::to_value(&k.explanation).expect("json");
+    assert_eq!(kept["kept"]["source"], "defaultPrice", "{kept}");
+    // Kept again at the same price, it costs the history nothing.
+    let prices = BTreeMap::from([(id("k"), k.price)]);
+    let again = calculate(&b.state, true, Trigger::Schedule, ts(NOW), &prices, &[]);
+    let k = again.get(&id("k")).unwrap();
+    assert!(!k.changed && !crate::model::is_history_entry(k));
 }
 
 #[test]
