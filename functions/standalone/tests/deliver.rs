@@ -687,3 +687,46 @@ async fn a_dispatch_sends_what_an_earlier_create_stored_and_never_sent() {
             .is_empty()
     );
 }
+
+/// Answers 500 after a while, as a receiver that takes its time.
+struct Slow(Duration);
+
+impl WebhookTransport for Slow {
+    async fn post(&self, _request: WebhookRequest) -> Response {
+        tokio::time::sleep(self.0).await;
+        status(500)
+    }
+}
+
+/// The retry of an attempt that took long (a receiver timing out takes 15 s) is due its
+/// delay after the attempt ended, in the record and in the wait (found by an outside
+/// review: `nextAttemptAt` was counted from the attempt's start, before it even ended).
+#[tokio::test]
+async fn a_slow_attempts_retry_counts_from_its_end() {
+    let f = fixture().await;
+    let id = f.delivery(3).await;
+    let took = Duration::from_millis(1_200);
+    let settle = deliver(&f.store, &Slow(took), &f.signer, &id, f.t0)
+        .await
+        .unwrap();
+    let Settle::RetryIn(delay) = settle else {
+        panic!("{settle:?}")
+    };
+    let base = RETRY_DELAYS[0];
+    assert!(
+        delay >= base.mul_f64(0.89) && delay <= base.mul_f64(1.11),
+        "{delay:?}"
+    );
+    let d = f.store.get_delivery(&id).await.unwrap().unwrap();
+    let due = d.next_attempt_at.expect("a retry is due");
+    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap();
+    assert!(
+        due.millis() >= f.t0.millis() + ms(took) + ms(delay),
+        "due {} ms after the start; the attempt took {took:?}, the delay {delay:?}",
+        due.millis() - f.t0.millis()
+    );
+    assert_eq!(
+        d.attempts[0].attempted_at, f.t0,
+        "an attempt is dated by its start"
+    );
+}

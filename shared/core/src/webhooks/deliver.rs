@@ -75,12 +75,15 @@ where
         _ => judge(&response, now),
     };
     let update = attempt_update(&delivery, attempt, &response, &verdict, duration_ms, now);
+    // The retry is due its delay after the attempt ended (a receiver that timed out took
+    // 15 s), which is when the message is put back.
+    let ended = now
+        .millis()
+        .saturating_add(i64::try_from(duration_ms).unwrap_or(i64::MAX));
     let settle = match update.status {
         DeliveryStatus::Succeeded => Settle::Done,
         DeliveryStatus::Retrying => {
-            let next = update
-                .next_attempt_at
-                .map_or(0, |t| t.millis() - now.millis());
+            let next = update.next_attempt_at.map_or(0, |t| t.millis() - ended);
             Settle::RetryIn(Duration::from_millis(next.unsigned_abs()))
         }
         // A subscription that is gone is not a delivery problem worth a dead letter.
@@ -142,7 +145,11 @@ fn attempt_update(
         Verdict::Failed { retry_after } => {
             match retry_delay(attempt, &delivery.webhook_id, *retry_after) {
                 Some(delay) if attempt < MAX_ATTEMPTS => {
-                    let ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+                    // From the attempt's end (`now` is its start): until 2026-11-29 the
+                    // record said a timed-out attempt's retry was due before it ended.
+                    let ms = i64::try_from(delay.as_millis())
+                        .unwrap_or(i64::MAX)
+                        .saturating_add(i64::try_from(duration_ms).unwrap_or(i64::MAX));
                     let at = Timestamp::from_millis(now.millis().saturating_add(ms));
                     (DeliveryStatus::Retrying, at)
                 }
