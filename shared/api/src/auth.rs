@@ -37,7 +37,7 @@ pub fn tenant_of(tenant: Option<&str>, sub: Option<&str>) -> Result<TenantId, Ap
         .or(sub)
         .and_then(TenantId::from_claim)
         .ok_or_else(|| {
-            ApiError::unauthorized("the token names no tenant (claim `tenant` or `sub`)")
+            ApiError::invalid_token("the token names no tenant (claim `tenant` or `sub`)")
         })
 }
 
@@ -59,6 +59,19 @@ pub fn bearer(parts: &Parts) -> Result<&str, ApiError> {
         ));
     }
     Ok(token.trim())
+}
+
+/// Whether a compact JWS's protected header has a `crit` member.
+fn has_critical_extensions(token: &str) -> bool {
+    use base64::Engine;
+    let Some(header) = token.split('.').next() else {
+        return false;
+    };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(header)
+        .ok()
+        .and_then(|json| serde_json::from_slice::<serde_json::Value>(&json).ok())
+        .is_some_and(|h| h.get("crit").is_some())
 }
 
 /// Issues and verifies the standalone service's own tokens (HS256, secret in the data dir).
@@ -156,11 +169,18 @@ impl LocalTokens {
     }
 
     pub fn verify(&self, token: &str) -> Result<Claims, ApiError> {
+        // A header with critical extensions: none is understood here, so the JWS is
+        // invalid (RFC 7515 section 4.1.11); the library does not look at `crit`.
+        if has_critical_extensions(token) {
+            return Err(ApiError::invalid_token(
+                "the bearer token names critical header extensions (`crit`) this service does not understand",
+            ));
+        }
         jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
             .map(|d| d.claims)
             .map_err(|e| {
                 tracing::debug!(error = %e, "token refused");
-                ApiError::unauthorized("the bearer token is invalid or expired")
+                ApiError::invalid_token("the bearer token is invalid or expired")
             })
     }
 }
@@ -208,6 +228,40 @@ mod tests {
         };
         assert!(tokens.verify(&with_nbf(now + 3600)).is_err());
         assert!(tokens.verify(&with_nbf(now - 60)).is_ok());
+        // Correctly signed, but with a critical header extension nobody here understands.
+        use base64::Engine;
+        let b64 = |v: serde_json::Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+        };
+        let signing_input = format!(
+            "{}.{}",
+            b64(serde_json::json!({"alg": "HS256", "typ": "JWT", "crit": ["exp2"], "exp2": 1})),
+            t.split('.').nth(1).unwrap()
+        );
+        let signature = jsonwebtoken::crypto::sign(
+            signing_input.as_bytes(),
+            &tokens.encoding,
+            Algorithm::HS256,
+        )
+        .unwrap();
+        let critical = format!("{signing_input}.{signature}");
+        use axum::response::IntoResponse;
+        let refused = tokens.verify(&critical).unwrap_err().into_response();
+        assert_eq!(refused.status(), axum::http::StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            refused.headers()[axum::http::header::WWW_AUTHENTICATE],
+            "Bearer error=\"invalid_token\""
+        );
+        // The same input without `crit` verifies: the signature was right.
+        let plain_input = format!(
+            "{}.{}",
+            t.split('.').next().unwrap(),
+            t.split('.').nth(1).unwrap()
+        );
+        let plain =
+            jsonwebtoken::crypto::sign(plain_input.as_bytes(), &tokens.encoding, Algorithm::HS256)
+                .unwrap();
+        assert!(tokens.verify(&format!("{plain_input}.{plain}")).is_ok());
     }
 
     fn parts(token: &str) -> Parts {

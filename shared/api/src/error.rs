@@ -85,6 +85,15 @@ impl ApiError {
             .with_header(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))
     }
 
+    /// A 401 for a token that was sent and refused (bad, expired, naming no tenant):
+    /// `WWW-Authenticate: Bearer error="invalid_token"` (RFC 6750 section 3.1).
+    pub fn invalid_token(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "Unauthorized", detail).with_header(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer error=\"invalid_token\""),
+        )
+    }
+
     pub fn not_found(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "Not Found", detail)
     }

@@ -171,6 +171,7 @@ fn finish<P: Ports>(routes: Router<Arc<App<P>>>, app: Arc<App<P>>) -> Router {
     routes
         .fallback(system::not_found)
         .method_not_allowed_fallback(system::method_not_allowed)
+        .layer(middleware::from_fn(identity_bodies))
         .layer(middleware::from_fn(api_version))
         .layer(middleware::from_fn(access_log))
         .layer(middleware::from_fn(request_id))
@@ -320,12 +321,17 @@ async fn request_id(mut request: Request, next: Next) -> Response {
 /// stamps every response with ours. Public for the routes outside this router (the
 /// standalone's `/oauth2/token`).
 pub async fn api_version(request: Request, next: Next) -> Response {
-    let requested = request
+    // Several field lines mean what one comma-joined line does (RFC 9110 section 5.3):
+    // each version named must be one we implement, whatever the order of the lines.
+    let lines: Vec<&str> = request
         .headers()
-        .get("api-version")
-        .map(|v| v.to_str().unwrap_or("?").to_owned());
+        .get_all("api-version")
+        .iter()
+        .map(|v| v.to_str().unwrap_or("?"))
+        .collect();
+    let requested = (!lines.is_empty()).then(|| lines.join(", "));
     let mut response = match requested {
-        Some(v) if !version_supported(&v) => ApiError::bad_request(format!(
+        Some(v) if !v.split(',').all(version_supported) => ApiError::bad_request(format!(
             "Api-Version {v} is not supported; this service implements {}",
             pricing_core::API_VERSION
         ))
@@ -337,6 +343,27 @@ pub async fn api_version(request: Request, next: Next) -> Response {
         HeaderValue::from_static(pricing_core::API_VERSION),
     );
     response
+}
+
+/// Request bodies are read as sent: a body with a content coding (gzip, br, ...) is a 415
+/// (RFC 9110 section 15.5.16) rather than JSON that does not parse, or a coded label on a
+/// plain body taken at its word.
+async fn identity_bodies(request: Request, next: Next) -> Response {
+    let coded = request
+        .headers()
+        .get_all(axum::http::header::CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("?").split(','))
+        .map(str::trim)
+        .find(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"))
+        .map(str::to_owned);
+    match coded {
+        Some(coding) => ApiError::unsupported_media_type(format!(
+            "Content-Encoding {coding} is not supported: send the body without a content coding"
+        ))
+        .into_response(),
+        None => next.run(request).await,
+    }
 }
 
 /// Same major, and a minor we implement.

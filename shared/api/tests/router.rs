@@ -284,7 +284,13 @@ async fn unauthenticated_requests_get_401_with_bearer_challenge() {
         .header("authorization", format!("Bearer {other}"))
         .body(Body::empty())
         .unwrap();
-    assert_problem(&h.raw(req).await, StatusCode::UNAUTHORIZED);
+    let r = h.raw(req).await;
+    assert_problem(&r, StatusCode::UNAUTHORIZED);
+    // A token sent and refused says so (RFC 6750 section 3.1); no token is a plain challenge.
+    assert_eq!(
+        r.headers["www-authenticate"],
+        "Bearer error=\"invalid_token\""
+    );
 }
 
 #[tokio::test]
@@ -961,6 +967,44 @@ async fn unknown_paths_methods_removed_endpoints_and_versions() {
         let r = h.raw(req).await;
         assert_eq!(r.status, status, "{version}");
         assert_eq!(r.headers["api-version"], "3.1.0");
+    }
+    // A body with a content coding is a 415 and changes nothing; `identity` is no coding.
+    for (coding, status) in [
+        ("gzip", StatusCode::UNSUPPORTED_MEDIA_TYPE),
+        ("br", StatusCode::UNSUPPORTED_MEDIA_TYPE),
+        ("identity, gzip", StatusCode::UNSUPPORTED_MEDIA_TYPE),
+        ("identity", StatusCode::CREATED),
+    ] {
+        let id = format!("coded-{}", coding.len());
+        let req = Request::builder()
+            .method("POST")
+            .uri("/projects")
+            .header("authorization", format!("Bearer {}", h.token("acme")))
+            .header("content-type", "application/json")
+            .header("content-encoding", coding)
+            .body(Body::from(json!({"projectId": id}).to_string()))
+            .unwrap();
+        let r = h.raw(req).await;
+        assert_eq!(r.status, status, "{coding}: {:?}", r.body);
+        let read = h
+            .call("GET", &format!("/projects/{id}"), Some("acme"), None)
+            .await;
+        let stored = read.status == StatusCode::OK;
+        assert_eq!(stored, status == StatusCode::CREATED, "{coding}");
+    }
+    // Several lines are read as one comma-joined line (RFC 9110 section 5.3), in any order.
+    for (lines, status) in [
+        (&["3.1", "4"][..], StatusCode::BAD_REQUEST),
+        (&["4", "3.1"][..], StatusCode::BAD_REQUEST),
+        (&["3.1, 4"][..], StatusCode::BAD_REQUEST),
+        (&["3.1", "3"][..], StatusCode::OK),
+    ] {
+        let mut req = Request::builder().uri("/health");
+        for line in lines {
+            req = req.header("api-version", *line);
+        }
+        let r = h.raw(req.body(Body::empty()).unwrap()).await;
+        assert_eq!(r.status, status, "{lines:?}");
     }
 }
 
