@@ -118,28 +118,7 @@ impl EventStore for DynamoStore {
                 records.push((e.id.clone(), encode(OP, e)?));
             }
         }
-        for attempt in 1..=MAX_ATTEMPTS {
-            let actions = self.event_writes(&pk, &records).await?;
-            if actions.is_empty() {
-                return Ok(());
-            }
-            match self.transact(OP, actions).await? {
-                Ok(()) => return Ok(()),
-                Err(reasons) => {
-                    // Another writer stored events (or these ones) meanwhile: plan again.
-                    tracing::debug!(
-                        pk,
-                        attempt,
-                        failed = failed_count(&reasons),
-                        "append_events cancelled; again"
-                    );
-                    backoff(attempt).await;
-                }
-            }
-        }
-        Err(StoreError::Unavailable(format!(
-            "{OP}: {key} still contended after {MAX_ATTEMPTS} attempts"
-        )))
+        self.write_event_records(OP, &pk, &records).await
     }
 
     async fn undispatched_events(
@@ -385,6 +364,40 @@ impl DynamoStore {
     /// of them calls this again (another writer stored events meanwhile). At most
     /// `events.len() + 2` actions. The counter update also records the batch's size and
     /// puts the instance in the outbox index (it has undispatched events now).
+    /// Stores encoded events `(id, record)` of the instance `pk` in one transaction, after
+    /// those stored before (by id: the ones already stored are skipped, so a retry or a
+    /// replay writes each once). At most [`MAX_COMMIT_RECORDS`] events and what one
+    /// transaction's 4 MB hold (see `prices::event_chunks`).
+    pub(crate) async fn write_event_records(
+        &self,
+        op: &str,
+        pk: &str,
+        records: &[(String, String)],
+    ) -> StoreResult<()> {
+        for attempt in 1..=MAX_ATTEMPTS {
+            let actions = self.event_writes(pk, records).await?;
+            if actions.is_empty() {
+                return Ok(());
+            }
+            match self.transact(op, actions).await? {
+                Ok(()) => return Ok(()),
+                Err(reasons) => {
+                    // Another writer stored events (or these ones) meanwhile: plan again.
+                    tracing::debug!(
+                        pk,
+                        attempt,
+                        failed = failed_count(&reasons),
+                        "{op}: event write cancelled; again"
+                    );
+                    backoff(attempt).await;
+                }
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "{op}: {pk} still contended after {MAX_ATTEMPTS} attempts"
+        )))
+    }
+
     pub(crate) async fn event_writes(
         &self,
         pk: &str,

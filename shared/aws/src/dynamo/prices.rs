@@ -51,6 +51,42 @@ const PART_FORMAT: u64 = 2;
 /// Items per BatchWriteItem call (the API's limit).
 const BATCH_WRITE: usize = 25;
 
+/// Events of a calculation per transaction: DynamoDB takes 100 actions (each event is a
+/// Put, beside its batch record, the event counter, and the calculation's pointer and
+/// marker) and 4 MB per transaction; a `prices.updated` part of 1,000 prices is ~75 KB, so
+/// a calculation of more than ~50,000 prices takes several.
+const EVENTS_PER_TRANSACTION: usize = 90;
+const EVENT_BYTES_PER_TRANSACTION: usize = 3 * 1024 * 1024;
+/// Attribute names and keys of an event item beside its id and record, at most.
+const EVENT_ITEM_OVERHEAD: usize = 200;
+
+/// The events `(id, record)` in order.
+fn encode_events(op: &str, events: SaveEvents<'_>) -> StoreResult<Vec<(String, String)>> {
+    events
+        .iter()
+        .map(|e| Ok((e.id.clone(), encode(op, &*e)?)))
+        .collect()
+}
+
+/// `records` cut into runs that one transaction holds, in order (one empty run when there
+/// are none).
+fn event_chunks(records: &[(String, String)]) -> Vec<&[(String, String)]> {
+    let mut chunks = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, (id, record)) in records.iter().enumerate() {
+        let size = id.len() + record.len() + EVENT_ITEM_OVERHEAD;
+        if i > start
+            && (i - start >= EVENTS_PER_TRANSACTION || bytes + size > EVENT_BYTES_PER_TRANSACTION)
+        {
+            chunks.push(&records[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    chunks.push(&records[start..]);
+    chunks
+}
+
 fn marker_sk(calculation_id: &str) -> String {
     format!("~P#C#{calculation_id}")
 }
@@ -476,7 +512,30 @@ impl PriceStore for DynamoStore {
                         get_n(OP, &marker, "parts")?,
                     )
                     .await?;
-                self.write_history(&pk, &stored, &prices).await?;
+                let calculation = PriceCalculation {
+                    calculation_id: stored.calculation_id.clone(),
+                    trigger: stored.trigger,
+                    metadata: stored.metadata.clone(),
+                    calculated_at: stored.calculated_at,
+                    sequence: stored.sequence,
+                    prices,
+                };
+                // The events a large calculation's first transaction could not hold may
+                // not all be stored: they are made again from the stored prices (those
+                // stored are skipped by id).
+                let events = match events {
+                    SaveEvents::PricesUpdated { key, .. } => SaveEvents::PricesUpdated {
+                        key,
+                        calculation: &calculation,
+                    },
+                    listed => listed,
+                };
+                let records = encode_events(OP, events)?;
+                for chunk in event_chunks(&records) {
+                    self.write_event_records(OP, &pk, chunk).await?;
+                }
+                self.write_history(&pk, &stored, &calculation.prices)
+                    .await?;
             }
             return Ok(false);
         }
@@ -512,11 +571,13 @@ impl PriceStore for DynamoStore {
             items.push(item);
         }
         self.batch_put(OP, items).await?;
-        // 2. Pointer, marker and events, atomically.
-        let records: Vec<(String, String)> = events
-            .iter()
-            .map(|e| Ok((e.id.clone(), encode(OP, &*e)?)))
-            .collect::<StoreResult<_>>()?;
+        // 2. Pointer, marker and events, atomically (the events one transaction holds:
+        // all but those of a calculation of tens of thousands of prices, step 3).
+        let records = encode_events(OP, events)?;
+        let chunks = event_chunks(&records);
+        let (first, rest) = chunks
+            .split_first()
+            .map_or((&[][..], &[][..]), |(f, r)| (*f, r));
         for attempt in 1.. {
             let mut actions = Vec::new();
             let head = Put::builder()
@@ -552,7 +613,7 @@ impl PriceStore for DynamoStore {
                     .put(built(OP, marker.build())?)
                     .build(),
             );
-            actions.extend(self.event_writes(&pk, &records).await?);
+            actions.extend(self.event_writes(&pk, first).await?);
             match self.transact(OP, actions).await? {
                 Ok(()) => break,
                 Err(reasons) => {
@@ -575,13 +636,18 @@ impl PriceStore for DynamoStore {
                 }
             }
         }
-        // 3. History, then the marker's done flag.
+        // 3. The events the first transaction could not hold, before the done flag: a
+        // replay writes those missing (above).
+        for chunk in rest {
+            self.write_event_records(OP, &pk, chunk).await?;
+        }
+        // 4. History, then the marker's done flag.
         self.write_history(&pk, &meta, &calculation.prices).await?;
         // The replaced calculation's marker: its retention starts (the latest keeps none).
         if let Some((replaced, _)) = &replaced {
             self.expire_calculation(&pk, replaced).await;
         }
-        // 4. The replaced calculation's price list, unless a replay still needs it.
+        // 5. The replaced calculation's price list, unless a replay still needs it.
         if let Some((replaced, parts)) = replaced {
             self.drop_parts(&pk, &replaced, parts).await?;
         }
@@ -753,5 +819,49 @@ impl PriceMatchStore for DynamoStore {
             ))),
             Err(e) => Err(store_error(OP, e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn records(count: usize, bytes: usize) -> Vec<(String, String)> {
+        (0..count)
+            .map(|i| (format!("evt_{i:04}"), "r".repeat(bytes)))
+            .collect()
+    }
+
+    /// A calculation's events are cut into runs that one transaction holds: at most 90
+    /// events (found by an outside review: the 104 actions of a 100,000-item instance's
+    /// calculation, and its ~7.5 MB of `prices.updated` parts, were one transaction, which
+    /// DynamoDB refuses; the emulator does not), and at most 3 MiB, in order, every event
+    /// once.
+    #[test]
+    fn a_calculations_events_are_cut_to_what_a_transaction_holds() {
+        assert_eq!(event_chunks(&[]), vec![&[][..]], "one empty run");
+        let small = records(200, 100);
+        let chunks = event_chunks(&small);
+        assert_eq!(
+            chunks.iter().map(|c| c.len()).collect::<Vec<_>>(),
+            [90, 90, 20]
+        );
+        // 100 parts of 1,000 prices (~75 KB each).
+        let parts = records(100, 75_000);
+        let chunks = event_chunks(&parts);
+        assert!(chunks.len() >= 3, "{} runs", chunks.len());
+        for chunk in &chunks {
+            assert!(!chunk.is_empty());
+            let bytes: usize = chunk
+                .iter()
+                .map(|(id, r)| id.len() + r.len() + EVENT_ITEM_OVERHEAD)
+                .sum();
+            assert!(bytes <= EVENT_BYTES_PER_TRANSACTION, "{bytes} bytes");
+        }
+        let again: Vec<&(String, String)> = chunks.iter().flat_map(|c| c.iter()).collect();
+        assert_eq!(again, parts.iter().collect::<Vec<_>>());
+        // One event larger than the bytes of a run is a run of its own.
+        let big = records(3, 3_500_000);
+        assert_eq!(event_chunks(&big).len(), 3);
     }
 }
