@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Query, State};
-use pricing_core::ports::StoreError;
+use pricing_core::ports::{DeliveryStore, StoreError};
 use pricing_core::time::Timestamp;
 use pricing_core::webhooks::{EventQuery, EventType, read_events};
 use serde_json::{Value, json};
@@ -80,8 +80,29 @@ pub async fn list<P: Ports>(
     Query(query): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
-    let q = event_query(&query)?;
-    let page = read_events(app.ports.events(), &instance.key(), &q)
+    let key = instance.key();
+    let mut q = event_query(&query)?;
+    // A webhook's envelope id (`wh_...`, one event sent to one subscription) stands for
+    // its event, so a receiver resumes from the last webhook it has.
+    if let Some(webhook) = q.after.as_deref().filter(|c| c.starts_with("wh_")) {
+        let delivery = app
+            .ports
+            .deliveries()
+            .get_delivery(webhook)
+            .await
+            .map_err(ApiError::store("reading a delivery"))?
+            .filter(|d| d.project() == key.project() && d.instance_id == key.instance_id);
+        q.after = Some(match delivery {
+            Some(d) => d.event.id,
+            None => {
+                return Err(ApiError::bad_request(format!(
+                    "cursor {webhook} is not a webhook of this instance (or its delivery \
+                     record is past retention): use a `next` of this listing or an event id"
+                )));
+            }
+        });
+    }
+    let page = read_events(app.ports.events(), &key, &q)
         .await
         .map_err(|e| match e {
             StoreError::NotFound => ApiError::bad_request(

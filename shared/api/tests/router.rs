@@ -2774,6 +2774,44 @@ async fn an_instances_events_are_read_filtered_and_paged() {
         r.body["items"][0]["data"]["errors"][0]["transactionId"],
         "lost-2"
     );
+    // A webhook's envelope id stands for its event (found by an outside review: the
+    // documented way to resume was refused).
+    {
+        use pricing_core::ports::{DeliveryStore, EventStore, SubscriptionStore};
+        let subscription = h.subscription("acme", "/projects/p/subscriptions").await;
+        let project = ProjectId::parse("p").expect("id");
+        let sub = h
+            .store
+            .get_subscription(
+                &acme(&project),
+                &pricing_core::ids::SubscriptionId::parse(&subscription).expect("id"),
+            )
+            .await
+            .expect("read")
+            .expect("subscription");
+        let key = InstanceKey::new(
+            pricing_core::ids::TenantId::from_claim("acme").expect("tenant"),
+            project,
+            InstanceId::parse("i").expect("id"),
+        );
+        let events = h.store.list_events(&key, None, 10).await.expect("events");
+        let event = events.iter().find(|e| e.id == id).expect("the first event");
+        let delivery = pricing_core::webhooks::Delivery::new(event, &sub, Timestamp::now());
+        h.store
+            .create_deliveries(std::slice::from_ref(&delivery))
+            .await
+            .expect("stored");
+        let r = get(&format!("?cursor={}", delivery.webhook_id)).await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        assert_eq!(
+            r.body["items"][0]["data"]["errors"][0]["transactionId"],
+            "lost-2"
+        );
+        assert_problem(
+            &get("?cursor=wh_0123456789abcdef").await,
+            StatusCode::BAD_REQUEST,
+        );
+    }
 
     // Time filters: nothing was created before 2000 or after 2999.
     let r = get("?until=2000-01-01T00:00:00Z").await;
