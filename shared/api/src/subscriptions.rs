@@ -198,8 +198,10 @@ pub async fn trigger<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
     Path((project_id, subscription_id)): Path<(String, String)>,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let subscription = owned_subscription(&app, &caller, &project_id, &subscription_id).await?;
+    crate::util::no_fields(body.as_ref())?;
     if subscription.status != SubscriptionStatus::Active {
         return Err(ApiError::unprocessable(format!(
             "subscription {} is disabled{}; create a new subscription to receive webhooks again",
@@ -245,8 +247,10 @@ pub async fn rotate_secret<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
     Path((project_id, subscription_id)): Path<(String, String)>,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<Json<Value>> {
     let subscription = owned_subscription(&app, &caller, &project_id, &subscription_id).await?;
+    crate::util::no_fields(body.as_ref())?;
     let not_found =
         || ApiError::not_found(format!("subscription {subscription_id} does not exist"));
     let secrets = app

@@ -80,6 +80,33 @@ pub fn check_time_zone(o: &Obj<'_>, key: &str, errors: &mut Errors) -> Option<Op
     }
 }
 
+/// A request that takes no body: none, or `{}` (a client that always sends JSON). A field
+/// is a 400 `unknownField` and anything else a 400 `type`, and nothing is done: a
+/// malformed secret rotation must not drop a secret.
+pub fn no_fields(body: Option<&serde_json::Value>) -> Result<(), crate::error::ApiError> {
+    use crate::error::ApiError;
+    match body {
+        None => Ok(()),
+        Some(serde_json::Value::Object(map)) if map.is_empty() => Ok(()),
+        Some(serde_json::Value::Object(map)) => {
+            let errors = map
+                .keys()
+                .map(|key| pricing_core::validate::FieldError {
+                    pointer: format!("/{}", pricing_core::validate::escape_token(key)),
+                    code: "unknownField".into(),
+                    message: "is not a field of this request (it takes no body)".into(),
+                })
+                .collect();
+            Err(ApiError::bad_request("this request takes no body").with_errors(errors))
+        }
+        Some(_) => Err(ApiError::invalid_field(
+            "",
+            codes::TYPE,
+            "this request takes no body (or an empty object)",
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::is_iana_name;

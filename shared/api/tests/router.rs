@@ -1847,6 +1847,29 @@ async fn a_subscription_secret_is_shown_at_creation_and_rotation_only() {
         .unwrap();
     assert_eq!(Some(stored.current), WebhookSecret::parse(&new));
     assert_eq!(stored.previous, WebhookSecret::parse(old));
+    // It takes no body: a field, or a body that is not `{}`, is a 400 and rotates nothing
+    // (a second rotation drops the oldest secret at once).
+    for body in [json!({"x": 1}), json!([]), json!("rotate")] {
+        let r = h
+            .call("POST", &path, Some("acme"), Some(body.clone()))
+            .await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+        let trigger = format!("/projects/p/subscriptions/{id}/trigger");
+        let r = h.call("POST", &trigger, Some("acme"), Some(body)).await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+    }
+    let unchanged = h
+        .store
+        .get_subscription(
+            &acme(&ProjectId::parse("p").unwrap()),
+            &SubscriptionId::parse(id).unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .secrets
+        .unwrap();
+    assert_eq!(Some(unchanged.current), WebhookSecret::parse(&new));
     let r = h
         .call("GET", "/projects/p/subscriptions", Some("acme"), None)
         .await;
