@@ -27,6 +27,12 @@ use crate::webhooks::{
 /// `StoreError::Failed` and nothing is written; the processor never builds one.
 pub const MAX_COMMIT_RECORDS: usize = 90;
 
+/// The most bytes of records (header, items, products, as JSON) one state commit may
+/// write besides its events (at most `process::rejected::MAX_BYTES_PER_COMMIT`), so that
+/// an AWS commit stays within a transaction's 4 MB: 90 records of an item with 64 KiB of
+/// metadata would be 6 MB. The processor commits before it gets there.
+pub const MAX_COMMIT_RECORD_BYTES: usize = 2_500_000;
+
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum StoreError {
     /// A conditional write lost: the record exists, or another writer got there first.

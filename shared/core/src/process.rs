@@ -13,7 +13,8 @@ use crate::jws::decode_jws_payload;
 use crate::model::LogRecord;
 use crate::model::Message;
 use crate::ports::{
-    Backlog, Commit, Enqueue, EntryLog, MAX_COMMIT_RECORDS, StateStore, StoreError, StoreResult,
+    Backlog, Commit, Enqueue, EntryLog, MAX_COMMIT_RECORD_BYTES, MAX_COMMIT_RECORDS, StateStore,
+    StoreError, StoreResult,
 };
 use crate::pricing::sold_percent_crossed;
 use crate::recalc::PriceHint;
@@ -201,6 +202,7 @@ async fn run<L: EntryLog, S: StateStore>(
     let mut rejected = RejectedEvents::new(key, now);
     let mut committed = state.header.applied_seq;
     let sold_before = sales_watch(&state);
+    let mut weight = Weight::default();
     loop {
         let records = log.read(key, state.header.applied_seq, READ_BATCH).await?;
         if records.is_empty() {
@@ -219,14 +221,18 @@ async fn run<L: EntryLog, S: StateStore>(
                     rejected.push(&r);
                 }
             }
+            weight.add(&state, &dirty, record.jwt.len());
             // Keep each commit within one atomic write of the AWS store: records (the
-            // next entry may add one more) and bytes of the rejection events.
+            // next entry may add one more), their bytes (the next entry may add its own)
+            // and the bytes of the rejection events.
             if dirty.record_count() + rejected.event_count() + 1 >= MAX_COMMIT_RECORDS
+                || weight.bytes + MAX_ENTRY_BYTES >= MAX_COMMIT_RECORD_BYTES
                 || rejected.bytes() >= rejected::MAX_BYTES_PER_COMMIT
             {
                 commit(store, key, &state, &mut dirty, &mut rejected, committed).await?;
                 committed = state.header.applied_seq;
                 report.commits += 1;
+                weight = Weight::default();
             }
         }
     }
@@ -243,6 +249,68 @@ async fn run<L: EntryLog, S: StateStore>(
         );
     }
     Ok((report, state))
+}
+
+/// The most bytes one more entry can add to a commit's records: the entry itself (a JWS
+/// of at most 64 KiB of entry, ~88 KB: a patch cannot grow a document by more than the
+/// entry that holds it) and the records it may change for the first time in the commit
+/// (an item and its product, each with up to 64 KiB of metadata and of properties).
+const MAX_ENTRY_BYTES: usize = 512 * 1024;
+
+/// What the records of the next commit weigh as JSON, at most: each changed record as it
+/// was when it first changed since the last commit, plus the bytes of every entry applied
+/// since (what an entry adds to a record is at most its own size). Each record is measured
+/// once per commit, so a batch of one-entry sales costs one measure of its item.
+#[derive(Default)]
+struct Weight {
+    bytes: usize,
+    header: bool,
+    items: BTreeSet<crate::ids::ItemId>,
+    products: BTreeSet<ProductId>,
+}
+
+impl Weight {
+    fn add(&mut self, state: &InstanceState, dirty: &Dirty, entry_bytes: usize) {
+        self.bytes += entry_bytes;
+        if !self.header {
+            // Every commit writes the header.
+            self.header = true;
+            self.bytes += json_len(&state.header);
+        }
+        if dirty.items.len() > self.items.len() {
+            for id in &dirty.items {
+                if self.items.insert(id.clone()) {
+                    self.bytes += state.items.get(id).map_or(0, json_len);
+                }
+            }
+        }
+        if dirty.products.len() > self.products.len() {
+            for id in &dirty.products {
+                if self.products.insert(id.clone()) {
+                    self.bytes += state.products.get(id).map_or(0, json_len);
+                }
+            }
+        }
+    }
+}
+
+/// The length of `value` as JSON, without keeping the text.
+fn json_len<T: serde::Serialize>(value: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail; a value that does not serialize weighs nothing
+    // here and fails in the store's own encoding.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// Sold units, capacity and step of every product with a sales-based trigger.

@@ -86,7 +86,24 @@ impl StateStore for LimitedStore {
         if commit.record_count() > MAX_COMMIT_RECORDS {
             return Err(StoreError::Failed("too many records".into()));
         }
-        let mut total = 0;
+        // Records weigh as their JSON (the AWS store's binary form is smaller).
+        let mut total = serde_json::to_vec(&commit.header).expect("encode").len();
+        for bytes in commit
+            .items
+            .iter()
+            .map(|i| serde_json::to_vec(i).expect("encode").len())
+            .chain(
+                commit
+                    .products
+                    .iter()
+                    .map(|p| serde_json::to_vec(p).expect("encode").len()),
+            )
+        {
+            if bytes > ITEM_LIMIT {
+                return Err(StoreError::Failed(format!("a record of {bytes} bytes")));
+            }
+            total += bytes;
+        }
         for e in &commit.events {
             let bytes = serde_json::to_vec(e).expect("encode").len();
             if bytes > ITEM_LIMIT {
@@ -311,6 +328,44 @@ async fn reads_share_the_warm_state_and_see_every_commit() {
     assert_eq!((report.applied, report.applied_seq), (1, 4));
     let last = processor.shared_state(&store, &key).await.expect("read");
     assert_eq!(name(&last), json!("v4"));
+}
+
+/// Items with large metadata, registered in one batch: the processor commits before a
+/// commit's records outgrow one AWS transaction (found by an outside review: only the
+/// record count was bounded, and 70 items of 60 KB made a 4.2 MB commit that DynamoDB
+/// refuses on every retry, so the instance's processing stopped for good).
+#[tokio::test]
+async fn records_of_large_documents_are_committed_within_a_transaction() {
+    let key = InstanceKey::new(
+        crate::ids::TenantId::from_claim("tenant").expect("tenant"),
+        ProjectId::parse("proj").expect("valid"),
+        InstanceId::parse("inst").expect("valid"),
+    );
+    let note = "n".repeat(60_000);
+    let mut log = vec![record(
+        1,
+        "t1".into(),
+        &json!({"type": "productRegistration", "data": {"productId": "P", "capacity": 1000}}),
+    )];
+    for n in 0..70u64 {
+        log.push(record(
+            n + 2,
+            format!("t{}", n + 2),
+            &json!({"type": "itemRegistration", "data": {"itemId": format!("i{n}"),
+                "productId": "P",
+                "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2027-01-01T00:00:00Z"},
+                "priceSettings": {"min": 10, "max": 90, "default": 40},
+                "metadata": {"note": note}}}),
+        ));
+    }
+    let store = LimitedStore::default();
+    let report = Processor::new()
+        .process(&Log(log), &store, &key, Timestamp::now())
+        .await
+        .expect("every commit fits a transaction");
+    assert_eq!((report.applied, report.rejected), (71, 0));
+    assert!(report.commits >= 2, "{} commits", report.commits);
+    assert_eq!(store.items.lock().expect("lock").len(), 70);
 }
 
 /// A sales trigger fires when the batch that crosses its step also registers the product
