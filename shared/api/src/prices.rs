@@ -480,6 +480,9 @@ pub async fn price_history<P: Ports>(
         .map_err(|_| ApiError::not_found(format!("item {item_id} does not exist")))?;
     let page = page_request(&query)?;
     let first_page = page.cursor.is_none();
+    // The cursor names a calculation (its sequence): one this listing handed out is before
+    // the latest (a later entry followed it), so one at or past the latest is not ours.
+    let cursor_sequence = page.cursor.as_deref().and_then(|c| c.parse::<u64>().ok());
     let key = instance.key();
     let (items, next) = store_page(
         page,
@@ -502,6 +505,20 @@ pub async fn price_history<P: Ports>(
         |entry| serde_json::to_value(entry).unwrap_or_default(),
     )
     .await?;
+    if let (Some(after), true) = (cursor_sequence, items.is_empty()) {
+        let latest = app
+            .ports
+            .prices()
+            .latest_prices_page(&key, 0, 0)
+            .await
+            .map_err(ApiError::store("reading prices"))?
+            .map_or(0, |p| p.sequence);
+        if after >= latest {
+            return Err(ApiError::bad_request(
+                "cursor is not one of this listing: use a `next` it returned",
+            ));
+        }
+    }
     if first_page {
         // An item that never existed, or was removed, is a 404 (as its details are); an
         // item without prices yet is an empty list. Later pages follow a cursor of a

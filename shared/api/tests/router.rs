@@ -1483,7 +1483,7 @@ async fn price_matches_calculations_instance_prices_and_history() {
         .await;
     assert_problem(&r, StatusCode::NOT_FOUND);
     // A cursor the listing did not make, of an item that exists: the request is wrong.
-    for cursor in ["abc", "9223372036854775808"] {
+    for cursor in ["abc", "9223372036854775808", "999"] {
         let r = h
             .call(
                 "GET",
