@@ -23,6 +23,39 @@ pub const LOCAL_TENANT: &str = "local";
 /// Creates the data directory (mode 0700) when it is missing. An existing directory is left
 /// as it is: its owner chose its mode (a shared parent, a mounted volume); the files in it
 /// that matter are private on their own (0600).
+/// The file `serve` locks in its data directory.
+pub const LOCK_FILE: &str = "serve.lock";
+
+/// Takes the data directory for this process: one `serve` per directory. Its caches (the
+/// records it read, the instances with work queued) and its release of work in flight at
+/// start assume it is the database's only writer; a second `serve` on the same directory
+/// (a restart that overlaps the old process) would take the first one's work and serve
+/// records the first one changed. The lock is held while the returned file is open, and
+/// the system drops it when the process ends, however it ends.
+pub fn lock_data_dir(dir: &Path) -> Result<std::fs::File, Error> {
+    let path = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| Error::DataDir {
+            path: path.display().to_string(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Setup(format!(
+            "another `serve` is running on the data directory {}: one process per data directory",
+            dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(source)) => Err(Error::DataDir {
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}
+
 pub fn ensure_dir(dir: &Path) -> Result<(), Error> {
     let failed = |source| Error::DataDir {
         path: dir.display().to_string(),
@@ -225,6 +258,21 @@ pub fn print_token(args: &TokenArgs) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One `serve` per data directory: a second one is refused with a message that says
+    /// why, and the directory is free again once the first lets go.
+    #[test]
+    fn a_data_directory_is_taken_by_one_serve() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = lock_data_dir(dir.path()).expect("the first takes it");
+        let second = lock_data_dir(dir.path()).expect_err("a second is refused");
+        assert!(
+            second.to_string().contains("another `serve` is running"),
+            "{second}"
+        );
+        drop(first);
+        lock_data_dir(dir.path()).expect("free again");
+    }
 
     #[test]
     fn clients_are_created_once_and_secrets_are_not_stored() {

@@ -17,7 +17,9 @@ use tokio::sync::watch;
 
 use crate::Error;
 use crate::cli::{CallbackPolicyArg, ServeArgs};
-use crate::datadir::{Clients, ensure_dir, private_database, restrict_database, token_secret};
+use crate::datadir::{
+    Clients, ensure_dir, lock_data_dir, private_database, restrict_database, token_secret,
+};
 use crate::oauth::{self, TokenEndpoint};
 
 const DATABASE_FILE: &str = "pricing.db";
@@ -40,6 +42,8 @@ pub fn callback_policy(asked: Option<CallbackPolicyArg>, listen: &[SocketAddr]) 
 pub async fn run(args: ServeArgs) -> Result<(), Error> {
     let retention = args.retention().map_err(|e| Error::Setup(e.to_string()))?;
     ensure_dir(&args.data)?;
+    // Held until `run` returns: one `serve` per data directory.
+    let _lock = lock_data_dir(&args.data)?;
     let keys = pricing_embedded::keys::load_or_create_signing_keys(&args.data)
         .map_err(|e| Error::Setup(format!("signing keys: {e}")))?;
     let signer = Arc::new(Signer::from_keys(&keys).map_err(|e| Error::Setup(e.to_string()))?);

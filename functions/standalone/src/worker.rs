@@ -51,7 +51,7 @@ pub async fn run(
             continue;
         }
         for r in received {
-            let outcome = handle(&store, &processor, &r.message).await;
+            let outcome = isolated(&store, &processor, &r.message).await;
             let done = match outcome {
                 Ok(()) => store.ack(&r.receipt).await,
                 Err(e) => {
@@ -64,6 +64,27 @@ pub async fn run(
                 // The message reappears after its visibility timeout: nothing is lost.
                 tracing::warn!(error = %e, "could not settle a message");
             }
+        }
+    }
+}
+
+/// [`handle`] in a task of its own: a panic while handling one message (some instance's
+/// data meeting a bug) fails that message, which is retried with backoff and dead-lettered
+/// like any failure, instead of ending this worker's loop for good (and, as the message
+/// comes back, every other worker's).
+async fn isolated(
+    store: &EmbeddedStore,
+    processor: &Arc<Processor>,
+    message: &Message,
+) -> Result<(), StoreError> {
+    let (store, processor, message) = (store.clone(), processor.clone(), message.clone());
+    match tokio::spawn(async move { handle(&store, &processor, &message).await }).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            tracing::error!(error = %e, "handling a message panicked");
+            Err(StoreError::Failed(format!(
+                "handling the message panicked: {e}"
+            )))
         }
     }
 }
@@ -102,47 +123,56 @@ pub async fn schedule(
     retention: Retention,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let budgets = Budgets::default();
     loop {
-        let time = RunTime::starting_now(SCHEDULER_RUN);
-        let report = Box::pin(scheduler::run(
-            &store,
-            &store,
-            Timestamp::now(),
-            time,
-            &budgets,
-        ))
-        .await;
-        log_skipped(&report.skipped_records);
-        for error in &report.errors {
-            tracing::warn!(%error, "a scheduler step failed");
+        // Each run in a task of its own: a panic in one run is logged and the next tick
+        // runs again, instead of ending deactivations, sweeps and schedules for good.
+        let run = tokio::spawn({
+            let store = store.clone();
+            async move { scheduler_run(&store, &retention).await }
+        });
+        if let Err(e) = run.await {
+            tracing::error!(error = %e, "a scheduler run panicked; the next tick runs again");
         }
-        if report.swept
-            + report.undispatched
-            + report.overdue
-            + report.scheduled
-            + report.deactivated
-            > 0
-            || !report.stopped.is_empty()
-        {
-            tracing::info!(
-                swept = report.swept,
-                undispatched = report.undispatched,
-                overdue = report.overdue,
-                scheduled = report.scheduled,
-                deactivated = report.deactivated,
-                tenants = report.tenants,
-                stopped = ?report.stopped,
-                failures = report.error_count,
-                "scheduler run"
-            );
-        }
-        prune(&store, &retention, Timestamp::now(), PRUNE_TIME).await;
         tokio::select! {
             _ = tokio::time::sleep(tick) => {}
             _ = shutdown.changed() => return,
         }
     }
+}
+
+/// One tick of [`schedule`].
+async fn scheduler_run(store: &EmbeddedStore, retention: &Retention) {
+    let budgets = Budgets::default();
+    let time = RunTime::starting_now(SCHEDULER_RUN);
+    let report = Box::pin(scheduler::run(
+        store,
+        store,
+        Timestamp::now(),
+        time,
+        &budgets,
+    ))
+    .await;
+    log_skipped(&report.skipped_records);
+    for error in &report.errors {
+        tracing::warn!(%error, "a scheduler step failed");
+    }
+    if report.swept + report.undispatched + report.overdue + report.scheduled + report.deactivated
+        > 0
+        || !report.stopped.is_empty()
+    {
+        tracing::info!(
+            swept = report.swept,
+            undispatched = report.undispatched,
+            overdue = report.overdue,
+            scheduled = report.scheduled,
+            deactivated = report.deactivated,
+            tenants = report.tenants,
+            stopped = ?report.stopped,
+            failures = report.error_count,
+            "scheduler run"
+        );
+    }
+    prune(store, retention, Timestamp::now(), PRUNE_TIME).await;
 }
 
 /// Rows one pruning pass deletes at most per class (one short write transaction each).

@@ -357,3 +357,46 @@ async fn the_binary_reads_a_data_directory() {
     );
     assert!(v["products"][0]["fit"][0]["identified"].as_bool().unwrap());
 }
+
+/// An instance still on sale: the log has seen half of its 60 days. The rest of the period
+/// is not zero demand (found by an outside review: it was fitted no buyers after the
+/// reading and half the level); it is read at the level the seen half showed.
+#[tokio::test]
+async fn an_instance_on_sale_is_fitted_on_what_it_has_seen() {
+    let (store, key) = logged_store().await;
+    let mut log = read_log(&store, &key).await.unwrap();
+    let read_at = start() + 30 * DAY;
+    log.read_at = read_at;
+    for sales in log.sales.values_mut() {
+        sales.retain(|s| s.at < read_at);
+    }
+    for offered in log.offered.values_mut() {
+        offered.retain(|(t, _)| *t < read_at);
+    }
+    let report = counterfactual(&key, &log, 4, 1).unwrap();
+    let product = &report.products[0];
+    assert!(
+        (product.observed - 0.5).abs() < 0.01,
+        "{}",
+        product.observed
+    );
+    let fit = &product.fit[0];
+    // The truth: 1,500 buyers over the whole period, at a constant rate. Half the sales
+    // (about 200) leave the level and the willingness to pay less sure than the whole
+    // log does (2,172 buyers of mean 32.7 here, which buy about as much at 40 and 80).
+    assert!((0.6..1.6).contains(&(fit.arrivals / 1500.0)), "{fit:?}");
+    assert!(
+        fit.periods.iter().all(|p| *p > 0.05),
+        "no period without buyers: {fit:?}"
+    );
+    let seen: f64 = fit.periods[..4].iter().sum();
+    assert!(
+        (0.35..0.65).contains(&seen),
+        "the seen half holds about half: {fit:?}"
+    );
+    assert!(
+        report.table().contains("on sale: the log has seen 50%"),
+        "{}",
+        report.table()
+    );
+}

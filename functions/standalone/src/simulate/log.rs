@@ -93,6 +93,9 @@ pub struct ProductReport {
     /// Why the product was not simulated (no capacity, no live items).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// The share of the sales period the log has seen (less than 1 while the instance is
+    /// on sale): the demand of the rest is read at the level the seen part showed.
+    pub observed: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<Report>,
     #[serde(skip)]
@@ -213,6 +216,8 @@ pub struct LoggedSale {
 /// What the log says: the state after it, the sales and the prices offered per item.
 #[derive(Debug, Clone, Default)]
 pub struct LoggedInstance {
+    /// When the log was read (ms): demand after it is not observed yet.
+    pub read_at: i64,
     pub state: InstanceState,
     pub entries: u64,
     pub rejected: u64,
@@ -238,7 +243,10 @@ pub async fn read_log<S: EntryLog + StateStore + PriceStore>(
             key.instance_id, key.project_id
         )));
     }
-    let mut out = LoggedInstance::default();
+    let mut out = LoggedInstance {
+        read_at: pricing_core::time::Timestamp::now().millis(),
+        ..LoggedInstance::default()
+    };
     out.state.header.meta = store
         .load_state(key)
         .await
@@ -379,6 +387,7 @@ fn product_market(
         product_id: product_id.to_string(),
         fit: Vec::new(),
         skipped: None,
+        observed: 1.0,
         report: None,
         scenario: None,
     };
@@ -420,7 +429,13 @@ fn product_market(
         .copied()
         .collect();
     product_sales.sort_by_key(|s| s.at);
-    let open = open_intervals(&product_sales, capacity, start, end);
+    // Only the time up to the reading has been seen: after it the product's buyers are
+    // unknown, not absent (read as absent, an instance half way through its period was fitted
+    // half its demand and no buyers after today). A period with nothing seen is read at
+    // the level of the seen ones (the fit's pseudo-count).
+    let seen_until = log.read_at.clamp(start, end);
+    report.observed = (seen_until - start) as f64 / (end - start).max(1) as f64;
+    let open = open_intervals(&product_sales, capacity, start, seen_until);
     let bins = periods(product_sales.iter().map(|s| s.quantity.max(0) as u64).sum());
     let mut markets = Vec::new();
     for item in &items {
@@ -668,6 +683,12 @@ impl LogReport {
                 continue;
             }
             out.push('\n');
+            if p.observed < 1.0 {
+                out.push_str(&format!(
+                    "  on sale: the log has seen {:.0}% of the sales period; the demand of the rest is read at the level the seen part showed\n",
+                    p.observed * 100.0
+                ));
+            }
             for f in &p.fit {
                 let periods = f
                     .periods
