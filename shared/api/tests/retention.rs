@@ -185,3 +185,49 @@ async fn reads_after_pruning_are_as_documented() {
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
+
+/// A calculation is kept 90 days from when the next one replaced it, not from its own time
+/// (found by an outside review: the standalone counted from its own time, so one that
+/// stayed the latest for a quarter went at the first pruning after it was replaced).
+#[tokio::test]
+async fn a_calculation_is_kept_from_when_it_was_replaced() {
+    let (store, _router, _tokens) = setup().await;
+    let t0 = Timestamp::parse("2026-01-01T00:00:00Z")
+        .expect("time")
+        .millis();
+    // Day 0 and day 100; neither changed a price, so no history row holds either.
+    for (n, day) in [(1u64, 0i64), (2, 100)] {
+        let c: PriceCalculation = serde_json::from_value(json!({
+            "calculationId": format!("calc-{n}"),
+            "trigger": "schedule",
+            "calculatedAt": at(t0 + day * DAY),
+            "sequence": n,
+            "prices": [price("a", 10.0, Some(10.0), false)],
+        }))
+        .expect("a calculation");
+        assert!(
+            store
+                .save_calculation(&key(), &c, &[])
+                .await
+                .expect("saved")
+        );
+    }
+    // Day 101: replaced a day ago, well within 90 days.
+    let report = store
+        .prune(&Retention::default(), at(t0 + 101 * DAY), 1_000)
+        .await
+        .expect("pruned");
+    assert_eq!(report.calculations, 0, "{report:?}");
+    assert!(store.has_calculation(&key(), "calc-1").await.expect("read"));
+    // Day 191: replaced 91 days ago.
+    let report = store
+        .prune(&Retention::default(), at(t0 + 191 * DAY), 1_000)
+        .await
+        .expect("pruned");
+    assert_eq!(report.calculations, 1, "{report:?}");
+    assert!(!store.has_calculation(&key(), "calc-1").await.expect("read"));
+    assert!(
+        store.has_calculation(&key(), "calc-2").await.expect("read"),
+        "the latest stays"
+    );
+}

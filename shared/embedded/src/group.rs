@@ -288,6 +288,19 @@ fn run_jobs(conn: &Connection, group: &mut [Box<dyn Job>]) -> DbResult<()> {
     for job in group {
         statement(conn, "SAVEPOINT job")?;
         if !job.run(conn) {
+            if conn.is_autocommit() {
+                // SQLite rolled the whole transaction back itself (a full disk while it
+                // spilled its cache, an I/O error): nothing of the group is stored, and the
+                // other jobs are answered as not done and worth retrying (503), not with
+                // the failed `ROLLBACK TO` of a savepoint that is gone (500).
+                return Err(crate::db::DbError::Store(
+                    pricing_core::ports::StoreError::Unavailable(
+                        "the database rolled the transaction back (is the disk full?); \
+                         nothing was stored"
+                            .into(),
+                    ),
+                ));
+            }
             statement(conn, "ROLLBACK TO job")?;
         }
         statement(conn, "RELEASE job")?;
@@ -303,6 +316,58 @@ fn statement(conn: &Connection, sql: &str) -> DbResult<()> {
 #[cfg(test)]
 mod tests {
     use std::future::Future;
+
+    /// A job that writes, or that ends the whole transaction as SQLite does on a full disk
+    /// while it spills its cache.
+    struct Fake {
+        ends_the_transaction: bool,
+    }
+
+    impl super::Job for Fake {
+        fn run(&mut self, conn: &rusqlite::Connection) -> bool {
+            if self.ends_the_transaction {
+                conn.execute_batch("ROLLBACK").expect("rollback");
+                return false;
+            }
+            conn.execute_batch("CREATE TABLE IF NOT EXISTS t (x); INSERT INTO t VALUES (1)")
+                .is_ok()
+        }
+        fn committed(&mut self, _: &crate::Inner) {}
+        fn finish(self: Box<Self>, _: &Result<(), super::StoreError>) {}
+    }
+
+    /// When SQLite rolls a group's transaction back itself, the group's answer is a 503
+    /// (`Unavailable`: nothing stored, worth retrying), not the 500 of a `ROLLBACK TO` whose
+    /// savepoint is gone.
+    #[test]
+    fn a_transaction_the_database_rolled_back_is_worth_retrying() {
+        let mut conn = rusqlite::Connection::open_in_memory().unwrap();
+        let mut group: Vec<Box<dyn super::Job>> = vec![
+            Box::new(Fake {
+                ends_the_transaction: false,
+            }),
+            Box::new(Fake {
+                ends_the_transaction: true,
+            }),
+        ];
+        let result = super::run_group(&mut conn, &mut group);
+        assert!(
+            matches!(
+                result,
+                Err(crate::db::DbError::Store(super::StoreError::Unavailable(_)))
+            ),
+            "{result:?}"
+        );
+        assert!(conn.is_autocommit(), "no transaction is left open");
+        let stored: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name = 't'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(stored, 0, "nothing of the group was stored");
+    }
     use std::pin::pin;
     use std::task::{Context, Waker};
 

@@ -44,10 +44,12 @@ impl TokenBuckets {
         let (tokens, at) = buckets
             .entry(tenant.clone())
             .or_insert((self.burst, now_ms));
-        // A clock that steps back refills nothing.
+        // A clock that steps back refills nothing, and refilling goes on from the new time
+        // (kept at the later time, a bucket would refill nothing until the clock caught
+        // up again: hours of 429s after a correction of hours).
         let elapsed = (now_ms - *at).max(0) as f64 / 1000.0;
         *tokens = (*tokens + elapsed * self.rate_per_sec).min(self.burst);
-        *at = (*at).max(now_ms);
+        *at = now_ms;
         if *tokens >= 1.0 {
             *tokens -= 1.0;
             Ok(())
@@ -86,6 +88,9 @@ mod tests {
         // A step back in time refills nothing: one token is left.
         assert!(limiter.take(&t, 1).is_ok());
         assert!(limiter.take(&t, 1).is_err());
+        // Refilling goes on from the earlier time: 1 ms later there is a token again (kept
+        // at the later time, 5, nothing would refill until 6).
+        assert!(limiter.take(&t, 2).is_ok());
         // Another tenant has its own bucket.
         let u = TenantId::from_claim("u").expect("tenant");
         assert!(limiter.take(&u, 1).is_ok());

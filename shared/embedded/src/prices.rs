@@ -83,7 +83,10 @@ impl PriceStore for EmbeddedStore {
         let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         self.on_reader("latest_prices", move |conn| {
-            let Some(record) = latest_record(conn, &project, &instance, |text| {
+            // The pointer and its chunks in one snapshot: a calculation committed between
+            // two reads would otherwise lend its prices to the previous one's id.
+            let tx = conn.transaction()?;
+            let Some(record) = latest_record(&tx, &project, &instance, |text| {
                 Ok(serde_json::from_str::<LatestRecord>(text)?)
             })?
             else {
@@ -93,7 +96,7 @@ impl PriceStore for EmbeddedStore {
                 return Ok(Some(record.into_calculation(Vec::new())));
             }
             let mut prices = Vec::with_capacity(record.total.unwrap_or(0).min(1 << 20));
-            let mut chunks = conn.prepare_cached(
+            let mut chunks = tx.prepare_cached(
                 "SELECT record FROM price_latest_chunks
                  WHERE project_id = ?1 AND instance_id = ?2 ORDER BY chunk",
             )?;
@@ -116,7 +119,9 @@ impl PriceStore for EmbeddedStore {
         let project = key.project_storage_key();
         let instance = key.instance_id.to_string();
         self.on_reader("latest_prices_page", move |conn| {
-            let Some((mut page, chunk_size)) = latest_record(conn, &project, &instance, |text| {
+            // The pointer and its chunks in one snapshot (see `latest_prices`).
+            let tx = conn.transaction()?;
+            let Some((mut page, chunk_size)) = latest_record(&tx, &project, &instance, |text| {
                 Ok(latest_page(text, offset, limit)?)
             })?
             else {
@@ -127,7 +132,7 @@ impl PriceStore for EmbeddedStore {
             };
             // Only the chunks that hold the page are read.
             let first = offset / size;
-            let mut chunks = conn.prepare_cached(
+            let mut chunks = tx.prepare_cached(
                 "SELECT chunk, record FROM price_latest_chunks
                  WHERE project_id = ?1 AND instance_id = ?2 AND chunk >= ?3 ORDER BY chunk",
             )?;

@@ -349,10 +349,20 @@ fn plan_instance(
         }
     }
     if let Some(cutoff) = calculations {
+        // A calculation's time is counted from when the next one replaced it (the
+        // documented rule, and the AWS store's): until 2026-11-29 it was counted from its
+        // own time, so a calculation that stayed the latest for a quarter went at the
+        // first run after it was replaced. Every row here has a next one (the latest is
+        // not among them).
         let mut stmt = conn.prepare_cached(
-            "SELECT seq, json_extract(record, '$.calculatedAt') FROM price_calculations
-             WHERE project_id = ?1 AND instance_id = ?2 AND seq < ?3
-             ORDER BY seq LIMIT ?4",
+            "SELECT c.seq,
+                    (SELECT json_extract(n.record, '$.calculatedAt') FROM price_calculations n
+                     WHERE n.project_id = c.project_id AND n.instance_id = c.instance_id
+                       AND n.seq > c.seq
+                     ORDER BY n.seq LIMIT 1)
+             FROM price_calculations c
+             WHERE c.project_id = ?1 AND c.instance_id = ?2 AND c.seq < ?3
+             ORDER BY c.seq LIMIT ?4",
         )?;
         let mut rows = stmt.query(params![project, instance, latest, PLAN_SCAN as i64])?;
         let mut history_rows = conn.prepare_cached(
@@ -581,28 +591,34 @@ mod tests {
             0
         );
         // Day 20: history of calculations 1..=5 (before day 6) goes, 2 rows each (d's
-        // entry stays: its item's latest), in passes of at most 3 rows; calculation row 2
-        // (before day 3) too, row 1 stays while d's entry names it.
+        // entry stays: its item's latest), in passes of at most 3 rows. A calculation
+        // counts from when the next replaced it: row 1 (replaced on day 2) stays while d's
+        // entry names it, row 2 (replaced on day 3, not before day 3) stays.
         let r = prune_all(&store, &policy, plus(t0(), 20 * DAY), 3).await;
-        assert_eq!((r.history, r.calculations), (10, 1), "{r:?}");
+        assert_eq!((r.history, r.calculations), (10, 0), "{r:?}");
         assert_eq!(history_of(&store, &key, "a").await, vec![6, 7, 8, 9, 10]);
         assert_eq!(history_of(&store, &key, "b").await, vec![6, 7, 8, 9, 10]);
         assert_eq!(history_of(&store, &key, "d").await, vec![1]);
         assert!(store.has_calculation(&key, "calc-1").await.unwrap());
-        assert!(!store.has_calculation(&key, "calc-2").await.unwrap());
-        // Calculation 3 is past its retention (day 3 is not before day 3: kept) ...
-        assert!(store.has_calculation(&key, "calc-3").await.unwrap());
+        assert!(store.has_calculation(&key, "calc-2").await.unwrap());
+
         // A cursor from before the pruning pages on from where it was.
         let after = store
             .price_history(&key, &item_id("a"), &page(Some("2")))
             .await
             .unwrap();
         assert_eq!(after.items.first().map(|e| e.sequence), Some(6));
+        // Day 21: row 2 was replaced 18 days ago and goes, row 3 17 days ago and stays
+        // (with calculation 6's history rows: the horizon is day 7).
+        let r = prune_all(&store, &policy, plus(t0(), 21 * DAY), 3).await;
+        assert_eq!((r.history, r.calculations), (2, 1), "{r:?}");
+        assert!(!store.has_calculation(&key, "calc-2").await.unwrap());
+        assert!(store.has_calculation(&key, "calc-3").await.unwrap());
 
         // Years later: everything but the latest calculation, which stays whole.
         let far = plus(t0(), 1_000 * DAY);
         let r = prune_all(&store, &policy, far, 1_000).await;
-        assert_eq!((r.history, r.calculations), (8, 7), "{r:?}");
+        assert_eq!((r.history, r.calculations), (6, 7), "{r:?}");
         assert_eq!(store.latest_prices(&key).await.unwrap().unwrap(), latest);
         assert_eq!(history_of(&store, &key, "a").await, vec![10]);
         assert_eq!(history_of(&store, &key, "d").await, vec![1]);
