@@ -3,9 +3,10 @@
 //! field ([`API`], tighter than a scenario file's) and in total ([`MAX_WORK`]): the Monte
 //! Carlo work `runs x models x (pastInstances + 1) x (days x slotsPerDay x items +
 //! capacity)` (a price calculation per slot and item, a sale per unit). At the cap a
-//! request takes about 0.3 s of one core in a release build (about 4 s in a debug build);
-//! the references (the optimum's DP: capacity x 2 pieces per expected buyer, at most
-//! 1,000 x 10,000) about 0.2 s.
+//! request takes from a fraction of a second to about 3 s of one core in a release build
+//! (the `default` model's calculations cost several times the others': docs/api.md); the
+//! references (the optimum's DP: capacity x 2 pieces per expected buyer, at most 1,000 x
+//! 10,000) about 0.2 s.
 
 use crate::scenario::{Bounds, FieldError, Scenario};
 use crate::{ModelChoice, market, model_by_name};
