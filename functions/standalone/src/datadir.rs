@@ -49,10 +49,13 @@ pub fn lock_data_dir(dir: &Path) -> Result<std::fs::File, Error> {
             "another `serve` is running on the data directory {}: one process per data directory",
             dir.display()
         ))),
-        Err(std::fs::TryLockError::Error(source)) => Err(Error::DataDir {
-            path: path.display().to_string(),
-            source,
-        }),
+        // A file system without locks (some network ones): run unguarded rather than not
+        // at all, and say so.
+        Err(std::fs::TryLockError::Error(e)) => {
+            tracing::warn!(path = %path.display(), error = %e,
+                "cannot lock the data directory: make sure no other `serve` uses it");
+            Ok(file)
+        }
     }
 }
 
