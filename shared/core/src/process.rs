@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
+use crate::document::encoded_len;
 use crate::entry::{ParseOptions, parse_entry};
 use crate::ids::{InstanceKey, ProductId};
 use crate::jws::decode_jws_payload;
@@ -289,7 +290,7 @@ impl Weight {
     }
 
     fn add(&mut self, state: &InstanceState, dirty: &Dirty, entry_bytes: usize) {
-        self.bytes += entry_bytes;
+        self.bytes = self.bytes.saturating_add(entry_bytes);
         if dirty.record_count() <= UNWEIGHED_RECORDS {
             return;
         }
@@ -298,42 +299,27 @@ impl Weight {
         if !self.header {
             // Every commit writes the header.
             self.header = true;
-            self.bytes += json_len(&state.header);
+            self.bytes = self.bytes.saturating_add(encoded_len(&state.header));
         }
         if dirty.items.len() > self.items.len() {
             for id in &dirty.items {
                 if self.items.insert(id.clone()) {
-                    self.bytes += state.items.get(id).map_or(0, json_len);
+                    self.bytes = self
+                        .bytes
+                        .saturating_add(state.items.get(id).map_or(0, encoded_len));
                 }
             }
         }
         if dirty.products.len() > self.products.len() {
             for id in &dirty.products {
                 if self.products.insert(id.clone()) {
-                    self.bytes += state.products.get(id).map_or(0, json_len);
+                    self.bytes = self
+                        .bytes
+                        .saturating_add(state.products.get(id).map_or(0, encoded_len));
                 }
             }
         }
     }
-}
-
-/// The length of `value` as JSON, without keeping the text.
-fn json_len<T: serde::Serialize>(value: &T) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail; a value that does not serialize weighs nothing
-    // here and fails in the store's own encoding.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
 }
 
 /// Sold units, capacity and step of every product with a sales-based trigger.

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::RejectedEntry;
+use crate::document::encoded_len;
 use crate::ids::InstanceKey;
 use crate::model::Event;
 use crate::time::Timestamp;
@@ -89,10 +90,6 @@ fn event_of(key: &InstanceKey, first: u64, last: u64, errors: Vec<Value>, now: T
     }
 }
 
-fn json_len(v: &impl serde::Serialize) -> usize {
-    serde_json::to_vec(v).map_or(usize::MAX, |b| b.len())
-}
-
 /// The errors of one event under construction.
 #[derive(Debug, Default)]
 struct Batch {
@@ -121,7 +118,7 @@ impl RejectedEvents {
         RejectedEvents {
             key: key.clone(),
             now,
-            envelope: json_len(&event_of(key, 0, 0, Vec::new(), now)),
+            envelope: encoded_len(&event_of(key, 0, 0, Vec::new(), now)),
             batches: Vec::new(),
             bytes: 0,
         }
@@ -129,7 +126,7 @@ impl RejectedEvents {
 
     pub fn push(&mut self, r: &RejectedEntry) {
         let error = error_of(r);
-        let len = json_len(&error);
+        let len = encoded_len(&error);
         let fits = self.batches.last().is_some_and(|b| {
             b.errors.len() < MAX_ERRORS_PER_EVENT
                 && self.envelope + b.bytes + 1 + len <= MAX_EVENT_BYTES
