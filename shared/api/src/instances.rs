@@ -11,7 +11,10 @@ use pricing_core::meta::check_instance_meta;
 use pricing_core::model::Instance;
 use pricing_core::ports::{EntryLog, InstanceStore, StateStore, StoreError};
 use pricing_core::pricing::dynamic_pricing_periods;
-use pricing_core::state::{Header, InstanceState};
+use pricing_core::state::{
+    Header, ITEM_PROPERTIES_SHOWN_UNSET, InstanceState, PRODUCT_PROPERTIES_SHOWN_UNSET,
+    shown_properties,
+};
 use pricing_core::time::Period;
 use pricing_core::validate::{Errors, codes, object};
 use serde_json::{Map, Value, json};
@@ -361,7 +364,7 @@ pub async fn item<P: Ports>(
     Ok(Json(json!({
         "itemId": item.item_id,
         "productId": item.product_id,
-        "properties": listing_unset(&item.properties, &["dynamicPricingPeriod"]),
+        "properties": shown_properties(&item.properties, ITEM_PROPERTIES_SHOWN_UNSET),
         "metadata": item.metadata,
         "dynamicPricingPeriods": periods,
         "sold": c.sold,
@@ -371,18 +374,6 @@ pub async fn item<P: Ports>(
         "total": item.total,
         "priceMatches": price_matches,
     })))
-}
-
-/// Properties as details show them: with the optional fields DESIGN.md lists among them
-/// (`keys`) as `null` when they are unset, rather than left out.
-fn listing_unset(properties: &impl serde::Serialize, keys: &[&str]) -> Value {
-    let mut value = serde_json::to_value(properties).unwrap_or_default();
-    if let Value::Object(map) = &mut value {
-        for key in keys {
-            map.entry(*key).or_insert(Value::Null);
-        }
-    }
-    value
 }
 
 pub async fn product<P: Ports>(
@@ -402,7 +393,7 @@ pub async fn product<P: Ports>(
     let (items, items_next) = product_item_ids(&state, &id, MAX_PAGE, MAX_INLINE_BYTES);
     Ok(Json(json!({
         "productId": product.product_id,
-        "properties": listing_unset(&product.properties, &["capacity", "recalculation"]),
+        "properties": shown_properties(&product.properties, PRODUCT_PROPERTIES_SHOWN_UNSET),
         "metadata": product.metadata,
         "capacity": InstanceState::effective_capacity(product, &t),
         "sold": c.sold,

@@ -236,7 +236,14 @@ impl Bounded {
         op: &PatchOperation,
     ) -> Result<(), DocumentError> {
         match op {
-            PatchOperation::Test(_) => run(doc, i, op),
+            // RFC 6902 section 4.6: numbers are equal when their values are (`100` and
+            // `100.0`; json-patch compares the JSON types too, and money is stored as
+            // decimals whatever a client wrote).
+            PatchOperation::Test(t) => match doc.pointer(t.path.as_str()) {
+                None => Err(failed(i, &t.path, PATH_INVALID)),
+                Some(v) if same_value(v, &t.value) => Ok(()),
+                Some(_) => Err(failed(i, &t.path, "value did not match")),
+            },
             PatchOperation::Add(a) => {
                 self.check_depth(i, depth_at(&a.path, &a.value))?;
                 let size = size_after_insert(doc, self.size, &a.path, encoded_len(&a.value));
@@ -331,6 +338,29 @@ fn run(doc: &mut Value, i: usize, op: &PatchOperation) -> Result<(), DocumentErr
             e.path, e.kind
         ))
     })
+}
+
+/// JSON equality as RFC 6902's `test` defines it: numbers by value, objects by their
+/// members in any order, arrays element by element, strings and literals as they are.
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
+                (Some(x), Some(y), _, _) => x == y,
+                (_, _, Some(x), Some(y)) => x == y,
+                _ => x.as_f64() == y.as_f64(),
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_value(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+        }
+        _ => a == b,
+    }
 }
 
 const FROM_INVALID: &str = "\"from\" path is invalid";

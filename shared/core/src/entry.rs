@@ -90,6 +90,14 @@ pub enum DocChange {
 }
 
 impl DocChange {
+    /// Where the change is in its entry, for a rejection to point at.
+    pub fn pointer(&self) -> &'static str {
+        match self {
+            DocChange::Patch(_) => "/data/patch",
+            DocChange::Update(_) => "/data/update",
+        }
+    }
+
     /// Applies the change to `doc` within the document limits (see [`crate::document`]).
     /// On error `doc` may be partly changed: apply to a copy.
     pub fn apply_to(&self, doc: &mut Value) -> Result<(), crate::document::DocumentError> {

@@ -243,11 +243,7 @@ async fn run<L: EntryLog, S: StateStore>(
     }
     report.applied_seq = state.header.applied_seq;
     if report.applied > 0 {
-        report.sales_threshold_crossed = sales_crossed(
-            &sold_before,
-            &dirty.registered_products,
-            &sales_watch(&state),
-        );
+        report.sales_threshold_crossed = sales_crossed(&sold_before, &dirty, &sales_watch(&state));
     }
     Ok((report, state))
 }
@@ -345,19 +341,21 @@ fn sales_watch(state: &InstanceState) -> BTreeMap<ProductId, (u64, u64, f64)> {
 }
 
 /// Whether a product with a sales trigger after the batch crossed a step in it: from what
-/// it sold before (`before`), from nothing when the batch registered it (`registered`),
-/// and not at all when it existed without a trigger: what it sold then is not known, and
-/// turning a trigger on does not fire it.
+/// it sold before (`before`), from nothing when the batch registered it, from what it had
+/// sold when the batch turned its trigger on. Turning a trigger on does not fire it.
 fn sales_crossed(
     before: &BTreeMap<ProductId, (u64, u64, f64)>,
-    registered: &BTreeSet<ProductId>,
+    batch: &Dirty,
     after: &BTreeMap<ProductId, (u64, u64, f64)>,
 ) -> bool {
     after.iter().any(|(product, &(sold, capacity, step))| {
         let was = match before.get(product) {
             Some(b) => b.0,
-            None if registered.contains(product) => 0,
-            None => return false,
+            None if batch.registered_products.contains(product) => 0,
+            None => match batch.triggers_on.get(product) {
+                Some(&sold_then) => sold_then,
+                None => return false,
+            },
         };
         sold_percent_crossed(step, was, sold, capacity)
     })

@@ -125,6 +125,11 @@ pub struct Dirty {
     /// since they describe the whole batch (its sales triggers count them from nothing
     /// sold), not the next commit.
     pub registered_products: BTreeSet<ProductId>,
+    /// The products whose sales trigger (`recalculation`) was turned on since this `Dirty`
+    /// was made, with what each had sold then: kept across [`Dirty::clear`] like
+    /// `registered_products`, so that a sale later in the batch that crosses a step
+    /// counts from there.
+    pub triggers_on: BTreeMap<ProductId, u64>,
 }
 
 impl Dirty {
@@ -214,6 +219,35 @@ impl InstanceState {
 
     /// The apply step: all or nothing for one entry.
     pub fn apply(&mut self, entry: &Entry, seq: u64, dirty: &mut Dirty) -> Result<(), Rejection> {
+        let product = match &entry.kind {
+            EntryKind::ProductRegistration(r) => Some(&r.product_id),
+            EntryKind::ProductProperties { product_id, .. } => Some(product_id),
+            _ => None,
+        };
+        let Some(product) = product else {
+            return self.apply_kind(entry, seq, dirty);
+        };
+        let had_trigger = self
+            .products
+            .get(product)
+            .is_some_and(|p| p.properties.recalculation.is_some());
+        self.apply_kind(entry, seq, dirty)?;
+        let has_trigger = self
+            .products
+            .get(product)
+            .is_some_and(|p| p.properties.recalculation.is_some());
+        if has_trigger
+            && !had_trigger
+            && !dirty.registered_products.contains(product)
+            && !dirty.triggers_on.contains_key(product)
+        {
+            let sold = self.product_totals().get(product).map_or(0, |t| t.sold);
+            dirty.triggers_on.insert(product.clone(), sold);
+        }
+        Ok(())
+    }
+
+    fn apply_kind(&mut self, entry: &Entry, seq: u64, dirty: &mut Dirty) -> Result<(), Rejection> {
         match &entry.kind {
             EntryKind::ProductRegistration(r) => {
                 if let Some(m) = &r.metadata {
@@ -334,7 +368,7 @@ impl InstanceState {
             }
             EntryKind::ItemProperties { item_id, change } => {
                 let item = self.live_item_mut(item_id)?;
-                let doc = props_document(&item.properties);
+                let doc = shown_properties(&item.properties, ITEM_PROPERTIES_SHOWN_UNSET);
                 let mut props = None;
                 // The deprecated `quantity` is accepted and ignored (INTERFACE.md).
                 changed_document_ignoring(&doc, change, IGNORED_ITEM_PROPERTIES, |doc, errors| {
@@ -344,14 +378,14 @@ impl InstanceState {
                 })?;
                 let props = props.ok_or_else(|| invalid("properties are not an object"))?;
                 // Stored is the typed form, defaults included: it must fit the limits too.
-                checked_document(&props_document(&props), "/data/patch")?;
+                checked_document(&props_document(&props), change.pointer())?;
                 item.properties = props;
                 item.seq = seq;
                 dirty.items.insert(item_id.clone());
             }
             EntryKind::ProductProperties { product_id, change } => {
                 let product = self.product_mut(product_id)?;
-                let doc = props_document(&product.properties);
+                let doc = shown_properties(&product.properties, PRODUCT_PROPERTIES_SHOWN_UNSET);
                 let mut props = None;
                 changed_document(&doc, change, |doc, errors| {
                     if let Some(map) = doc.as_object() {
@@ -359,7 +393,7 @@ impl InstanceState {
                     }
                 })?;
                 let props = props.ok_or_else(|| invalid("properties are not an object"))?;
-                checked_document(&props_document(&props), "/data/patch")?;
+                checked_document(&props_document(&props), change.pointer())?;
                 product.properties = props;
                 product.seq = seq;
                 dirty.products.insert(product_id.clone());
@@ -606,6 +640,22 @@ fn props_document<T: Serialize>(props: &T) -> Map<String, Value> {
     }
 }
 
+/// The optional item properties that item details show as `null` when unset (docs/api.md).
+pub const ITEM_PROPERTIES_SHOWN_UNSET: &[&str] = &["dynamicPricingPeriod"];
+/// The same for product properties.
+pub const PRODUCT_PROPERTIES_SHOWN_UNSET: &[&str] = &["capacity", "recalculation"];
+
+/// Properties as details show them, the optional ones in `unset` as `null` when unset, and
+/// as the itemProperties and productProperties patches see them: a patch made by diffing
+/// the details (`replace` of a `null` member, `test` for `null`) applies.
+pub fn shown_properties<T: Serialize>(props: &T, unset: &[&str]) -> Map<String, Value> {
+    let mut map = props_document(props);
+    for key in unset {
+        map.entry(*key).or_insert(Value::Null);
+    }
+    map
+}
+
 /// Applies `change` to a copy of `doc` within the document limits (every operation is
 /// bounded while it runs: see [`crate::document`]), then runs `check` on the result.
 fn changed_document(
@@ -626,7 +676,7 @@ fn changed_document_ignoring(
     let mut value = Value::Object(doc.clone());
     change
         .apply_ignoring(&mut value, ignored)
-        .map_err(document_rejection)?;
+        .map_err(|e| document_rejection(e, change.pointer()))?;
     let mut errors = Errors::default();
     check(&value, &mut errors);
     if let Some(first) = errors.list.first() {
@@ -638,7 +688,7 @@ fn changed_document_ignoring(
         };
         return Err(reject(
             rc::INVALID_DOCUMENT,
-            "/data/patch",
+            change.pointer(),
             format!(
                 "the changed document breaks a rule at {}: {}{suffix}",
                 if first.pointer.is_empty() {
@@ -656,7 +706,7 @@ fn changed_document_ignoring(
     }
 }
 
-fn document_rejection(e: DocumentError) -> Rejection {
+fn document_rejection(e: DocumentError, pointer: &str) -> Rejection {
     let code = match e {
         DocumentError::Patch(_) => rc::PATCH_FAILED,
         DocumentError::TooLarge { .. } => rc::DOCUMENT_TOO_LARGE,
@@ -666,7 +716,7 @@ fn document_rejection(e: DocumentError) -> Rejection {
         }
         DocumentError::NotAnObject => rc::INVALID_DOCUMENT,
     };
-    reject(code, "/data/patch", e.to_string())
+    reject(code, pointer, e.to_string())
 }
 
 /// A document given whole (registration metadata or properties) within the limits.

@@ -106,6 +106,53 @@ fn too_many_operations_are_refused() {
 }
 
 #[test]
+fn test_compares_numbers_by_value() {
+    // RFC 6902 section 4.6: "numbers: are considered equal if their values are numerically
+    // equal"; money is stored as decimals, so a client's `100` must match a stored `100.0`.
+    let mut doc =
+        json!({"max": 100.0, "n": 1, "list": [2.0, {"x": 3}], "big": 18446744073709551615u64});
+    for (path, value) in [
+        ("/max", json!(100)),
+        ("/n", json!(1.0)),
+        ("/list", json!([2, {"x": 3.0}])),
+        (
+            "",
+            json!({"list": [2, {"x": 3}], "n": 1e0, "max": 1e2, "big": 18446744073709551615u64}),
+        ),
+    ] {
+        apply_patch(
+            &mut doc,
+            &patch(json!([{"op": "test", "path": path, "value": value}])),
+        )
+        .unwrap_or_else(|e| panic!("{path} equals {value}: {e}"));
+    }
+    for (path, value) in [
+        ("/max", json!(100.5)),
+        ("/max", json!("100")),
+        ("/n", json!(true)),
+        ("/list", json!([2])),
+        ("/list", json!([2, {"x": 3, "y": 4}])),
+        ("/big", json!(18446744073709551614u64)),
+    ] {
+        let err = apply_patch(
+            &mut doc,
+            &patch(json!([{"op": "test", "path": path, "value": value}])),
+        )
+        .expect_err("differs");
+        assert!(err.to_string().ends_with("value did not match"), "{err}");
+    }
+    let err = apply_patch(
+        &mut doc,
+        &patch(json!([{"op": "test", "path": "/none", "value": 1}])),
+    )
+    .expect_err("no such member");
+    assert_eq!(
+        err.to_string(),
+        "operation '/0' failed at path '/none': path is invalid"
+    );
+}
+
+#[test]
 fn rfc_6902_failures_keep_their_message() {
     let mut doc = json!({"a": 1});
     let err = apply_patch(

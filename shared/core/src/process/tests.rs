@@ -417,4 +417,29 @@ async fn a_sales_trigger_counts_from_the_batch_that_registers_its_product() {
     assert!(!run(log.clone(), &store, &key).await.sales_threshold_crossed);
     log.extend(entries(5, vec![sale("A", 1)]));
     assert!(run(log, &store, &key).await.sales_threshold_crossed);
+
+    // The trigger turned on and the crossing sale in one batch (a second outside review):
+    // the sale counts from what the product had sold when the trigger came, by a
+    // registration or by a properties patch.
+    let patch_on = json!({"type": "productProperties", "data": {"productId": "P", "patch": [
+        {"op": "add", "path": "/recalculation", "value": {"soldPercentStep": 10}}]}});
+    for trigger in [product("P", true), patch_on] {
+        let store = LimitedStore::default();
+        let mut log = entries(1, vec![product("P", false), item("A", "P"), sale("A", 5)]);
+        assert!(!run(log.clone(), &store, &key).await.sales_threshold_crossed);
+        log.extend(entries(4, vec![trigger.clone(), sale("A", 3)]));
+        assert!(
+            run(log.clone(), &store, &key).await.sales_threshold_crossed,
+            "{trigger}"
+        );
+        // Turned on alone, it does not fire.
+        let store = LimitedStore::default();
+        let mut log = entries(1, vec![product("P", false), item("A", "P"), sale("A", 5)]);
+        assert!(!run(log.clone(), &store, &key).await.sales_threshold_crossed);
+        log.extend(entries(4, vec![trigger.clone()]));
+        assert!(
+            !run(log.clone(), &store, &key).await.sales_threshold_crossed,
+            "{trigger}"
+        );
+    }
 }

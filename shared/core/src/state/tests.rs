@@ -567,6 +567,15 @@ fn documents_are_limited_to_64_kib() {
         (rejection_codes::DOCUMENT_TOO_LARGE, "/data/patch")
     );
     assert!(r.message.contains("65537"), "{}", r.message);
+    // A deprecated `update` is pointed at as what it is.
+    let r = t.err(&entry(
+        "instanceMetadata",
+        json!({"update": {"c": "x".repeat(MAX_DOCUMENT_BYTES)}}),
+    ));
+    assert_eq!(
+        (r.code.as_str(), r.pointer.as_str()),
+        (rejection_codes::DOCUMENT_TOO_LARGE, "/data/update")
+    );
     // The limit counts the whole document, grown over several entries.
     t.ok(&patch(
         "itemMetadata",
@@ -873,6 +882,50 @@ fn patched_item_properties_must_keep_the_rules() {
         json!([{"op": "replace", "path": "", "value": "flat"}]),
     ));
     assert_eq!(r.code, rejection_codes::INVALID_DOCUMENT);
+}
+
+#[test]
+fn properties_patches_see_the_document_details_show() {
+    // Details show unset optional properties as `null`; a patch made by diffing them
+    // (`replace` or `test` of a `null` member) applies, and a client's `100` tests equal
+    // to the stored `100.0`.
+    let mut t = T::standard();
+    t.ok(&item_props(
+        "A",
+        json!([
+            {"op": "test", "path": "/dynamicPricingPeriod", "value": null},
+            {"op": "replace", "path": "/dynamicPricingPeriod", "value": {"start": "2026-06-10T00:00:00Z", "end": "2026-06-20T00:00:00Z"}},
+            {"op": "test", "path": "/priceSettings/multiplier", "value": 1}
+        ]),
+    ));
+    assert_eq!(
+        t.item("A").properties.dynamic_pricing_period,
+        Period::new(ts("2026-06-10T00:00:00Z"), ts("2026-06-20T00:00:00Z"))
+    );
+    t.ok(&item_props(
+        "A",
+        json!([{"op": "replace", "path": "/dynamicPricingPeriod", "value": null}]),
+    ));
+    assert_eq!(t.item("A").properties.dynamic_pricing_period, None);
+    t.ok(&product_props(
+        "P",
+        json!([
+            {"op": "test", "path": "/recalculation", "value": null},
+            {"op": "replace", "path": "/recalculation", "value": {"soldPercentStep": 10}},
+            {"op": "test", "path": "/capacity", "value": 100.0}
+        ]),
+    ));
+    assert_eq!(
+        t.product("P").properties.recalculation,
+        Some(crate::entry::Recalculation {
+            sold_percent_step: 10.0
+        })
+    );
+    let r = t.err(&product_props(
+        "P",
+        json!([{"op": "test", "path": "/recalculation", "value": null}]),
+    ));
+    assert_eq!(r.code, rejection_codes::PATCH_FAILED);
 }
 
 #[test]
