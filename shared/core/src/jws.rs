@@ -28,6 +28,10 @@ pub enum JwsError {
     Base64,
     #[error("has a payload that is not JSON")]
     Json,
+    #[error("has a header that is not a base64url JSON object naming its \"alg\"")]
+    Header,
+    #[error("has a signature that is not base64url")]
+    Signature,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -370,6 +374,35 @@ pub fn decode_jws_payload(jws: &str) -> Result<Value, JwsError> {
     }
     let bytes = B64.decode(p).map_err(|_| JwsError::Base64)?;
     serde_json::from_slice(&bytes).map_err(|_| JwsError::Json)
+}
+
+/// Checks a client's compact JWS before it is stored verbatim and returns its payload: three
+/// base64url parts, a header that is a JSON object naming its `alg`, a payload that is
+/// JSON. The signature is not verified (the service does not know client keys,
+/// INTERFACE.md), only its form, so that every stored entry parses with a JWS library.
+pub fn decode_client_jws(jws: &str) -> Result<Value, JwsError> {
+    let payload = decode_jws_payload(jws)?;
+    let mut parts = jws.split('.');
+    let (header, signature) = (parts.next().unwrap_or(""), parts.nth(1).unwrap_or(""));
+    let base64url = |part: &str| {
+        !part.is_empty()
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    let named = base64url(header)
+        && B64
+            .decode(header)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .is_some_and(|h| h.get("alg").is_some_and(Value::is_string));
+    if !named {
+        return Err(JwsError::Header);
+    }
+    if !base64url(signature) {
+        return Err(JwsError::Signature);
+    }
+    Ok(payload)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::entry::{ParseOptions, parse_entry};
 use crate::ids::TransactionId;
-use crate::jws::{Signer, decode_jws_payload};
+use crate::jws::{Signer, decode_client_jws};
 use crate::model::NewEntry;
 use crate::time::Timestamp;
 use crate::validate::{Errors, FieldError, codes};
@@ -104,7 +104,7 @@ pub fn prepare(body: &Value, signer: &Signer, now: Timestamp) -> Result<Submissi
                     too_large.push(entry_too_large(&ptr, jws.len()));
                     continue;
                 }
-                match decode_jws_payload(jws) {
+                match decode_client_jws(jws) {
                     Ok(p) => (std::borrow::Cow::Owned(p), Some(jws.as_str())),
                     Err(e) => {
                         errors.push(ptr, codes::FORMAT, e.to_string());
@@ -121,13 +121,13 @@ pub fn prepare(body: &Value, signer: &Signer, now: Timestamp) -> Result<Submissi
             .transaction_id
             .clone()
             .or_else(|| request_id.and_then(|r| TransactionId::parse(format!("{r}#{index}")).ok()));
-        prepared.push((
+        prepared.push(Prepared {
             index,
             payload,
             verbatim,
             transaction_id,
-            entry.transaction_id.is_some(),
-        ));
+            own_id: entry.transaction_id.is_some(),
+        });
     }
     if !too_large.is_empty() {
         return Err(SubmitError::TooLarge {
@@ -135,11 +135,19 @@ pub fn prepare(body: &Value, signer: &Signer, now: Timestamp) -> Result<Submissi
             errors: too_large,
         });
     }
+    derived_id_clashes(&prepared, &base, &mut errors);
     if !errors.is_empty() {
         return Err(SubmitError::Invalid(errors.list));
     }
     let mut entries = Vec::with_capacity(prepared.len());
-    for (index, payload, verbatim, transaction_id, own_id) in prepared {
+    for Prepared {
+        index,
+        payload,
+        verbatim,
+        transaction_id,
+        own_id,
+    } in prepared
+    {
         let jwt = match verbatim {
             Some(jws) => jws.to_owned(),
             None => {
@@ -174,6 +182,47 @@ pub fn prepare(body: &Value, signer: &Signer, now: Timestamp) -> Result<Submissi
         });
     }
     Ok(Submission { entries })
+}
+
+/// A transaction id of the derived form (`{requestId}#{index}`, which an entry resubmitted
+/// as the service signed it carries) may be the id the request's `requestId` gives another
+/// of its entries: that entry would be taken for a duplicate and dropped. Each such id is
+/// refused, at the entry that holds it.
+fn derived_id_clashes(prepared: &[Prepared<'_>], base: &str, errors: &mut Errors) {
+    let derived: std::collections::BTreeMap<&TransactionId, usize> = prepared
+        .iter()
+        .filter(|p| !p.own_id)
+        .filter_map(|p| Some((p.transaction_id.as_ref()?, p.index)))
+        .collect();
+    if derived.is_empty() {
+        return;
+    }
+    for p in prepared.iter().filter(|p| p.own_id) {
+        let Some(other) = p.transaction_id.as_ref().and_then(|id| derived.get(id)) else {
+            continue;
+        };
+        let ptr = match p.verbatim {
+            Some(_) => format!("{base}/{}", p.index),
+            None => format!("{base}/{}/transactionId", p.index),
+        };
+        let id = p.transaction_id.as_ref().map_or("", |t| t.as_str());
+        errors.push(
+            ptr,
+            codes::CONFLICT,
+            format!("{id} is the id requestId gives the entry at index {other} of this request"),
+        );
+    }
+}
+
+/// One valid entry of a submission, before it is signed.
+struct Prepared<'a> {
+    index: usize,
+    payload: std::borrow::Cow<'a, Value>,
+    /// The client's JWS, stored as it came.
+    verbatim: Option<&'a str>,
+    transaction_id: Option<TransactionId>,
+    /// Whether the transaction id is the entry's own (else derived from `requestId`).
+    own_id: bool,
 }
 
 fn entry_too_large(ptr: &str, size: usize) -> FieldError {

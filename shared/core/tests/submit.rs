@@ -213,6 +213,51 @@ fn client_jws_payloads_are_validated() {
         pc(&invalid(json!({"entries": [not_json]}))),
         [("/entries/0", codes::FORMAT)]
     );
+    // Stored verbatim and served as the entry's JWS, so it must be one a JWS library
+    // parses: a header naming its algorithm, a base64url signature.
+    let good = URL_SAFE_NO_PAD.encode(sale("A").to_string());
+    let alg = URL_SAFE_NO_PAD.encode(r#"{"alg":"ES256"}"#);
+    for jws in [
+        format!("!!!.{good}.c2ln"),
+        format!("{}.{good}.c2ln", URL_SAFE_NO_PAD.encode("hello")),
+        format!("{}.{good}.c2ln", URL_SAFE_NO_PAD.encode(r#"{"typ":"JWT"}"#)),
+        format!("{alg}.{good}."),
+        format!("{alg}.{good}.not a signature"),
+    ] {
+        let errors = invalid(json!({"entries": [jws.clone()]}));
+        assert_eq!(pc(&errors), [("/entries/0", codes::FORMAT)], "{jws}");
+    }
+    accepted(json!([format!("{alg}.{good}.c2ln")]));
+}
+
+#[test]
+fn an_explicit_id_may_not_take_the_id_another_entry_derives() {
+    // A resubmitted service-signed entry carries `{requestId}#{index}`; where that is the id
+    // the request gives another of its entries, that entry would be dropped as a duplicate.
+    let errors = invalid(json!({"requestId": "order-7", "entries": [
+        sale_with_id("A", "order-7#1"),
+        sale("B"),
+        client_jws(&sale_with_id("C", "order-7#1")),
+    ]}));
+    assert_eq!(
+        pc(&errors),
+        [
+            ("/entries/0/transactionId", codes::CONFLICT),
+            ("/entries/2", codes::CONFLICT)
+        ]
+    );
+    assert!(
+        errors[0].message.contains("index 1"),
+        "{}",
+        errors[0].message
+    );
+    // The same ids without a clash are fine: the derived form at its own index, or another
+    // request id's.
+    accepted(json!({"requestId": "order-7", "entries": [
+        sale_with_id("A", "order-7#0"),
+        sale("B"),
+        sale_with_id("C", "order-8#1"),
+    ]}));
 }
 
 #[test]
