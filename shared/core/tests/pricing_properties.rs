@@ -368,9 +368,13 @@ proptest! {
                 }
                 PriceStatus::Kept => {
                     match b.previous.get(&p.item_id) {
-                        Some(&previous) => prop_assert_eq!(p.price, previous),
-                        // Never priced: its default as its settings make it, on the grid.
-                        None => {
+                        Some(&previous) if ps.min <= previous && previous <= ps.max => {
+                            prop_assert_eq!(p.price, previous)
+                        }
+                        // Never priced: its default as its settings make it, on the grid;
+                        // priced before bounds that exclude it now: the nearest bound, on the
+                        // grid.
+                        _ => {
                             prop_assert!(ps.min <= p.price && p.price <= ps.max,
                                 "{} = {:?} outside [{:?}, {:?}]", p.item_id, p.price, ps.min, ps.max);
                             let step = step_of(&b.state, item);

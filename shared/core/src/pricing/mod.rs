@@ -518,25 +518,41 @@ fn kept_price(
     reason: KeptReason,
     period: Option<crate::time::Period>,
 ) -> (Money, PriceStatus, Explanation) {
+    let ps = &item.properties.price_settings;
     let (price, source) = match prev {
         Some(p) => (p, KeptSource::PreviousPrice),
         None => {
-            let ps = &item.properties.price_settings;
             let scaled = rounding::scale(ps.default, ps.multiplier);
             let (clamped, _) = rounding::clamp(scaled, ps.min, ps.max);
             let rounded = round_within(clamped, step, ps.min, ps.max);
             (rounded.value, KeptSource::DefaultPrice)
         }
     };
-    (
-        price,
-        PriceStatus::Kept,
-        Explanation::kept(Kept {
-            reason,
-            source,
-            period,
-        }),
-    )
+    let mut explanation = Explanation::kept(Kept {
+        reason,
+        source,
+        period,
+    });
+    // A kept price stays within the item's bounds as they are now: where they changed
+    // since it was set, it moves to the nearest one (on the product's grid), as a
+    // calculated price would, and the explanation says so.
+    let (clamped, bound) = rounding::clamp(price, ps.min, ps.max);
+    let Some(bound) = bound else {
+        return (price, PriceStatus::Kept, explanation);
+    };
+    let rounded = round_within(clamped, step, ps.min, ps.max);
+    explanation.bound = Some(BoundApplied {
+        bound,
+        from: price,
+        to: clamped,
+    });
+    explanation.rounding = Some(RoundingApplied {
+        step,
+        from: clamped,
+        to: rounded.value,
+        reclamped: rounded.reclamped,
+    });
+    (rounded.value, PriceStatus::Kept, explanation)
 }
 
 /// The model price of one item: raw -> maxStepChange -> bounds -> rounding.
@@ -579,7 +595,20 @@ fn model_price(
         from: value,
         to: clamped,
     });
-    let rounded = round_within(clamped, ctx.step, ps.min, ps.max);
+    let mut rounded = round_within(clamped, ctx.step, ps.min, ps.max);
+    // Rounding to the nearest step must not take the price past the cap (a 15 % cap from
+    // 10 is 11.5, which rounds to 12 with a step of 1): then the step on the previous
+    // price's side is taken, where it is within the bounds. Bounds still win over the cap.
+    if let (Some(limit), Some(prev)) = (ctx.max_step_change, prev)
+        && bound.is_none()
+        && rounding::cap_step_change(rounded.value, prev, limit).1
+    {
+        let toward = rounding::round_toward(clamped, prev, ctx.step);
+        if (ps.min..=ps.max).contains(&toward) && !rounding::cap_step_change(toward, prev, limit).1
+        {
+            rounded.value = toward;
+        }
+    }
     let explanation = Explanation {
         model: Some(model),
         product_multiplier: Some(m),

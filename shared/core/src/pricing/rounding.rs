@@ -91,6 +91,19 @@ fn ceil_to_step(value: Money, step: Money) -> Money {
     saturate(-((-(value.micros() as i128)).div_euclid(s) * s))
 }
 
+/// The multiple of `step` next to `value` on the side of `toward`: at or below `value` when
+/// `toward` is below it, at or above it otherwise (`step` > 0; a step that is not positive
+/// leaves the value as it is).
+pub fn round_toward(value: Money, toward: Money, step: Money) -> Money {
+    if step.micros() <= 0 {
+        value
+    } else if toward < value {
+        floor_to_step(value, step)
+    } else {
+        ceil_to_step(value, step)
+    }
+}
+
 /// The result of [`round_within`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rounded {

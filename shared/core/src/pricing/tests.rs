@@ -261,6 +261,52 @@ fn rounding_stays_inside_bounds_that_are_not_step_multiples() {
     assert_eq!(price(&c, "b"), money("11"));
 }
 
+/// Rounding after the cap does not break it (found by an outside review: a 15 % cap and a
+/// step of 1 took 10 to 12): the step on the previous price's side is taken.
+#[test]
+fn rounding_keeps_the_price_within_its_step_cap() {
+    let mut b = Builder::new();
+    b.product(
+        "p",
+        Product {
+            model: fixed(Some(0.15)),
+            step: "1",
+            ..Product::default()
+        },
+    );
+    for item in ["up", "down", "near"] {
+        let multiplier = match item {
+            "up" => 2.0,    // 100
+            "down" => 0.21, // 10.5
+            _ => 0.22,      // 11, within the cap of 10
+        };
+        b.item(
+            item,
+            "p",
+            Item {
+                min: "1",
+                max: "200",
+                multiplier,
+                ..Item::default()
+            },
+        );
+    }
+    let previous: BTreeMap<ItemId, Money> = [
+        (id("up"), money("10")),
+        (id("down"), money("18")),
+        (id("near"), money("10")),
+    ]
+    .into_iter()
+    .collect();
+    let c = calculate(&b.state, true, Trigger::Schedule, ts(NOW), &previous, &[]);
+    // 10 capped at 11.5: 11, not 12; 18 capped at 15.3: 16, not 15.
+    assert_eq!(price(&c, "up"), money("11"));
+    assert_eq!(price(&c, "down"), money("16"));
+    assert_eq!(price(&c, "near"), money("11"));
+    let r = c.get(&id("up")).unwrap().explanation.rounding.unwrap();
+    assert_eq!((r.from, r.to), (money("11.5"), money("11")));
+}
+
 #[test]
 fn max_step_change_caps_against_the_previous_price() {
     let mut b = Builder::new();
@@ -411,6 +457,61 @@ fn eligibility_state() -> Builder {
     );
     b.state.items.get_mut(&id("removed")).unwrap().removed = true;
     b
+}
+
+/// A kept price is published, so it stays within the bounds as they are now (found by an
+/// outside review: an item with dynamic pricing off kept 31.04 after its min went to 40).
+#[test]
+fn a_kept_price_moves_inside_bounds_changed_since() {
+    let mut b = Builder::new();
+    b.product(
+        "p",
+        Product {
+            step: "0.5",
+            ..Product::default()
+        },
+    );
+    for (item, min, max) in [
+        ("low", "40", "90"),
+        ("high", "10", "25.2"),
+        ("inside", "10", "90"),
+    ] {
+        b.item(
+            item,
+            "p",
+            Item {
+                min,
+                max,
+                dynamic_pricing: false,
+                ..Item::default()
+            },
+        );
+    }
+    let previous: BTreeMap<ItemId, Money> = [
+        (id("low"), money("31.04")),
+        (id("high"), money("31.04")),
+        (id("inside"), money("31.04")),
+    ]
+    .into_iter()
+    .collect();
+    let c = calculate(&b.state, true, Trigger::Schedule, ts(NOW), &previous, &[]);
+    for (item, expected, bound) in [
+        ("low", "40", Some(Bound::Min)),
+        ("high", "25", Some(Bound::Max)),
+        ("inside", "31.04", None),
+    ] {
+        let p = c.get(&id(item)).unwrap();
+        assert_eq!(
+            (p.price, p.status, p.changed),
+            (money(expected), PriceStatus::Kept, bound.is_some()),
+            "{item}"
+        );
+        assert_eq!(p.explanation.bound.map(|b| b.bound), bound, "{item}");
+        assert_eq!(
+            p.explanation.kept.map(|k| k.source),
+            Some(KeptSource::PreviousPrice)
+        );
+    }
 }
 
 #[test]
