@@ -22,7 +22,7 @@ use crate::extract::{Caller, JsonBody, Path, page_request};
 use crate::instances::owned_instance;
 use crate::paging::{Budget, MAX_PAGE_BYTES, json_len, store_page};
 use crate::projects::owned_project;
-use crate::util::{reject_nulls, reject_unknown_fields};
+use crate::util::{now, reject_nulls, reject_unknown_fields};
 
 /// Largest `metadata` of a calculation request (DESIGN.md section 3).
 pub const MAX_METADATA_BYTES: usize = 8 * 1024;
@@ -63,6 +63,9 @@ async fn all_instances<P: Ports>(
     }
     Ok(page.items)
 }
+
+/// The 422 code of a `calculatePrices` naming an instance past its deactivation date.
+const INSTANCE_DEACTIVATED: &str = "instanceDeactivated";
 
 /// POST /projects/{projectId}/calculatePrices: `{instanceIds?, metadata?}` -> 202 with one
 /// calculation id per instance; the metadata comes back in the `prices.updated` webhooks.
@@ -116,11 +119,22 @@ pub async fn calculate<P: Ports>(
     if !errors.is_empty() {
         return Err(ApiError::validation(errors.list));
     }
+    let now = now();
     let instances = match wanted {
-        None => all_instances(&app, &project.key(), app.limits.max_calculation_fanout).await?,
+        // Past its deactivation date an instance's pricing has ended (INTERFACE.md): a
+        // project-wide calculation leaves it out.
+        None => all_instances(&app, &project.key(), app.limits.max_calculation_fanout)
+            .await?
+            .into_iter()
+            .filter(|instance| !instance.is_deactivated(now))
+            .collect(),
         Some(ids) => {
-            let mut found = Vec::with_capacity(ids.len());
+            let mut found: Vec<Instance> = Vec::with_capacity(ids.len());
             for (i, id) in ids.into_iter().enumerate() {
+                // An instance named twice is calculated once.
+                if found.iter().any(|f| f.instance_id == id) {
+                    continue;
+                }
                 let key = project.key().instance(id);
                 match app
                     .ports
@@ -129,6 +143,14 @@ pub async fn calculate<P: Ports>(
                     .await
                     .map_err(ApiError::store("reading an instance"))?
                 {
+                    Some(instance) if instance.is_deactivated(now) => errors.push(
+                        format!("/instanceIds/{i}"),
+                        INSTANCE_DEACTIVATED,
+                        format!(
+                            "instance {} was deactivated: its pricing has ended",
+                            key.instance_id
+                        ),
+                    ),
                     Some(instance) => found.push(instance),
                     None => errors.push(
                         format!("/instanceIds/{i}"),
@@ -139,6 +161,13 @@ pub async fn calculate<P: Ports>(
                         ),
                     ),
                 }
+            }
+            if !errors.is_empty() && errors.list.iter().all(|e| e.code == INSTANCE_DEACTIVATED) {
+                // Valid ids that name instances whose pricing has ended: nothing is done.
+                return Err(
+                    ApiError::unprocessable("a deactivated instance is not priced again")
+                        .with_errors(errors.list),
+                );
             }
             if !errors.is_empty() {
                 return Err(ApiError::validation(errors.list));

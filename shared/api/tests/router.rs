@@ -1542,6 +1542,78 @@ async fn price_matches_calculations_instance_prices_and_history() {
             .is_empty()
     );
 
+    // Past its deactivation date an instance's pricing has ended (INTERFACE.md): named, a
+    // 422 and nothing enqueued; project-wide, left out. An instance named twice is
+    // calculated once.
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/instances",
+            Some("acme"),
+            Some(json!({"instanceId": "gone", "active": false, "deactivationDate": "2020-01-01T00:00:00Z"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/calculatePrices",
+            Some("acme"),
+            Some(json!({"instanceIds": ["i", "gone"]})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        (
+            &r.body["errors"][0]["pointer"],
+            &r.body["errors"][0]["code"]
+        ),
+        (&json!("/instanceIds/1"), &json!("instanceDeactivated"))
+    );
+    assert!(
+        h.store
+            .receive(10, std::time::Duration::from_secs(30))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    for body in [json!({"instanceIds": ["i", "i"]}), json!({})] {
+        let r = h
+            .call(
+                "POST",
+                "/projects/p/calculatePrices",
+                Some("acme"),
+                Some(body.clone()),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
+        let calculated: Vec<&Value> = r.body["calculations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| &c["instanceId"])
+            .collect();
+        if body.get("instanceIds").is_some() {
+            assert_eq!(calculated, [&json!("i")], "{body}");
+        } else {
+            assert!(calculated.contains(&&json!("i")), "{calculated:?}");
+            assert!(!calculated.contains(&&json!("gone")), "{calculated:?}");
+        }
+        let mut sent = 0;
+        for _ in 0..5 {
+            let got = h
+                .store
+                .receive(10, std::time::Duration::from_secs(30))
+                .await
+                .unwrap();
+            sent += got.len();
+            for m in got {
+                h.store.ack(&m.receipt).await.unwrap();
+            }
+        }
+        assert_eq!(sent, calculated.len(), "{body}");
+    }
+
     let r = h
         .call(
             "DELETE",
