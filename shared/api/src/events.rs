@@ -84,7 +84,8 @@ pub async fn list<P: Ports>(
     let mut q = event_query(&query)?;
     // A webhook's envelope id (`wh_...`, one event sent to one subscription) stands for
     // its event, so a receiver resumes from the last webhook it has.
-    if let Some(webhook) = q.after.as_deref().filter(|c| c.starts_with("wh_")) {
+    let webhook_cursor = q.after.clone().filter(|c| c.starts_with("wh_"));
+    if let Some(webhook) = webhook_cursor.as_deref() {
         let delivery = app
             .ports
             .deliveries()
@@ -105,6 +106,14 @@ pub async fn list<P: Ports>(
     let page = read_events(app.ports.events(), &key, &q)
         .await
         .map_err(|e| match e {
+            // A manual trigger's resend carries a copy of its event under an id of its
+            // own, which the log does not hold.
+            StoreError::NotFound if webhook_cursor.is_some() => ApiError::bad_request(format!(
+                "cursor {} is a resent webhook: its event is a copy the log does not hold; \
+                 resume from the original webhook's id or event id, or a `next` of this \
+                 listing",
+                webhook_cursor.as_deref().unwrap_or_default()
+            )),
             StoreError::NotFound => ApiError::bad_request(
                 "cursor is not an event of this instance: use a `next` of this listing or an \
                  event id (a webhook's id) of this instance",

@@ -2906,6 +2906,26 @@ async fn an_instances_events_are_read_filtered_and_paged() {
             &get("?cursor=wh_0123456789abcdef").await,
             StatusCode::BAD_REQUEST,
         );
+        // A manual trigger's resend is a copy under ids of its own: a 400 that says so.
+        let resent = pricing_core::model::Event {
+            id: pricing_core::webhooks::trigger::resent_event_id("trg_1", event),
+            ..event.clone()
+        };
+        let delivery = pricing_core::webhooks::Delivery::new(&resent, &sub, Timestamp::now());
+        h.store
+            .create_deliveries(std::slice::from_ref(&delivery))
+            .await
+            .expect("stored");
+        let r = get(&format!("?cursor={}", delivery.webhook_id)).await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+        assert!(
+            r.body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("resent webhook"),
+            "{:?}",
+            r.body
+        );
     }
 
     // Time filters: nothing was created before 2000 or after 2999.
