@@ -43,9 +43,14 @@ pub struct ProcessReport {
     pub rejected: u64,
     pub commits: u64,
     pub applied_seq: u64,
-    /// A product's sold share crossed a multiple of its `recalculation.soldPercentStep`:
-    /// the caller asks for a sales-triggered recalculation.
+    /// A product's sold share crossed a multiple of its `recalculation.soldPercentStep` in
+    /// this run.
     pub sales_threshold_crossed: bool,
+    /// The sales-triggered calculation the caller asks for (the applied sequence that
+    /// names it): this run's crossing, or an earlier run's not known to be asked for
+    /// (its request may have been lost after the commit). Once asked, the caller says so
+    /// with [`Processor::sales_calculation_asked`].
+    pub sales_calculation: Option<u64>,
     /// The rejected entries per rejection code (`entries.rejected`), for the metrics.
     pub rejected_codes: BTreeMap<String, u64>,
     /// When the first entry this run applied (or rejected) was received: the run's longest
@@ -73,6 +78,9 @@ pub struct Processor {
     /// The latest prices of recently calculated instances (a hint; see
     /// `recalc::recalculate_from`).
     prices: Mutex<HashMap<InstanceKey, PriceHint>>,
+    /// The last sales-triggered calculation asked for, per instance: its due mark is
+    /// cleared by the next run that commits.
+    asked: Mutex<HashMap<InstanceKey, u64>>,
 }
 
 impl Processor {
@@ -90,7 +98,19 @@ impl Processor {
     ) -> StoreResult<ProcessReport> {
         let mut conflicts = 0;
         loop {
-            let state = self.checkout(store, key).await?;
+            let mut state = self.checkout(store, key).await?;
+            let asked = self
+                .asked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(key)
+                .copied();
+            if state.header.sales_calculation_due.is_some()
+                && state.header.sales_calculation_due == asked
+            {
+                // Asked for: the next commit stores it cleared.
+                state.header.sales_calculation_due = None;
+            }
             match run(log, store, key, state, now).await {
                 Ok((report, state)) => {
                     self.checkin(key, state);
@@ -154,6 +174,19 @@ impl Processor {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key)
+    }
+
+    /// Records that the sales-triggered calculation `report.sales_calculation` named was
+    /// asked for (sent to the queue).
+    pub fn sales_calculation_asked(&self, key: &InstanceKey, applied_seq: u64) {
+        let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        if asked.len() >= CACHE_CAPACITY
+            && !asked.contains_key(key)
+            && let Some(evict) = asked.keys().next().cloned()
+        {
+            asked.remove(&evict);
+        }
+        asked.insert(key.clone(), applied_seq);
     }
 
     /// Remembers the prices of a stored calculation.
@@ -230,6 +263,7 @@ async fn run<L: EntryLog, S: StateStore>(
                 || weight.at_most(&dirty) + MAX_ENTRY_BYTES >= MAX_COMMIT_RECORD_BYTES
                 || rejected.bytes() >= rejected::MAX_BYTES_PER_COMMIT
             {
+                mark_sales_crossing(&mut state, &sold_before, &dirty, &mut report);
                 commit(store, key, &state, &mut dirty, &mut rejected, committed).await?;
                 committed = state.header.applied_seq;
                 report.commits += 1;
@@ -238,14 +272,28 @@ async fn run<L: EntryLog, S: StateStore>(
         }
     }
     if dirty.record_count() > 0 || !rejected.is_empty() {
+        mark_sales_crossing(&mut state, &sold_before, &dirty, &mut report);
         commit(store, key, &state, &mut dirty, &mut rejected, committed).await?;
         report.commits += 1;
     }
     report.applied_seq = state.header.applied_seq;
-    if report.applied > 0 {
-        report.sales_threshold_crossed = sales_crossed(&sold_before, &dirty, &sales_watch(&state));
-    }
+    report.sales_calculation = state.header.sales_calculation_due;
     Ok((report, state))
+}
+
+/// Before a commit: where the run's sales so far crossed a trigger's step, the header
+/// marks the calculation due at the applied sequence, so that the mark is committed with
+/// the sales and a request lost after the commit is asked for again by a later run.
+fn mark_sales_crossing(
+    state: &mut InstanceState,
+    sold_before: &BTreeMap<ProductId, (u64, u64, f64)>,
+    batch: &Dirty,
+    report: &mut ProcessReport,
+) {
+    if report.applied > 0 && sales_crossed(sold_before, batch, &sales_watch(state)) {
+        report.sales_threshold_crossed = true;
+        state.header.sales_calculation_due = Some(state.header.applied_seq);
+    }
 }
 
 /// The most bytes one more entry can add to a commit's records: the entry itself (a JWS
@@ -341,21 +389,20 @@ fn sales_watch(state: &InstanceState) -> BTreeMap<ProductId, (u64, u64, f64)> {
 }
 
 /// Whether a product with a sales trigger after the batch crossed a step in it: from what
-/// it sold before (`before`), from nothing when the batch registered it, from what it had
-/// sold when the batch turned its trigger on. Turning a trigger on does not fire it.
+/// it had sold when the batch turned its trigger on (the units sold since subtracted),
+/// else from what it sold before the batch (`before`), else from nothing when the batch
+/// registered it. Turning a trigger on does not fire it; a sale after it may.
 fn sales_crossed(
     before: &BTreeMap<ProductId, (u64, u64, f64)>,
     batch: &Dirty,
     after: &BTreeMap<ProductId, (u64, u64, f64)>,
 ) -> bool {
     after.iter().any(|(product, &(sold, capacity, step))| {
-        let was = match before.get(product) {
-            Some(b) => b.0,
-            None if batch.registered_products.contains(product) => 0,
-            None => match batch.triggers_on.get(product) {
-                Some(&sold_then) => sold_then,
-                None => return false,
-            },
+        let was = match (batch.triggers_on.get(product), before.get(product)) {
+            (Some(&since), _) => (i128::from(sold) - since).clamp(0, i128::from(u64::MAX)) as u64,
+            (None, Some(b)) => b.0,
+            (None, None) if batch.registered_products.contains(product) => 0,
+            (None, None) => return false,
         };
         sold_percent_crossed(step, was, sold, capacity)
     })

@@ -42,6 +42,12 @@ pub struct Header {
     /// the next instanceActions entry replaces it).
     #[serde(default, skip_serializing)]
     pub actions_window: Option<ActionsWindow>,
+    /// The applied sequence of the run whose sales crossed a trigger's step, committed with
+    /// it and kept until a later run knows its calculation was asked for: a request lost
+    /// between the commit and the queue is asked for again (the calculation id names the
+    /// sequence, so asking twice calculates once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sales_calculation_due: Option<u64>,
 }
 
 impl Header {
@@ -126,10 +132,12 @@ pub struct Dirty {
     /// sold), not the next commit.
     pub registered_products: BTreeSet<ProductId>,
     /// The products whose sales trigger (`recalculation`) was turned on since this `Dirty`
-    /// was made, with what each had sold then: kept across [`Dirty::clear`] like
-    /// `registered_products`, so that a sale later in the batch that crosses a step
-    /// counts from there.
-    pub triggers_on: BTreeMap<ProductId, u64>,
+    /// was made (by a registration or a properties change), with the units their items'
+    /// sales and returns added since the last time it was: kept across [`Dirty::clear`]
+    /// like `registered_products`, so that a crossing counts from what the product had sold
+    /// when its trigger came, and only a sale after it fires it. Counted as sales apply
+    /// (a removal or an item moved to another product after it is not counted).
+    pub triggers_on: BTreeMap<ProductId, i128>,
 }
 
 impl Dirty {
@@ -220,29 +228,31 @@ impl InstanceState {
     /// The apply step: all or nothing for one entry.
     pub fn apply(&mut self, entry: &Entry, seq: u64, dirty: &mut Dirty) -> Result<(), Rejection> {
         let product = match &entry.kind {
-            EntryKind::ProductRegistration(r) => Some(&r.product_id),
-            EntryKind::ProductProperties { product_id, .. } => Some(product_id),
-            _ => None,
+            EntryKind::ProductRegistration(r) => &r.product_id,
+            EntryKind::ProductProperties { product_id, .. } => product_id,
+            EntryKind::ItemSale(sale) if !dirty.triggers_on.is_empty() => {
+                // A sale of a product whose trigger the batch turned on counts from then.
+                let before = self.items.get(&sale.item_id).map(|i| i.sold);
+                self.apply_kind(entry, seq, dirty)?;
+                if let Some(item) = self.items.get(&sale.item_id)
+                    && let Some(since) = dirty.triggers_on.get_mut(&item.product_id)
+                {
+                    *since += i128::from(item.sold) - i128::from(before.unwrap_or(0));
+                }
+                return Ok(());
+            }
+            _ => return self.apply_kind(entry, seq, dirty),
         };
-        let Some(product) = product else {
-            return self.apply_kind(entry, seq, dirty);
+        let has_trigger = |state: &Self| {
+            state
+                .products
+                .get(product)
+                .is_some_and(|p| p.properties.recalculation.is_some())
         };
-        let had_trigger = self
-            .products
-            .get(product)
-            .is_some_and(|p| p.properties.recalculation.is_some());
+        let had_trigger = has_trigger(self);
         self.apply_kind(entry, seq, dirty)?;
-        let has_trigger = self
-            .products
-            .get(product)
-            .is_some_and(|p| p.properties.recalculation.is_some());
-        if has_trigger
-            && !had_trigger
-            && !dirty.registered_products.contains(product)
-            && !dirty.triggers_on.contains_key(product)
-        {
-            let sold = self.product_totals().get(product).map_or(0, |t| t.sold);
-            dirty.triggers_on.insert(product.clone(), sold);
+        if has_trigger(self) && !had_trigger {
+            dirty.triggers_on.insert(product.clone(), 0);
         }
         Ok(())
     }

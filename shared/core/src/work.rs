@@ -201,8 +201,10 @@ where
 {
     let report = processor.process(store, store, key, now).await?;
     let mut recalculation = None;
-    if report.sales_threshold_crossed {
-        let calculation_id = format!("sales_{}_{}", key.instance_id, report.applied_seq);
+    // This run's crossing, or an earlier one whose request may have been lost after its
+    // commit (the id names the sequence: asked twice, it is calculated once).
+    if let Some(applied_seq) = report.sales_calculation {
+        let calculation_id = format!("sales_{}_{applied_seq}", key.instance_id);
         queue
             .send(&Message::Recalculate {
                 key: key.clone(),
@@ -211,6 +213,7 @@ where
                 metadata: None,
             })
             .await?;
+        processor.sales_calculation_asked(key, applied_seq);
         recalculation = Some(calculation_id);
     }
     Ok((report, recalculation))

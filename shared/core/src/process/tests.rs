@@ -442,4 +442,71 @@ async fn a_sales_trigger_counts_from_the_batch_that_registers_its_product() {
             "{trigger}"
         );
     }
+    // Registered without a trigger, sold, the trigger turned on, all in one batch: no sale
+    // came after it, so nothing fires (a review of the change above).
+    let patch_on = json!({"type": "productProperties", "data": {"productId": "P", "patch": [
+        {"op": "add", "path": "/recalculation", "value": {"soldPercentStep": 10}}]}});
+    let patch_off = json!({"type": "productProperties", "data": {"productId": "P", "patch": [
+        {"op": "remove", "path": "/recalculation"}]}});
+    let store = LimitedStore::default();
+    let log = entries(
+        1,
+        vec![
+            product("P", false),
+            item("A", "P"),
+            sale("A", 5),
+            patch_on.clone(),
+        ],
+    );
+    assert!(!run(log, &store, &key).await.sales_threshold_crossed);
+    // Turned off, sold while off, turned on again, in one batch: the sales while it was
+    // off do not fire it; the next sale does.
+    let store = LimitedStore::default();
+    let mut log = entries(1, vec![product("P", true), item("A", "P"), sale("A", 5)]);
+    assert!(run(log.clone(), &store, &key).await.sales_threshold_crossed);
+    log.extend(entries(4, vec![patch_off, sale("A", 3), patch_on]));
+    assert!(!run(log.clone(), &store, &key).await.sales_threshold_crossed);
+    log.extend(entries(7, vec![sale("A", 1)]));
+    assert!(run(log, &store, &key).await.sales_threshold_crossed);
+
+    // The calculation a crossing asks for is marked due in the header the sales are
+    // committed with, and asked for by every later run until one knows it was asked for:
+    // a request lost between the commit and the queue is not lost for good.
+    let store = LimitedStore::default();
+    let processor = Processor::new();
+    let process = |log: Vec<LogRecord>| {
+        let (store, key, processor) = (&store, &key, &processor);
+        async move {
+            processor
+                .process(&Log(log), store, key, Timestamp::now())
+                .await
+                .expect("run")
+        }
+    };
+    let mut log = entries(1, vec![product("P", true), item("A", "P"), sale("A", 5)]);
+    let report = process(log.clone()).await;
+    assert_eq!(report.sales_calculation, Some(3));
+    assert_eq!(store.header.lock().unwrap().sales_calculation_due, Some(3));
+    // Its request failed: the next run, with nothing new, asks again; so does another
+    // processor (a cold function), which reads the mark from the store.
+    let again = process(log.clone()).await;
+    assert_eq!(
+        (again.sales_threshold_crossed, again.sales_calculation),
+        (false, Some(3))
+    );
+    let cold = Processor::new()
+        .process(&Log(log.clone()), &store, &key, Timestamp::now())
+        .await
+        .expect("run");
+    assert_eq!(cold.sales_calculation, Some(3));
+    // Asked for: not again, and the next commit stores the mark cleared.
+    processor.sales_calculation_asked(&key, 3);
+    assert_eq!(process(log.clone()).await.sales_calculation, None);
+    log.extend(entries(4, vec![sale("A", 0)])); // no step crossed, a commit
+    let next = process(log.clone()).await;
+    assert_eq!(next.sales_calculation, None);
+    assert_eq!(store.header.lock().unwrap().sales_calculation_due, None);
+    // A later crossing is due at its own sequence.
+    log.extend(entries(5, vec![sale("A", 1)]));
+    assert_eq!(process(log).await.sales_calculation, Some(5));
 }
