@@ -107,9 +107,10 @@ pub async fn list<P: Ports>(
         .await
         .map_err(|e| match e {
             // A manual trigger's resend carries a copy of its event under an id of its
-            // own, which the log does not hold.
+            // own, which the log does not hold; or the event is past retention.
             StoreError::NotFound if webhook_cursor.is_some() => ApiError::bad_request(format!(
-                "cursor {} is a resent webhook: its event is a copy the log does not hold; \
+                "cursor {} is a webhook whose event the log does not hold: a manual \
+                 trigger's resend (a copy under ids of its own) or an event past retention; \
                  resume from the original webhook's id or event id, or a `next` of this \
                  listing",
                 webhook_cursor.as_deref().unwrap_or_default()

@@ -29,39 +29,50 @@ pub const MAX_METADATA_BYTES: usize = 8 * 1024;
 /// Most instances per calculatePrices or instancePrices call.
 pub const MAX_INSTANCES_PER_CALL: usize = 100;
 
-/// All instances of a project (for "all instances" requests), in id order: at most
-/// `max`; a project with more is refused (422 `tooManyInstances`), since every instance
-/// costs a message sent while the request waits.
-async fn all_instances<P: Ports>(
+/// The instances a project-wide calculation prices, in id order: every instance not past
+/// its deactivation date (whose pricing has ended), at most `max`; a project with more is
+/// refused (422 `tooManyInstances`), since every instance costs a message sent while the
+/// request waits. Deactivated instances do not count (the listing pages past them, within
+/// the project's instance quota).
+async fn priced_instances<P: Ports>(
     app: &App<P>,
     project: &ProjectKey,
     max: usize,
+    now: pricing_core::time::Timestamp,
 ) -> ApiResult<Vec<Instance>> {
-    let page = app
-        .ports
-        .instances()
-        .list_instances(
-            project,
-            &PageRequest {
-                cursor: None,
-                limit: max,
-            },
-        )
-        .await
-        .map_err(ApiError::store("listing instances"))?;
-    if page.next.is_some() {
-        tracing::info!(%project, max, "calculatePrices over too many instances refused");
-        return Err(ApiError::rule(
-            "/instanceIds",
-            TOO_MANY_INSTANCES,
-            format!(
-                "project {project} has more than {max} instances, the most one request \
-                 calculates without instanceIds; name them in instanceIds, at most \
-                 {MAX_INSTANCES_PER_CALL} per request"
-            ),
-        ));
+    let mut priced = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = app
+            .ports
+            .instances()
+            .list_instances(
+                project,
+                &PageRequest {
+                    cursor,
+                    limit: max.max(1),
+                },
+            )
+            .await
+            .map_err(ApiError::store("listing instances"))?;
+        priced.extend(page.items.into_iter().filter(|i| !i.is_deactivated(now)));
+        if priced.len() > max {
+            tracing::info!(%project, max, "calculatePrices over too many instances refused");
+            return Err(ApiError::rule(
+                "/instanceIds",
+                TOO_MANY_INSTANCES,
+                format!(
+                    "project {project} has more than {max} instances to price, the most one \
+                     request calculates without instanceIds; name them in instanceIds, at \
+                     most {MAX_INSTANCES_PER_CALL} per request"
+                ),
+            ));
+        }
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(priced),
+        }
     }
-    Ok(page.items)
 }
 
 /// The 422 code of a `calculatePrices` naming an instance past its deactivation date.
@@ -123,18 +134,17 @@ pub async fn calculate<P: Ports>(
     let instances = match wanted {
         // Past its deactivation date an instance's pricing has ended (INTERFACE.md): a
         // project-wide calculation leaves it out.
-        None => all_instances(&app, &project.key(), app.limits.max_calculation_fanout)
-            .await?
-            .into_iter()
-            .filter(|instance| !instance.is_deactivated(now))
-            .collect(),
+        None => {
+            priced_instances(&app, &project.key(), app.limits.max_calculation_fanout, now).await?
+        }
         Some(ids) => {
             let mut found: Vec<Instance> = Vec::with_capacity(ids.len());
-            for (i, id) in ids.into_iter().enumerate() {
-                // An instance named twice is calculated once.
-                if found.iter().any(|f| f.instance_id == id) {
+            for (i, id) in ids.iter().enumerate() {
+                // An instance named twice is calculated (or refused) once.
+                if ids[..i].contains(id) {
                     continue;
                 }
+                let id = id.clone();
                 let key = project.key().instance(id);
                 match app
                     .ports
@@ -162,15 +172,20 @@ pub async fn calculate<P: Ports>(
                     ),
                 }
             }
-            if !errors.is_empty() && errors.list.iter().all(|e| e.code == INSTANCE_DEACTIVATED) {
-                // Valid ids that name instances whose pricing has ended: nothing is done.
+            // An unknown id is a bad request (400) whatever else; valid ids of instances
+            // whose pricing has ended break a rule (422). Either way nothing is done.
+            let (ended, unknown): (Vec<_>, Vec<_>) = errors
+                .list
+                .into_iter()
+                .partition(|e| e.code == INSTANCE_DEACTIVATED);
+            if !unknown.is_empty() {
+                return Err(ApiError::validation(unknown));
+            }
+            if !ended.is_empty() {
                 return Err(
                     ApiError::unprocessable("a deactivated instance is not priced again")
-                        .with_errors(errors.list),
+                        .with_errors(ended),
                 );
-            }
-            if !errors.is_empty() {
-                return Err(ApiError::validation(errors.list));
             }
             found
         }

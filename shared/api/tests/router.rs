@@ -1570,6 +1570,29 @@ async fn price_matches_calculations_instance_prices_and_history() {
         ),
         (&json!("/instanceIds/1"), &json!("instanceDeactivated"))
     );
+    // With an unknown id too, the request is a bad one: a 400 naming the unknown id, once.
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/calculatePrices",
+            Some("acme"),
+            Some(json!({"instanceIds": ["gone", "zzz", "zzz"]})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.body["errors"].as_array().map(Vec::len),
+        Some(1),
+        "{:?}",
+        r.body
+    );
+    assert_eq!(
+        (
+            &r.body["errors"][0]["pointer"],
+            &r.body["errors"][0]["code"]
+        ),
+        (&json!("/instanceIds/1"), &json!("unknownInstance"))
+    );
     assert!(
         h.store
             .receive(10, std::time::Duration::from_secs(30))
@@ -2919,10 +2942,7 @@ async fn an_instances_events_are_read_filtered_and_paged() {
         let r = get(&format!("?cursor={}", delivery.webhook_id)).await;
         assert_problem(&r, StatusCode::BAD_REQUEST);
         assert!(
-            r.body["detail"]
-                .as_str()
-                .unwrap()
-                .contains("resent webhook"),
+            r.body["detail"].as_str().unwrap().contains("resend"),
             "{:?}",
             r.body
         );
