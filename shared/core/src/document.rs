@@ -344,13 +344,7 @@ fn run(doc: &mut Value, i: usize, op: &PatchOperation) -> Result<(), DocumentErr
 /// members in any order, arrays element by element, strings and literals as they are.
 fn same_value(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
-                (Some(x), Some(y), _, _) => x == y,
-                (_, _, Some(x), Some(y)) => x == y,
-                _ => x.as_f64() == y.as_f64(),
-            }
-        }
+        (Value::Number(x), Value::Number(y)) => same_number(x, y),
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_value(x, y))
         }
@@ -360,6 +354,26 @@ fn same_value(a: &Value, b: &Value) -> bool {
                     .all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
         }
         _ => a == b,
+    }
+}
+
+/// Numbers by value: integers exactly; an integer and a decimal only where the decimal is
+/// that whole number exactly (9007199254740993 is not 9007199254740992.0).
+fn same_number(x: &serde_json::Number, y: &serde_json::Number) -> bool {
+    let whole = |n: &serde_json::Number| {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    let exact = |f: f64| {
+        // Whole and within i128: the conversion is exact.
+        (f.fract() == 0.0 && f.abs() < 1e38).then_some(f as i128)
+    };
+    match (whole(x), whole(y)) {
+        (Some(a), Some(b)) => a == b,
+        (Some(a), None) => y.as_f64().and_then(exact) == Some(a),
+        (None, Some(b)) => x.as_f64().and_then(exact) == Some(b),
+        (None, None) => x.as_f64() == y.as_f64(),
     }
 }
 

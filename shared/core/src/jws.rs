@@ -399,7 +399,7 @@ pub fn decode_client_jws(jws: &str) -> Result<Value, JwsError> {
     if !named {
         return Err(JwsError::Header);
     }
-    if !base64url(signature) {
+    if !base64url(signature) || B64.decode(signature).is_err() {
         return Err(JwsError::Signature);
     }
     Ok(payload)

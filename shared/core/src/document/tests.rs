@@ -133,6 +133,8 @@ fn test_compares_numbers_by_value() {
         ("/list", json!([2])),
         ("/list", json!([2, {"x": 3, "y": 4}])),
         ("/big", json!(18446744073709551614u64)),
+        ("/big", json!(18446744073709551616.0)),
+        ("/n", json!(1.5)),
     ] {
         let err = apply_patch(
             &mut doc,

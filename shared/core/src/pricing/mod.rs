@@ -252,8 +252,9 @@ pub fn calculate_with(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Explain {
     Every,
-    /// Only the calculated prices that changed (`model::is_history_entry`), and the
-    /// targets of price match rules until the rules are applied; the others get
+    /// Only the prices that changed (`model::is_history_entry`: calculated, or kept and
+    /// moved inside changed bounds), and the targets of price match rules until the rules
+    /// are applied; the others get
     /// `Explanation::default()` as soon as they are priced. What a store keeps: a
     /// 100,000-item instance's explanations are ~50 MB, and most prices do not change.
     Changed,
