@@ -258,7 +258,9 @@ pub fn work_handled(message: &Message, handled: &Handled, elapsed: Duration, now
             metrics::histogram!(CALCULATION_DURATION, "trigger" => trigger)
                 .record(elapsed.as_secs_f64());
         }
-        Handled::AlreadyCalculated { .. } | Handled::UnknownInstance => {}
+        Handled::AlreadyCalculated { .. }
+        | Handled::Deactivated { .. }
+        | Handled::UnknownInstance => {}
     }
 }
 

@@ -68,6 +68,10 @@ pub enum Handled {
         calculation_id: String,
         dispatched: DispatchReport,
     },
+    /// The instance is past its deactivation date, the absolute end of its pricing
+    /// (INTERFACE.md): a calculation asked for before it (a request queued, a sales
+    /// trigger) is not made.
+    Deactivated { calculation_id: String },
     /// The instance no longer exists; nothing to do.
     UnknownInstance,
 }
@@ -115,6 +119,11 @@ where
                 return Ok(Handled::AlreadyCalculated {
                     calculation_id: calculation_id.clone(),
                     dispatched: dispatch(store, queue, key, now).await?,
+                });
+            }
+            if instance.is_deactivated(now) {
+                return Ok(Handled::Deactivated {
+                    calculation_id: calculation_id.clone(),
                 });
             }
             // A calculation reflects every entry acknowledged before it was asked for: on
@@ -263,6 +272,10 @@ impl std::fmt::Display for Handled {
                 write!(f, "calculation {calculation_id} was stored before")?;
                 write_dispatched(f, dispatched)
             }
+            Handled::Deactivated { calculation_id } => write!(
+                f,
+                "calculation {calculation_id} not made: the instance is past its deactivation date"
+            ),
             Handled::UnknownInstance => write!(f, "the instance does not exist; message dropped"),
         }
     }

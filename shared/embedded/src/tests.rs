@@ -774,6 +774,56 @@ mod prices {
         assert_eq!(explained, vec![5, 0]);
     }
 
+    /// Past its deactivation date an instance is not priced again (INTERFACE.md: the
+    /// absolute end of its pricing), also by a request queued before it or a sales trigger:
+    /// the worker makes no calculation (an outside review found one made after it).
+    #[tokio::test]
+    async fn a_deactivated_instance_is_not_priced_by_a_queued_request() {
+        use pricing_contract::fixtures::{item, product};
+        use pricing_core::model::Message;
+        use pricing_core::ports::{Commit, PriceStore};
+        use pricing_core::process::Processor;
+        use pricing_core::time::Timestamp;
+        use pricing_core::work::{Handled, handle};
+
+        let store = EmbeddedStore::open_in_memory().unwrap();
+        let key = Run::new("deactivated").key("p", "i");
+        let mut inst = instance(&key, "i");
+        inst.active = false;
+        inst.deactivation_date = Timestamp::parse("2020-01-01T00:00:00Z");
+        store
+            .create_instance(&inst, &header(0, json!({})))
+            .await
+            .unwrap();
+        let commit = Commit {
+            expected_applied: 0,
+            header: header(1, json!({})),
+            items: vec![item("seat", "prod", 0, 1)],
+            products: vec![product("prod", 1)],
+            events: Vec::new(),
+        };
+        store.commit(&key, commit).await.unwrap();
+        for trigger in [Trigger::Request, Trigger::Sales] {
+            let message = Message::Recalculate {
+                key: key.clone(),
+                calculation_id: format!("c-{trigger:?}"),
+                trigger,
+                metadata: None,
+            };
+            let handled = handle(
+                &store,
+                &store,
+                &Processor::new(),
+                &message,
+                Timestamp::now(),
+            )
+            .await
+            .unwrap();
+            assert!(matches!(handled, Handled::Deactivated { .. }), "{handled}");
+        }
+        assert!(store.latest_prices(&key).await.unwrap().is_none());
+    }
+
     #[test]
     fn migrations_end_at_the_schema_version() {
         let conn = db::open_memory().unwrap();
