@@ -399,7 +399,10 @@ fn sales_crossed(
 ) -> bool {
     after.iter().any(|(product, &(sold, capacity, step))| {
         let was = match (batch.triggers_on.get(product), before.get(product)) {
-            (Some(&since), _) => (i128::from(sold) - since).clamp(0, i128::from(u64::MAX)) as u64,
+            (Some(&Some(since)), _) => {
+                (i128::from(sold) - since).clamp(0, i128::from(u64::MAX)) as u64
+            }
+            (Some(None), _) => return false,
             (None, Some(b)) => b.0,
             (None, None) if batch.registered_products.contains(product) => 0,
             (None, None) => return false,

@@ -135,9 +135,10 @@ pub struct Dirty {
     /// was made (by a registration or a properties change), with the units their items'
     /// sales and returns added since the last time it was: kept across [`Dirty::clear`]
     /// like `registered_products`, so that a crossing counts from what the product had sold
-    /// when its trigger came, and only a sale after it fires it. Counted as sales apply
-    /// (a removal or an item moved to another product after it is not counted).
-    pub triggers_on: BTreeMap<ProductId, i128>,
+    /// when its trigger came, and only a sale after it fires it. `None` once an item left
+    /// the product after it (removed, or moved to another product): its units cannot be
+    /// told apart, and the batch does not fire that trigger.
+    pub triggers_on: BTreeMap<ProductId, Option<i128>>,
 }
 
 impl Dirty {
@@ -235,9 +236,31 @@ impl InstanceState {
                 let before = self.items.get(&sale.item_id).map(|i| i.sold);
                 self.apply_kind(entry, seq, dirty)?;
                 if let Some(item) = self.items.get(&sale.item_id)
-                    && let Some(since) = dirty.triggers_on.get_mut(&item.product_id)
+                    && let Some(Some(since)) = dirty.triggers_on.get_mut(&item.product_id)
                 {
                     *since += i128::from(item.sold) - i128::from(before.unwrap_or(0));
+                }
+                return Ok(());
+            }
+            EntryKind::ItemRemoval { item_id } if !dirty.triggers_on.is_empty() => {
+                // An item leaving a product whose trigger the batch turned on takes units
+                // the count cannot tell apart: the batch does not fire that trigger.
+                let from = self.items.get(item_id).map(|i| i.product_id.clone());
+                self.apply_kind(entry, seq, dirty)?;
+                if let Some(from) = from
+                    && let Some(Some(_)) = dirty.triggers_on.get(&from)
+                {
+                    dirty.triggers_on.insert(from, None);
+                }
+                return Ok(());
+            }
+            EntryKind::ItemRegistration(r) if !dirty.triggers_on.is_empty() => {
+                let from = self.items.get(&r.item_id).map(|i| i.product_id.clone());
+                self.apply_kind(entry, seq, dirty)?;
+                if let Some(from) = from.filter(|p| *p != r.product_id)
+                    && let Some(Some(_)) = dirty.triggers_on.get(&from)
+                {
+                    dirty.triggers_on.insert(from, None);
                 }
                 return Ok(());
             }
@@ -252,7 +275,7 @@ impl InstanceState {
         let had_trigger = has_trigger(self);
         self.apply_kind(entry, seq, dirty)?;
         if has_trigger(self) && !had_trigger {
-            dirty.triggers_on.insert(product.clone(), 0);
+            dirty.triggers_on.insert(product.clone(), Some(0));
         }
         Ok(())
     }

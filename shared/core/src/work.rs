@@ -109,6 +109,14 @@ where
             let Some(instance) = store.get_instance(key).await? else {
                 return Ok(Handled::UnknownInstance);
             };
+            // The sales calculation this message is was asked for: the run below need not
+            // ask again (on AWS the recalculator is another function than the processor
+            // that asked).
+            if *trigger == Trigger::Sales
+                && let Some(seq) = sales_calculation_seq(key, calculation_id)
+            {
+                processor.sales_calculation_asked(key, seq);
+            }
             let request = RecalcRequest {
                 calculation_id: calculation_id.clone(),
                 trigger: *trigger,
@@ -213,19 +221,40 @@ where
     // This run's crossing, or an earlier one whose request may have been lost after its
     // commit (the id names the sequence: asked twice, it is calculated once).
     if let Some(applied_seq) = report.sales_calculation {
-        let calculation_id = format!("sales_{}_{applied_seq}", key.instance_id);
-        queue
-            .send(&Message::Recalculate {
-                key: key.clone(),
-                calculation_id: calculation_id.clone(),
-                trigger: Trigger::Sales,
-                metadata: None,
-            })
-            .await?;
+        let calculation_id = sales_calculation_id(key, applied_seq);
+        // An earlier run's calculation that is stored already was asked for.
+        let stored =
+            !report.sales_threshold_crossed && store.has_calculation(key, &calculation_id).await?;
+        if !stored {
+            queue
+                .send(&Message::Recalculate {
+                    key: key.clone(),
+                    calculation_id: calculation_id.clone(),
+                    trigger: Trigger::Sales,
+                    metadata: None,
+                })
+                .await?;
+            recalculation = Some(calculation_id);
+        }
         processor.sales_calculation_asked(key, applied_seq);
-        recalculation = Some(calculation_id);
     }
     Ok((report, recalculation))
+}
+
+/// The id of the sales-triggered calculation asked for at `applied_seq`: one per crossing
+/// run, so asking twice calculates once.
+fn sales_calculation_id(key: &crate::ids::InstanceKey, applied_seq: u64) -> String {
+    format!("sales_{}_{applied_seq}", key.instance_id)
+}
+
+/// The applied sequence a sales calculation id names ([`sales_calculation_id`]).
+fn sales_calculation_seq(key: &crate::ids::InstanceKey, calculation_id: &str) -> Option<u64> {
+    calculation_id
+        .strip_prefix("sales_")?
+        .strip_prefix(key.instance_id.as_str())?
+        .strip_prefix('_')?
+        .parse()
+        .ok()
 }
 
 impl std::fmt::Display for Handled {

@@ -824,6 +824,116 @@ mod prices {
         assert!(store.latest_prices(&key).await.unwrap().is_none());
     }
 
+    /// The sales calculation a crossing asks for is asked once: the recalculator (on AWS
+    /// another function, with a processor of its own) does not ask for the one it is
+    /// handling again, and a cold processor that finds the mark of a calculation stored
+    /// since does not either (a review found both re-sending it).
+    #[tokio::test]
+    async fn a_sales_calculation_is_asked_for_once() {
+        use pricing_core::jws::{Signer, StoredKey};
+        use pricing_core::model::{Message, NewEntry};
+        use pricing_core::ports::{Enqueue, EntryLog, StoreResult};
+        use pricing_core::process::Processor;
+        use pricing_core::time::Timestamp;
+        use pricing_core::work::{Handled, handle};
+        use std::sync::Mutex;
+
+        #[derive(Default)]
+        struct Sent(Mutex<Vec<Message>>);
+        impl Enqueue for Sent {
+            async fn send(&self, message: &Message) -> StoreResult<()> {
+                self.0.lock().unwrap().push(message.clone());
+                Ok(())
+            }
+        }
+        impl Sent {
+            fn sales(&self) -> Vec<String> {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|m| match m {
+                        Message::Recalculate { calculation_id, .. } => Some(calculation_id.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            }
+        }
+
+        let store = EmbeddedStore::open_in_memory().unwrap();
+        let key = Run::new("asked-once").key("p", "i");
+        let mut inst = instance(&key, "i");
+        inst.active = true;
+        store
+            .create_instance(&inst, &header(0, json!({})))
+            .await
+            .unwrap();
+        let now = Timestamp::now();
+        let signer = Signer::from_keys(&[StoredKey::generate("k".into(), now).unwrap()]).unwrap();
+        let entries = [
+            json!({"type": "productRegistration", "data": {"productId": "P", "capacity": 10,
+                "recalculation": {"soldPercentStep": 10}}}),
+            json!({"type": "itemRegistration", "data": {"itemId": "A", "productId": "P",
+                "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2027-01-01T00:00:00Z"},
+                "priceSettings": {"min": 10, "max": 90, "default": 40}}}),
+            json!({"type": "itemSale", "data": {"itemId": "A", "quantity": 5, "price": 40}}),
+        ]
+        .iter()
+        .map(|e| NewEntry {
+            transaction_id: None,
+            received_at: now,
+            jwt: signer.sign_jws(e.to_string().as_bytes()),
+        })
+        .collect();
+        store.append(&key, entries).await.unwrap();
+        let sent = Sent::default();
+        let processor = Processor::new();
+        let handled = handle(&store, &sent, &processor, &process(&key), now)
+            .await
+            .unwrap();
+        assert!(
+            matches!(
+                handled,
+                Handled::Processed {
+                    recalculation: Some(_),
+                    ..
+                }
+            ),
+            "{handled}"
+        );
+        let asked = sent.sales();
+        assert_eq!(asked, ["sales_i_3"]);
+        // The recalculator, with a processor of its own, handles it without asking again.
+        let recalculator = Processor::new();
+        let message = Message::Recalculate {
+            key: key.clone(),
+            calculation_id: asked[0].clone(),
+            trigger: Trigger::Sales,
+            metadata: None,
+        };
+        let handled = handle(&store, &sent, &recalculator, &message, now)
+            .await
+            .unwrap();
+        assert!(matches!(handled, Handled::Calculated { .. }), "{handled}");
+        assert_eq!(sent.sales(), ["sales_i_3"]);
+        // A cold processor finds the mark (nothing committed since) and the calculation
+        // stored: it does not ask again.
+        let handled = handle(&store, &sent, &Processor::new(), &process(&key), now)
+            .await
+            .unwrap();
+        assert!(
+            matches!(
+                handled,
+                Handled::Processed {
+                    recalculation: None,
+                    ..
+                }
+            ),
+            "{handled}"
+        );
+        assert_eq!(sent.sales(), ["sales_i_3"]);
+    }
+
     #[test]
     fn migrations_end_at_the_schema_version() {
         let conn = db::open_memory().unwrap();
