@@ -32,6 +32,8 @@ pub enum JwsError {
     Header,
     #[error("has a signature that is not base64url")]
     Signature,
+    #[error("has a payload that names a member twice in one object")]
+    DuplicateMember,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -381,7 +383,8 @@ pub fn decode_jws_payload(jws: &str) -> Result<Value, JwsError> {
 /// JSON. The signature is not verified (the service does not know client keys,
 /// INTERFACE.md), only its form, so that every stored entry parses with a JWS library.
 pub fn decode_client_jws(jws: &str) -> Result<Value, JwsError> {
-    let payload = decode_jws_payload(jws)?;
+    // Three non-empty parts, the payload base64url JSON.
+    decode_jws_payload(jws)?;
     let mut parts = jws.split('.');
     let (header, signature) = (parts.next().unwrap_or(""), parts.nth(1).unwrap_or(""));
     let base64url = |part: &str| {
@@ -402,7 +405,80 @@ pub fn decode_client_jws(jws: &str) -> Result<Value, JwsError> {
     if !base64url(signature) || B64.decode(signature).is_err() {
         return Err(JwsError::Signature);
     }
-    Ok(payload)
+    let payload = jws.split('.').nth(1).unwrap_or_default();
+    let bytes = B64.decode(payload).map_err(|_| JwsError::Base64)?;
+    unique_members(&bytes)
+}
+
+/// Parses JSON that names no member twice in one object. The payload of a client's JWS is
+/// stored as it came: where a member repeats, the service would apply the last value and a
+/// client's parser might take the first, so the record would say two things.
+fn unique_members(bytes: &[u8]) -> Result<Value, JwsError> {
+    use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+
+    struct Unique;
+    impl<'de> DeserializeSeed<'de> for Unique {
+        type Value = Value;
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Unique {
+        type Value = Value;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+            Ok(Value::Bool(v))
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+            Ok(Value::String(v.to_owned()))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Value, E> {
+            Ok(Value::String(v))
+        }
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            let mut items = Vec::new();
+            while let Some(v) = seq.next_element_seed(Unique)? {
+                items.push(v);
+            }
+            Ok(Value::Array(items))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            let mut members = serde_json::Map::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let value = map.next_value_seed(Unique)?;
+                if members.insert(key, value).is_some() {
+                    return Err(de::Error::custom(DUPLICATE));
+                }
+            }
+            Ok(Value::Object(members))
+        }
+    }
+    const DUPLICATE: &str = "a member named twice";
+
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = Unique.deserialize(&mut de).map_err(|e| {
+        if e.to_string().starts_with(DUPLICATE) {
+            JwsError::DuplicateMember
+        } else {
+            JwsError::Json
+        }
+    })?;
+    de.end().map_err(|_| JwsError::Json)?;
+    Ok(value)
 }
 
 #[cfg(test)]

@@ -225,11 +225,24 @@ fn client_jws_payloads_are_validated() {
         format!("{alg}.{good}."),
         format!("{alg}.{good}.not a signature"),
         format!("{alg}.{good}.x"),
+        format!("{alg}.{good}.c2ln.c2ln"),
     ] {
         let errors = invalid(json!({"entries": [jws.clone()]}));
         assert_eq!(pc(&errors), [("/entries/0", codes::FORMAT)], "{jws}");
     }
     accepted(json!([format!("{alg}.{good}.c2ln")]));
+    // A member named twice: the service would apply the last value, a client's parser
+    // might take the first, and the stored record would say two things.
+    for payload in [
+        r#"{"type":"itemSale","data":{"itemId":"A","quantity":-1,"quantity":3,"price":10}}"#,
+        r#"{"type":"itemSale","type":"itemSale","data":{"itemId":"A","price":10}}"#,
+        r#"{"type":"itemSale","data":{"itemId":"A","price":10,"breakdown":[{"a":1,"a":2}]}}"#,
+    ] {
+        let jws = format!("{alg}.{}.c2ln", URL_SAFE_NO_PAD.encode(payload));
+        let errors = invalid(json!([jws]));
+        assert_eq!(pc(&errors), [("/0", codes::FORMAT)], "{payload}");
+        assert!(errors[0].message.contains("twice"), "{}", errors[0].message);
+    }
 }
 
 #[test]
