@@ -365,8 +365,15 @@ impl Signer {
 /// Decodes the payload of a compact JWS without verifying it (entries are stored verbatim;
 /// the service does not verify client signatures, INTERFACE.md).
 pub fn decode_jws_payload(jws: &str) -> Result<Value, JwsError> {
+    let (_, payload, _) = jws_parts(jws)?;
+    serde_json::from_slice(&payload).map_err(|_| JwsError::Json)
+}
+
+/// The header, the decoded payload and the signature of a compact JWS: three parts, the
+/// first two not empty, the payload base64url.
+fn jws_parts(jws: &str) -> Result<(&str, Vec<u8>, &str), JwsError> {
     let mut parts = jws.split('.');
-    let (Some(h), Some(p), Some(_s), None) =
+    let (Some(h), Some(p), Some(s), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err(JwsError::Shape);
@@ -374,8 +381,8 @@ pub fn decode_jws_payload(jws: &str) -> Result<Value, JwsError> {
     if h.is_empty() || p.is_empty() {
         return Err(JwsError::Shape);
     }
-    let bytes = B64.decode(p).map_err(|_| JwsError::Base64)?;
-    serde_json::from_slice(&bytes).map_err(|_| JwsError::Json)
+    let payload = B64.decode(p).map_err(|_| JwsError::Base64)?;
+    Ok((h, payload, s))
 }
 
 /// Checks a client's compact JWS before it is stored verbatim and returns its payload: three
@@ -383,10 +390,13 @@ pub fn decode_jws_payload(jws: &str) -> Result<Value, JwsError> {
 /// JSON. The signature is not verified (the service does not know client keys,
 /// INTERFACE.md), only its form, so that every stored entry parses with a JWS library.
 pub fn decode_client_jws(jws: &str) -> Result<Value, JwsError> {
-    // Three non-empty parts, the payload base64url JSON.
-    decode_jws_payload(jws)?;
-    let mut parts = jws.split('.');
-    let (header, signature) = (parts.next().unwrap_or(""), parts.nth(1).unwrap_or(""));
+    let (header, payload, signature) = jws_parts(jws)?;
+    // Parsed once; a payload that is not JSON is named before the header and signature,
+    // a member named twice after them.
+    let parsed = unique_members(&payload);
+    if let Err(JwsError::Json) = parsed {
+        return Err(JwsError::Json);
+    }
     let base64url = |part: &str| {
         !part.is_empty()
             && part
@@ -405,9 +415,7 @@ pub fn decode_client_jws(jws: &str) -> Result<Value, JwsError> {
     if !base64url(signature) || B64.decode(signature).is_err() {
         return Err(JwsError::Signature);
     }
-    let payload = jws.split('.').nth(1).unwrap_or_default();
-    let bytes = B64.decode(payload).map_err(|_| JwsError::Base64)?;
-    unique_members(&bytes)
+    parsed
 }
 
 /// Parses JSON that names no member twice in one object. The payload of a client's JWS is

@@ -11,7 +11,8 @@ use serde_json::{Map, Value};
 
 use crate::entry::{
     ActionKind, DocChange, Entry, EntryKind, IGNORED_ITEM_PROPERTIES, InstanceAction, ItemProps,
-    ProductProps, ReservationTarget, Schedule, item_props_from_doc, product_props_from_doc,
+    ItemRegistration, ProductProps, ReservationTarget, Schedule, item_props_from_doc,
+    product_props_from_doc,
 };
 use crate::ids::{ItemId, ProductId};
 use crate::money::Money;
@@ -242,25 +243,21 @@ impl InstanceState {
                 }
                 return Ok(());
             }
-            EntryKind::ItemRemoval { item_id } if !dirty.triggers_on.is_empty() => {
-                // An item leaving a product whose trigger the batch turned on takes units
-                // the count cannot tell apart: the batch does not fire that trigger.
+            EntryKind::ItemRemoval { item_id }
+            | EntryKind::ItemRegistration(ItemRegistration { item_id, .. })
+                if !dirty.triggers_on.is_empty() =>
+            {
+                // An item leaving a product whose trigger the batch turned on (removed, or
+                // moved to another product) takes units the count cannot tell apart: the
+                // batch does not fire that trigger.
                 let from = self.items.get(item_id).map(|i| i.product_id.clone());
                 self.apply_kind(entry, seq, dirty)?;
-                if let Some(from) = from
-                    && let Some(Some(_)) = dirty.triggers_on.get(&from)
+                let stays = |i: &ItemState| !i.removed && Some(&i.product_id) == from.as_ref();
+                if let Some(from) = from.as_ref()
+                    && !self.items.get(item_id).is_some_and(stays)
+                    && let Some(Some(_)) = dirty.triggers_on.get(from)
                 {
-                    dirty.triggers_on.insert(from, None);
-                }
-                return Ok(());
-            }
-            EntryKind::ItemRegistration(r) if !dirty.triggers_on.is_empty() => {
-                let from = self.items.get(&r.item_id).map(|i| i.product_id.clone());
-                self.apply_kind(entry, seq, dirty)?;
-                if let Some(from) = from.filter(|p| *p != r.product_id)
-                    && let Some(Some(_)) = dirty.triggers_on.get(&from)
-                {
-                    dirty.triggers_on.insert(from, None);
+                    dirty.triggers_on.insert(from.clone(), None);
                 }
                 return Ok(());
             }

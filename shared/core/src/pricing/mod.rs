@@ -524,9 +524,7 @@ fn kept_price(
         Some(p) => (p, KeptSource::PreviousPrice),
         None => {
             let scaled = rounding::scale(ps.default, ps.multiplier);
-            let (clamped, _) = rounding::clamp(scaled, ps.min, ps.max);
-            let rounded = round_within(clamped, step, ps.min, ps.max);
-            (rounded.value, KeptSource::DefaultPrice)
+            (bounded(scaled, ps, step, None).0, KeptSource::DefaultPrice)
         }
     };
     let mut explanation = Explanation::kept(Kept {
@@ -537,23 +535,41 @@ fn kept_price(
     // A kept price stays within the item's bounds as they are now: where they changed
     // since it was set, it moves to the nearest one (on the product's grid), as a
     // calculated price would, and the explanation says so.
-    let (clamped, bound) = rounding::clamp(price, ps.min, ps.max);
-    let Some(bound) = bound else {
+    let (moved, bound, rounding) = bounded(price, ps, step, None);
+    if bound.is_none() {
         return (price, PriceStatus::Kept, explanation);
-    };
-    let rounded = round_within(clamped, step, ps.min, ps.max);
-    explanation.bound = Some(BoundApplied {
-        bound,
-        from: price,
-        to: clamped,
-    });
-    explanation.rounding = Some(RoundingApplied {
-        step,
-        from: clamped,
-        to: rounded.value,
-        reclamped: rounded.reclamped,
-    });
-    (rounded.value, PriceStatus::Kept, explanation)
+    }
+    explanation.bound = bound;
+    explanation.rounding = Some(rounding);
+    (moved, PriceStatus::Kept, explanation)
+}
+
+/// `value` clamped to the item's bounds and rounded to `step` within them, and within the
+/// step cap `cap` (the previous price and `maxStepChange`) where no bound applied
+/// ([`rounding::round_within_cap`]): the price, and the bound and the rounding applied.
+fn bounded(
+    value: Money,
+    ps: &crate::entry::PriceSettings,
+    step: Money,
+    cap: Option<(Money, f64)>,
+) -> (Money, Option<BoundApplied>, RoundingApplied) {
+    let (clamped, bound) = rounding::clamp(value, ps.min, ps.max);
+    let cap = cap.filter(|_| bound.is_none());
+    let rounded = rounding::round_within_cap(clamped, step, ps.min, ps.max, cap);
+    (
+        rounded.value,
+        bound.map(|bound| BoundApplied {
+            bound,
+            from: value,
+            to: clamped,
+        }),
+        RoundingApplied {
+            step,
+            from: clamped,
+            to: rounded.value,
+            reclamped: rounded.reclamped,
+        },
+    )
 }
 
 /// The model price of one item: raw -> maxStepChange -> bounds -> rounding.
@@ -590,26 +606,11 @@ fn model_price(
             value = capped;
         }
     }
-    let (clamped, bound) = rounding::clamp(value, ps.min, ps.max);
-    let bound = bound.map(|bound| BoundApplied {
-        bound,
-        from: value,
-        to: clamped,
-    });
-    let mut rounded = round_within(clamped, ctx.step, ps.min, ps.max);
-    // Rounding to the nearest step must not take the price past the cap (a 15 % cap from
-    // 10 is 11.5, which rounds to 12 with a step of 1): then the step on the previous
-    // price's side is taken, where it is within the bounds. Bounds still win over the cap.
-    if let (Some(limit), Some(prev)) = (ctx.max_step_change, prev)
-        && bound.is_none()
-        && rounding::cap_step_change(rounded.value, prev, limit).1
-    {
-        let toward = rounding::round_toward(clamped, prev, ctx.step);
-        if (ps.min..=ps.max).contains(&toward) && !rounding::cap_step_change(toward, prev, limit).1
-        {
-            rounded.value = toward;
-        }
-    }
+    let cap = ctx
+        .max_step_change
+        .zip(prev)
+        .map(|(limit, prev)| (prev, limit));
+    let (price, bound, rounding) = bounded(value, ps, ctx.step, cap);
     let explanation = Explanation {
         model: Some(model),
         product_multiplier: Some(m),
@@ -618,20 +619,12 @@ fn model_price(
         raw: Some(raw),
         max_step_change,
         bound,
-        rounding: Some(RoundingApplied {
-            step: ctx.step,
-            from: clamped,
-            to: rounded.value,
-            reclamped: rounded.reclamped,
-        }),
+        rounding: Some(rounding),
         price_match: None,
         match_skipped: None,
         kept: None,
     };
-    (
-        (rounded.value, PriceStatus::Calculated, explanation),
-        exposure,
-    )
+    ((price, PriceStatus::Calculated, explanation), exposure)
 }
 
 fn apply_matches<'a>(
@@ -685,8 +678,7 @@ fn apply_matches<'a>(
         let scaled = rounding::scale(source_price, rule.ratio);
         let raw =
             Money::from_micros(scaled.micros().saturating_add(rule.offset.micros())).saturate();
-        let (clamped, bound) = rounding::clamp(raw, ps.min, ps.max);
-        let rounded = round_within(clamped, step, ps.min, ps.max);
+        let (price, bound, rounding) = bounded(raw, ps, step, None);
         let p = &mut calculation.prices[t];
         p.explanation.price_match = Some(Box::new(MatchApplied {
             match_id: rule.match_id.clone(),
@@ -696,19 +688,10 @@ fn apply_matches<'a>(
             offset: rule.offset,
             model_price: p.price,
             raw,
-            bound: bound.map(|bound| BoundApplied {
-                bound,
-                from: raw,
-                to: clamped,
-            }),
-            rounding: RoundingApplied {
-                step,
-                from: clamped,
-                to: rounded.value,
-                reclamped: rounded.reclamped,
-            },
+            bound,
+            rounding,
         }));
-        p.price = rounded.value;
+        p.price = price;
         p.changed = p.previous_price != Some(p.price);
     }
 }

@@ -94,7 +94,7 @@ fn ceil_to_step(value: Money, step: Money) -> Money {
 /// The multiple of `step` next to `value` on the side of `toward`: at or below `value` when
 /// `toward` is below it, at or above it otherwise (`step` > 0; a step that is not positive
 /// leaves the value as it is).
-pub fn round_toward(value: Money, toward: Money, step: Money) -> Money {
+fn round_toward(value: Money, toward: Money, step: Money) -> Money {
     if step.micros() <= 0 {
         value
     } else if toward < value {
@@ -142,6 +142,31 @@ pub fn round_within(value: Money, step: Money, min: Money, max: Money) -> Rounde
             reclamped: None,
         }
     }
+}
+
+/// [`round_within`], kept within the step cap `cap` (the previous price and the largest
+/// relative change) where a step allows: when the nearest multiple is past the cap, the
+/// one on the previous price's side is taken if it is within the cap and the bounds (a
+/// 15 % cap from 10 is 11.5, which rounds to 12 with a step of 1: 11 instead). Where no
+/// multiple lies within the cap, the nearest one stays.
+pub fn round_within_cap(
+    value: Money,
+    step: Money,
+    min: Money,
+    max: Money,
+    cap: Option<(Money, f64)>,
+) -> Rounded {
+    let mut rounded = round_within(value, step, min, max);
+    if let Some((previous, limit)) = cap {
+        let past = |v: Money| cap_step_change(v, previous, limit).1;
+        if past(rounded.value) {
+            let toward = round_toward(value, previous, step);
+            if (min..=max).contains(&toward) && !past(toward) {
+                rounded.value = toward;
+            }
+        }
+    }
+    rounded
 }
 
 #[cfg(test)]
