@@ -103,11 +103,25 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
                 ));
             }
         }
-        serde_json::from_slice(&bytes)
-            .map(|v| JsonBody(Some(v)))
-            .map_err(|e| ApiError::invalid_field("", "json", format!("is not valid JSON: {e}")))
+        let value: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::invalid_field("", "json", format!("is not valid JSON: {e}")))?;
+        let depth = pricing_core::document::depth(&value);
+        if depth > MAX_BODY_DEPTH {
+            return Err(ApiError::invalid_field(
+                "",
+                pricing_core::validate::codes::TOO_DEEP,
+                format!("the body is {depth} levels deep; at most {MAX_BODY_DEPTH}"),
+            ));
+        }
+        Ok(JsonBody(Some(value)))
     }
 }
+
+/// How deep a request body may nest. Whatever a body holds is stored inside records a few
+/// levels deeper (entries, events), and every stored record must decode again (serde_json
+/// refuses more than 128 levels); the documents inside are bounded at 32 levels on their
+/// own, with a pointer to the field.
+pub const MAX_BODY_DEPTH: usize = 64;
 
 /// Largest page of any listing.
 pub const MAX_PAGE: usize = 1_000;

@@ -7,6 +7,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use pricing_core::document::MAX_DOCUMENT_DEPTH;
 use pricing_core::ids::{InstanceId, ItemId, ProjectKey};
 use pricing_core::model::{Instance, Message, PageRequest};
 use pricing_core::money::Money;
@@ -102,6 +103,16 @@ pub async fn calculate<P: Ports>(
                 "/metadata",
                 codes::TOO_LARGE,
                 format!("has {size} bytes; at most {MAX_METADATA_BYTES}"),
+            );
+        }
+        // It is stored inside the calculation's events: bounded like a document, so that
+        // every record holding it decodes.
+        let depth = pricing_core::document::depth(m);
+        if depth > MAX_DOCUMENT_DEPTH {
+            errors.push(
+                "/metadata",
+                codes::TOO_DEEP,
+                format!("is {depth} levels deep; at most {MAX_DOCUMENT_DEPTH}"),
             );
         }
     }

@@ -1534,6 +1534,43 @@ async fn price_matches_calculations_instance_prices_and_history() {
         )
         .await;
     assert_problem(&r, StatusCode::BAD_REQUEST);
+    // Metadata nested deeper than a document may be is refused: it is stored inside the
+    // calculation's events, which must decode again (126 levels made an undecodable
+    // record that stopped the instance's webhooks and answered its events with 500).
+    let nested = |levels: usize| (0..levels).fold(json!(1), |inner, _| json!({ "a": inner }));
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/calculatePrices",
+            Some("acme"),
+            Some(json!({"metadata": nested(33)})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        (
+            &r.body["errors"][0]["pointer"],
+            &r.body["errors"][0]["code"]
+        ),
+        (&json!("/metadata"), &json!("tooDeep"))
+    );
+    // Any body: at most 64 levels.
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/calculatePrices",
+            Some("acme"),
+            Some(json!({"metadata": nested(126)})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        (
+            &r.body["errors"][0]["pointer"],
+            &r.body["errors"][0]["code"]
+        ),
+        (&json!(""), &json!("tooDeep"))
+    );
     assert!(
         h.store
             .receive(10, std::time::Duration::from_secs(30))
