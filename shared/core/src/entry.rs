@@ -354,10 +354,17 @@ pub struct ParseOptions {
     pub now: Option<Timestamp>,
 }
 
+/// The members of an entry outside its `data`.
+const ENVELOPE_MEMBERS: [&str; 4] = ["type", "transactionId", "timestamp", "data"];
+
 /// Validates one entry at `ptr`. All problems go to `errors`; `None` when there were any.
 pub fn parse_entry(v: &Value, ptr: &str, opts: ParseOptions, errors: &mut Errors) -> Option<Entry> {
     let before = errors.len();
     let o = object(v, ptr, errors)?;
+    if opts.now.is_some() {
+        // At submission only: the stored log is read as it was accepted.
+        crate::validate::misspelt_members(o.map, &ENVELOPE_MEMBERS, ptr, errors);
+    }
     let type_name = o.req_str("type", errors);
     let transaction_id = o.opt_id::<TransactionId>("transactionId", errors);
     let timestamp = o.opt_timestamp("timestamp", errors);
@@ -1094,7 +1101,7 @@ fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &
             // The whole document: its checked fields are checked inside it.
             [] => {
                 if let Some(map) = value.as_object() {
-                    for key in ["schedule", "expectedSales"] {
+                    for key in ["schedule", "expectedSales", "capacity"] {
                         if let Some(v) = map.get(key) {
                             check_value_at(&format!("/{key}"), v, &format!("{ptr}/{key}"), kind, errors);
                         }
@@ -1114,6 +1121,20 @@ fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &
                     "count-type expectedSales was removed in 3.0.0: give a fraction from 0 to 1.0",
                 ),
                 _ => errors.push(ptr, codes::RANGE, "must be a fraction from 0 to 1.0"),
+            },
+            // The registration's rule; null unsets the capacity.
+            ["capacity"] => match value {
+                Value::Null => {}
+                v if crate::validate::non_negative_integer(v).is_some() => {}
+                Value::Number(_) => errors.push(ptr, codes::RANGE, "must be a non-negative integer"),
+                other => errors.push(
+                    ptr,
+                    codes::TYPE,
+                    format!(
+                        "must be a non-negative integer or null, got {}",
+                        crate::validate::type_name(other)
+                    ),
+                ),
             },
             _ => {}
         },

@@ -11,6 +11,8 @@ pub enum IdError {
     Length,
     #[error("may only contain A-Z a-z 0-9 . _ : ~ -")]
     Charset,
+    #[error("may not be . or .. (a URL path reads them as the current and parent segment)")]
+    DotSegment,
 }
 
 /// Checks the id rule shared by every client-supplied id (DESIGN.md section 3).
@@ -23,6 +25,16 @@ pub fn check_id(s: &str) -> Result<(), IdError> {
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'~' | b'-'))
     {
         return Err(IdError::Charset);
+    }
+    Ok(())
+}
+
+/// The id rule for ids that are URL path segments (`/projects/{projectId}/...`): not `.` or
+/// `..`, which no normalising client or browser would send as a segment.
+pub fn check_path_id(s: &str) -> Result<(), IdError> {
+    check_id(s)?;
+    if s == "." || s == ".." {
+        return Err(IdError::DotSegment);
     }
     Ok(())
 }
@@ -94,7 +106,11 @@ macro_rules! id_type {
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let s = String::deserialize(d)?;
-                Self::parse(s).map_err(serde::de::Error::custom)
+                match $check(&s) {
+                    // Stored before the rule refused them: still read.
+                    Ok(()) | Err(IdError::DotSegment) => Ok(Self(s)),
+                    Err(e) => Err(serde::de::Error::custom(e)),
+                }
             }
         }
     };
@@ -102,23 +118,26 @@ macro_rules! id_type {
 
 id_type!(
     /// A project; generated (ULID) unless the client names it.
-    ProjectId
+    ProjectId,
+    check_path_id
 );
 id_type!(
     /// A pricing instance within a project.
-    InstanceId
+    InstanceId,
+    check_path_id
 );
-id_type!(ItemId);
-id_type!(ProductId);
+id_type!(ItemId, check_path_id);
+id_type!(ProductId, check_path_id);
 id_type!(
     /// Deduplicates entries per instance. Client ids, or `{requestId}#{index}`.
     TransactionId,
     check_transaction_id
 );
-id_type!(MatchId);
+id_type!(MatchId, check_path_id);
 id_type!(
     /// A webhook subscription (project or instance level); generated (ULID).
-    SubscriptionId
+    SubscriptionId,
+    check_path_id
 );
 id_type!(
     /// The tenant that owns projects: the `tenant` or `sub` claim of the caller's token.
@@ -309,6 +328,14 @@ mod tests {
         assert_eq!(ItemId::parse(""), Err(IdError::Length));
         assert_eq!(ItemId::parse("a".repeat(129)), Err(IdError::Length));
         assert!(ItemId::parse("a".repeat(128)).is_ok());
+        for dots in [".", ".."] {
+            assert_eq!(ProjectId::parse(dots), Err(IdError::DotSegment));
+            // A stored one is still read.
+            let stored: ItemId = serde_json::from_value(serde_json::json!(dots)).unwrap();
+            assert_eq!(stored.as_str(), dots);
+        }
+        assert!(ItemId::parse("...").is_ok());
+        assert!(ItemId::parse(".a").is_ok());
         assert_eq!(ItemId::parse("a b"), Err(IdError::Charset));
         assert_eq!(ItemId::parse("a/b"), Err(IdError::Charset));
         assert_eq!(ItemId::parse("é"), Err(IdError::Charset));

@@ -403,12 +403,19 @@ pub fn decode_client_jws(jws: &str) -> Result<Value, JwsError> {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     };
+    // The header too names each member once (`{"alg":"none","alg":"ES256"}` says two
+    // things), and not `alg: none`: an unsecured JWS has an empty signature (RFC 7518
+    // section 3.6), which is refused below, so with one it is malformed either way.
     let named = base64url(header)
         && B64
             .decode(header)
             .ok()
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-            .is_some_and(|h| h.get("alg").is_some_and(Value::is_string));
+            .and_then(|b| unique_members(&b).ok())
+            .is_some_and(|h| {
+                h.get("alg")
+                    .and_then(Value::as_str)
+                    .is_some_and(|alg| alg != "none")
+            });
     if !named {
         return Err(JwsError::Header);
     }

@@ -40,6 +40,7 @@ pub fn prepare(body: &Value, signer: &Signer, now: Timestamp) -> Result<Submissi
     let (list, base, request_id) = match body {
         Value::Array(list) => (list, String::new(), None),
         Value::Object(map) => {
+            crate::validate::misspelt_members(map, &["requestId", "entries"], "", &mut errors);
             let request_id = match map.get("requestId") {
                 None | Some(Value::Null) => None,
                 // The plain id rule: `#` is kept for the ids derived from it.

@@ -70,6 +70,28 @@ pub struct Obj<'a> {
     pub ptr: String,
 }
 
+/// Records a member of `map` that is one of `known` spelt another way (`transactionID`,
+/// `request_id`): where members are otherwise lenient, such a member would be ignored
+/// silently, and with it what it says (a misspelt transaction id would let a retry count
+/// twice). Members that resemble nothing known stay lenient.
+pub fn misspelt_members(map: &Map<String, Value>, known: &[&str], ptr: &str, errors: &mut Errors) {
+    let plain = |s: &str| -> String {
+        s.chars()
+            .filter(|c| !matches!(c, '_' | '-'))
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
+        if let Some(meant) = known.iter().find(|k| plain(k) == plain(key)) {
+            errors.push(
+                format!("{ptr}/{}", escape_token(key)),
+                codes::UNKNOWN_FIELD,
+                format!("is not a field: did you mean `{meant}`?"),
+            );
+        }
+    }
+}
+
 /// Reads `v` as an object, or records a type error at `ptr`.
 pub fn object<'a>(v: &'a Value, ptr: &str, errors: &mut Errors) -> Option<Obj<'a>> {
     match v {
@@ -94,7 +116,14 @@ fn whole_number(v: &Value) -> Option<f64> {
     (f.fract() == 0.0 && f.abs() <= EXACT).then_some(f)
 }
 
-fn type_name(v: &Value) -> &'static str {
+/// `v` as a non-negative integer: a JSON integer, or a decimal that is exactly one
+/// (`3.0`).
+pub fn non_negative_integer(v: &Value) -> Option<u64> {
+    let whole = whole_number(v).filter(|f| *f >= 0.0).map(|f| f as u64);
+    v.as_u64().or(whole)
+}
+
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -191,8 +220,7 @@ impl<'a> Obj<'a> {
     /// A non-negative integer.
     pub fn opt_u64(&self, key: &str, errors: &mut Errors) -> Option<u64> {
         let v = self.get(key)?;
-        let whole = whole_number(v).filter(|f| *f >= 0.0).map(|f| f as u64);
-        match v.as_u64().or(whole) {
+        match non_negative_integer(v) {
             Some(n) => Some(n),
             None if v.is_number() => {
                 errors.push(

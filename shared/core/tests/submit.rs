@@ -187,9 +187,9 @@ fn client_jws_strings_are_stored_verbatim() {
     assert!(!signer().verify_jws(&with_id));
     assert!(signer().verify_jws(&s.entries[2].jwt));
     // A JWS whose signature does not verify is accepted the same way (only its form is
-    // checked: base64url).
+    // checked: base64url, a header naming an algorithm other than `none`).
     let unsigned = format!(
-        "eyJhbGciOiJub25lIn0.{}.eA",
+        "eyJhbGciOiJFUzI1NiJ9.{}.eA",
         URL_SAFE_NO_PAD.encode(sale("D").to_string())
     );
     let s = accepted(json!([unsigned.clone()]));
@@ -226,6 +226,15 @@ fn client_jws_payloads_are_validated() {
         format!("{alg}.{good}.not a signature"),
         format!("{alg}.{good}.x"),
         format!("{alg}.{good}.c2ln.c2ln"),
+        // A header naming a member twice, or `alg: none` with a signature.
+        format!(
+            "{}.{good}.c2ln",
+            URL_SAFE_NO_PAD.encode(r#"{"alg":"none","alg":"ES256"}"#)
+        ),
+        format!(
+            "{}.{good}.c2ln",
+            URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#)
+        ),
     ] {
         let errors = invalid(json!({"entries": [jws.clone()]}));
         assert_eq!(pc(&errors), [("/entries/0", codes::FORMAT)], "{jws}");
@@ -462,4 +471,43 @@ fn every_kind_can_be_submitted() {
         assert!(signer().verify_jws(&e.jwt));
         assert_eq!(payload(&e.jwt)["transactionId"], format!("all#{i}"));
     }
+}
+
+#[test]
+fn a_misspelt_envelope_member_is_refused_not_ignored() {
+    // Entries are lenient about members they do not know, but one that is a known member
+    // spelt another way would be ignored with what it says: a retry with
+    // `transactionID` would count the sale twice.
+    let typo =
+        json!({"type": "itemSale", "transactionID": "t1", "data": {"itemId": "A", "price": 10}});
+    assert_eq!(
+        pc(&invalid(json!({"entries": [sale("B"), typo]}))),
+        [("/entries/1/transactionID", codes::UNKNOWN_FIELD)]
+    );
+    let errors = invalid(json!({"request_id": "r1", "entries": [sale("A")]}));
+    assert_eq!(pc(&errors), [("/request_id", codes::UNKNOWN_FIELD)]);
+    assert!(
+        errors[0].message.contains("`requestId`"),
+        "{}",
+        errors[0].message
+    );
+    assert_eq!(
+        pc(&invalid(json!({"Entries": [sale("A")]}))),
+        [
+            ("/Entries", codes::UNKNOWN_FIELD),
+            ("/entries", codes::REQUIRED)
+        ]
+    );
+    // Inside a client's JWS too.
+    let jws = client_jws(
+        &json!({"type": "itemSale", "Transaction-Id": "t2", "data": {"itemId": "A", "price": 10}}),
+    );
+    assert_eq!(
+        pc(&invalid(json!([jws]))),
+        [("/0/Transaction-Id", codes::UNKNOWN_FIELD)]
+    );
+    // What resembles nothing known stays lenient.
+    accepted(
+        json!({"entries": [{"type": "itemSale", "source": "box office", "data": {"itemId": "A", "price": 10}}], "batch": 7}),
+    );
 }

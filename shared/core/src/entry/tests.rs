@@ -1352,6 +1352,39 @@ fn product_properties_patches_are_checked() {
         "/data/patch/0/value",
         "fraction",
     );
+    // The capacity follows the registration's rule at submission (null unsets it).
+    ok(props(
+        json!([{"op": "replace", "path": "/capacity", "value": null}]),
+    ));
+    ok(entry(
+        "productProperties",
+        json!({"productId": "P", "update": {"capacity": 7.0}}),
+    ));
+    assert_eq!(
+        pc(&bad(props(
+            json!([{"op": "replace", "path": "/capacity", "value": -3}])
+        ))),
+        [("/data/patch/0/value", codes::RANGE)]
+    );
+    assert_eq!(
+        pc(&bad(props(
+            json!([{"op": "add", "path": "/capacity", "value": "10"}])
+        ))),
+        [("/data/patch/0/value", codes::TYPE)]
+    );
+    assert_eq!(
+        pc(&bad(entry(
+            "productProperties",
+            json!({"productId": "P", "update": {"capacity": -3}}),
+        ))),
+        [("/data/update/capacity", codes::RANGE)]
+    );
+    assert_eq!(
+        pc(&bad(props(
+            json!([{"op": "replace", "path": "", "value": {"capacity": 2.5}}])
+        ))),
+        [("/data/patch/0/value/capacity", codes::RANGE)]
+    );
     assert_removed(
         &single(props(
             json!([{"op": "add", "path": "/schedule", "value": {"interval": "PT5M"}}]),
