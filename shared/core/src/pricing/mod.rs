@@ -495,16 +495,18 @@ impl<'m, V> Aligned<'m, V> {
     }
 
     fn get(&mut self, item_id: &ItemId) -> Option<&'m V> {
-        while let Some((id, _)) = self.entries.peek() {
-            if *id >= item_id {
-                break;
+        // One comparison per entry passed (the ids are compared once, not for order and
+        // then for equality).
+        while let Some((id, v)) = self.entries.peek() {
+            match (*id).cmp(item_id) {
+                std::cmp::Ordering::Less => {
+                    self.entries.next();
+                }
+                std::cmp::Ordering::Equal => return Some(*v),
+                std::cmp::Ordering::Greater => return None,
             }
-            self.entries.next();
         }
-        match self.entries.peek() {
-            Some((id, v)) if *id == item_id => Some(*v),
-            _ => None,
-        }
+        None
     }
 }
 
