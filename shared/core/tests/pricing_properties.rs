@@ -387,9 +387,14 @@ proptest! {
             }
             prop_assert_eq!(p.changed, p.previous_price != Some(p.price));
         }
-        // Request calculates every live item; manual none.
+        // Request calculates every live item with dynamic pricing on; manual none.
         match c.trigger {
-            Trigger::Request => prop_assert_eq!(calc.kept().count(), 0),
+            Trigger::Request => {
+                for p in &calc.prices {
+                    let on = b.state.items[&p.item_id].properties.dynamic_pricing;
+                    prop_assert_eq!(p.status == PriceStatus::Kept, !on, "{}", p.item_id);
+                }
+            }
             Trigger::Manual => prop_assert_eq!(calc.calculated().count(), 0),
             _ if !c.active => prop_assert_eq!(calc.calculated().count(), 0),
             _ => {}

@@ -50,7 +50,8 @@ fn period_at(
 
 /// Whether `trigger` calculates a (live) item now, or why it keeps its price.
 ///
-/// - `request` calculates every live item.
+/// - `request` calculates every live item whose dynamicPricing toggle is on (whether the
+///   instance is active and whatever the periods: those are for scheduled pricing).
 /// - `schedule` and `sales` calculate an item only when the instance is active, the item's
 ///   dynamicPricing toggle is on and `now` is inside its dynamic pricing period.
 /// - `manual` calculates nothing (it resends).
@@ -62,6 +63,12 @@ pub fn eligibility(
     now: Timestamp,
 ) -> Result<(), (KeptReason, Option<Period>)> {
     match trigger {
+        // A request prices the instance whether it is active and whatever the periods
+        // (they are for scheduled pricing, INTERFACE.md), but an item whose dynamic
+        // pricing is off keeps its price: the toggle is for dynamic pricing as a whole.
+        Trigger::Request if !item.properties.dynamic_pricing => {
+            Err((KeptReason::DynamicPricingOff, None))
+        }
         Trigger::Request => Ok(()),
         Trigger::Manual => Err((KeptReason::ManualResend, None)),
         Trigger::Schedule | Trigger::Sales => {
@@ -235,6 +242,12 @@ mod tests {
             ))
         );
         assert_eq!(check(&it, false, Trigger::Request), Ok(()));
+        it.properties.dynamic_pricing = false;
+        assert_eq!(
+            check(&it, true, Trigger::Request),
+            Err((KeptReason::DynamicPricingOff, None))
+        );
+        it.properties.dynamic_pricing = true;
         assert_eq!(
             check(&it, true, Trigger::Manual),
             Err((KeptReason::ManualResend, None))

@@ -638,7 +638,7 @@ fn a_price_never_published_is_on_the_products_grid() {
 }
 
 #[test]
-fn a_request_calculates_every_live_item() {
+fn a_request_calculates_every_live_item_with_dynamic_pricing_on() {
     let b = eligibility_state();
     let c = calculate(
         &b.state,
@@ -648,9 +648,22 @@ fn a_request_calculates_every_live_item() {
         &BTreeMap::new(),
         &[],
     );
+    // The instance inactive and the periods do not matter (they are for scheduled
+    // pricing); the item's toggle does: `off` keeps its price (here its default, 50 x 1.2).
     assert_eq!(c.prices.len(), 5);
-    assert_eq!(c.kept().count(), 0);
+    let kept: Vec<&str> = c.kept().map(|p| p.item_id.as_str()).collect();
+    assert_eq!(kept, ["off"]);
     assert!(c.prices.iter().all(|p| p.price == money("60")));
+    let off = c.get(&id("off")).unwrap();
+    let explained = serde_json::to_value(&off.explanation).expect("json");
+    assert_eq!(
+        explained["kept"]["reason"], "dynamicPricingOff",
+        "{explained}"
+    );
+    // Kept at a price it had, not moved.
+    let prices = BTreeMap::from([(id("off"), money("41"))]);
+    let c = calculate(&b.state, true, Trigger::Request, ts(NOW), &prices, &[]);
+    assert_eq!(c.get(&id("off")).unwrap().price, money("41"));
 }
 
 #[test]

@@ -969,7 +969,8 @@ fn product_properties_patches() {
     ));
     let cases = [
         json!([{"op": "copy", "from": "/capacity", "path": "/expectedSales"}]),
-        json!([{"op": "replace", "path": "/capacity", "value": -1}]),
+        // A negative capacity is refused at submission; only applying tells this one.
+        json!([{"op": "copy", "from": "/rounding", "path": "/capacity"}]),
         json!([{"op": "replace", "path": "/pricingModel", "value": {"type": "pace", "curve": 0}}]),
         json!([{"op": "replace", "path": "/pricingModel", "value": "surge"}]),
         json!([{"op": "replace", "path": "/recalculation", "value": {"soldPercentStep": 0}}]),
