@@ -596,7 +596,10 @@ fn model_price(
     let raw = rounding::scale(ps.default, ps.multiplier * m);
     let mut value = raw;
     let mut max_step_change = None;
-    if let (Some(limit), Some(prev)) = (ctx.max_step_change, prev) {
+    // `maxStepChange` is relative to the previous price: from 0 it would hold the price
+    // at 0 for good, so a previous price of 0 caps nothing.
+    let prev_capping = prev.filter(|p| *p > Money::ZERO);
+    if let (Some(limit), Some(prev)) = (ctx.max_step_change, prev_capping) {
         let (capped, applied) = rounding::cap_step_change(value, prev, limit);
         if applied {
             max_step_change = Some(StepCap {
@@ -610,7 +613,7 @@ fn model_price(
     }
     let cap = ctx
         .max_step_change
-        .zip(prev)
+        .zip(prev_capping)
         .map(|(limit, prev)| (prev, limit));
     let (price, bound, rounding) = bounded(value, ps, ctx.step, cap);
     let explanation = Explanation {

@@ -308,6 +308,33 @@ fn rounding_keeps_the_price_within_its_step_cap() {
 }
 
 #[test]
+fn a_previous_price_of_zero_caps_nothing() {
+    // `maxStepChange` is relative: 25 % of 0 is 0, and the price stayed at 0 for good
+    // (found by an outside probe after a tiers model with multiplier 0).
+    let mut b = Builder::new();
+    b.product(
+        "p",
+        Product {
+            model: fixed(Some(0.25)),
+            ..Product::default()
+        },
+    );
+    b.item(
+        "a",
+        "p",
+        Item {
+            min: "0",
+            ..Item::default()
+        },
+    );
+    let previous: BTreeMap<ItemId, Money> = [(id("a"), money("0"))].into_iter().collect();
+    let c = calculate(&b.state, true, Trigger::Schedule, ts(NOW), &previous, &[]);
+    let a = c.get(&id("a")).unwrap();
+    assert_eq!(a.price, money("50"));
+    assert!(a.explanation.max_step_change.is_none());
+}
+
+#[test]
 fn max_step_change_caps_against_the_previous_price() {
     let mut b = Builder::new();
     b.product(
