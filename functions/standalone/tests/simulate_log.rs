@@ -400,3 +400,66 @@ async fn an_instance_on_sale_is_fitted_on_what_it_has_seen() {
         report.table()
     );
 }
+
+#[test]
+fn a_fit_that_asks_for_more_buyers_than_a_market_holds_is_cut_and_said_so() {
+    // Found by an outside probe: one sale of 2 at half the default price, a minute after
+    // that price was set, a day into an 11-day period. The fit reads very price-sensitive
+    // buyers in great numbers, and the simulation ran out of memory drawing them.
+    use pricing_core::ids::ItemId;
+    use standalone::simulate::log::{LoggedInstance, LoggedSale};
+    use standalone::simulate::scenario::{MAX_ARRIVALS, MAX_TOTAL_ARRIVALS};
+    let start = start();
+    let end = at(start + 11 * DAY);
+    let mut state = InstanceState::default();
+    for e in [
+        json!({"type": "productRegistration",
+               "data": {"productId": "seats", "capacity": 100, "pricingModel": "pace"}}),
+        json!({"type": "itemRegistration", "data": {
+            "itemId": "A", "productId": "seats",
+            "salesPeriod": {"start": START, "end": end},
+            "priceSettings": {"min": 10, "max": 100, "default": 50}}}),
+        json!({"type": "itemSale", "timestamp": at(start + DAY + 60_000),
+               "data": {"itemId": "A", "quantity": 2, "price": 25.85}}),
+    ] {
+        apply_json(&mut state, &e, "setup").unwrap();
+    }
+    let a = ItemId::parse("A").unwrap();
+    let log = LoggedInstance {
+        read_at: start + DAY + 120_000,
+        state,
+        entries: 3,
+        sales: [(
+            a.clone(),
+            vec![LoggedSale {
+                at: start + DAY + 60_000,
+                quantity: 2,
+                price: 25.85,
+            }],
+        )]
+        .into(),
+        offered: [(a, vec![(start + DAY, 25.85)])].into(),
+        ..Default::default()
+    };
+    let key = InstanceKey::new(
+        tenant(),
+        ProjectId::parse("p1").unwrap(),
+        InstanceId::parse("i1").unwrap(),
+    );
+    let report = counterfactual(&key, &log, 1, 1).unwrap();
+    let product = &report.products[0];
+    let s = product.scenario.clone().unwrap();
+    let total: f64 = s.items.iter().map(|i| i.arrivals).sum();
+    assert!(total <= MAX_TOTAL_ARRIVALS * 1.000_001, "{total}");
+    assert!(
+        s.items
+            .iter()
+            .all(|i| i.arrivals <= MAX_ARRIVALS * 1.000_001)
+    );
+    assert!(product.capped.is_some(), "{product:?}");
+    assert!(product.fit.iter().all(|f| !f.identified));
+    assert!(report.table().contains("cut to"), "{}", report.table());
+    // And the market runs (one run, one model).
+    let models = parse_models(&["fixed".into()], &[], true).unwrap();
+    Report::of(&s, &models, 1, &pricing_simulate::NoProgress).unwrap();
+}

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use pricing_core::entry::{Entry, EntryKind, ItemSale, ParseOptions, PricingModel, parse_entry};
 use pricing_core::money::Money;
+use pricing_core::ports::PAST_INSTANCES;
 use pricing_core::pricing::{
     Calculation, Previous, ProjectHistory, Trigger, calculate_with, exposures_by_item,
     prices_by_item,
@@ -371,17 +372,31 @@ fn model_of<'a>(s: &'a Scenario, choice: &'a ModelChoice) -> Result<&'a PricingM
 type RunOutcome = Vec<(f64, u64)>;
 
 /// One run: every model through the past instances and the scored one, on the same buyers.
+/// Each instance learns from the [`PAST_INSTANCES`] before it, as the service's
+/// recalculation reads them; the older ones are dropped, and an instance's buyers are drawn
+/// when it runs (the same for every model: they depend on the run and the instance only),
+/// so a run holds one crowd and at most that many past instances whatever
+/// `pastInstances` is.
 fn run_once(s: &Scenario, models: &[&PricingModel], run: u32) -> Result<RunOutcome, Error> {
-    let crowds: Vec<Vec<Buyer>> = (0..=s.past_instances).map(|b| buyers(s, run, b)).collect();
     models
         .iter()
         .map(|model| {
-            let mut past: Vec<PastInstance> = Vec::with_capacity(s.past_instances as usize);
+            let mut past: std::collections::VecDeque<PastInstance> =
+                std::collections::VecDeque::with_capacity(PAST_INSTANCES + 1);
             for back in (1..=s.past_instances).rev() {
-                let done = run_instance(s, model, back, &crowds[back as usize], &past)?;
-                past.push(done);
+                let done = run_instance(
+                    s,
+                    model,
+                    back,
+                    &buyers(s, run, back),
+                    past.make_contiguous(),
+                )?;
+                past.push_back(done);
+                if past.len() > PAST_INSTANCES {
+                    past.pop_front();
+                }
             }
-            let scored = run_instance(s, model, 0, &crowds[0], &past)?;
+            let scored = run_instance(s, model, 0, &buyers(s, run, 0), past.make_contiguous())?;
             Ok(outcome(&scored.state))
         })
         .collect()

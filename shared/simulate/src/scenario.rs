@@ -27,6 +27,9 @@ pub const MAX_RUNS: u32 = 1_000_000;
 pub const MAX_PAST_INSTANCES: u32 = 1_000;
 /// (The optimum's DP takes 2 pieces of time per expected buyer.)
 pub const MAX_ARRIVALS: f64 = 1.0e6;
+/// Expected buyers of all items together: a run draws them (24 bytes each) for one
+/// instance at a time.
+pub const MAX_TOTAL_ARRIVALS: f64 = 2.0e6;
 pub const MAX_CAPACITY: u64 = 1_000_000;
 
 /// The largest scenario a reader takes. [`Bounds::FILE`] for `standalone simulate`;
@@ -63,7 +66,7 @@ impl Bounds {
         max_capacity: MAX_CAPACITY,
         max_items: usize::MAX,
         max_arrivals: MAX_ARRIVALS,
-        max_total_arrivals: f64::INFINITY,
+        max_total_arrivals: MAX_TOTAL_ARRIVALS,
         max_shape_points: usize::MAX,
         max_runs: MAX_RUNS,
         max_past_instances: MAX_PAST_INSTANCES,
@@ -501,8 +504,10 @@ impl<'a> Obj<'a> {
         let n = v
             .as_u64()
             .or_else(|| {
+                // A decimal that is a whole number (`3.0`) within u64 (2^64 would be
+                // saturated to 2^64 - 1 by the cast).
                 v.as_f64()
-                    .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 18_446_744_073_709_551_616.0)
                     .map(|f| f as u64)
             })
             .ok_or_else(|| self.error(key, "must be a whole number").with_code("type"))?;
@@ -598,7 +603,9 @@ impl Shape {
                 y1: w[1][1],
             })
             .collect();
-        Self::from_pieces(pieces).ok_or_else(|| "weights must not all be 0".into())
+        Self::from_pieces(pieces).ok_or_else(|| {
+            "weights must not all be 0, nor so large that their total overflows".into()
+        })
     }
 
     /// Constant intensity.

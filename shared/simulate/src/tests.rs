@@ -340,6 +340,31 @@ fn scenario_errors_name_the_field() {
             "items/0/shape: weights must not all be 0",
         ),
         (
+            Box::new(|v| v["items"][0]["shape"] = json!([[0, 1e308], [1, 1e308]])),
+            "items/0/shape: weights must not all be 0, nor so large",
+        ),
+        (
+            // 2^64: no u64 (the cast made it 2^64 - 1).
+            Box::new(|v| v["seed"] = serde_json::from_str("18446744073709551616").unwrap()),
+            "seed: must be a whole number",
+        ),
+        (
+            Box::new(|v| {
+                let item = v["items"][0].clone();
+                v["items"] = json!(
+                    (0..3)
+                        .map(|i| {
+                            let mut it = item.clone();
+                            it["itemId"] = json!(format!("i{i}"));
+                            it["arrivals"] = json!(900_000);
+                            it
+                        })
+                        .collect::<Vec<_>>()
+                );
+            }),
+            "items/2/arrivals: the items' arrivals add up to",
+        ),
+        (
             Box::new(|v| v["items"][0]["willingnessToPay"] = json!({"type": "normal"})),
             "items/0/willingnessToPay/type: unknown type `normal`",
         ),

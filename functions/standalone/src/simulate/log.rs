@@ -42,7 +42,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::report::{Report, market_table, money};
-use super::scenario::{Context, ItemMarket, Scenario, Shape, Wtp, golden_max};
+use super::scenario::{
+    Context, ItemMarket, MAX_ARRIVALS, MAX_TOTAL_ARRIVALS, Scenario, Shape, Wtp, golden_max,
+};
 use super::{ModelChoice, fail};
 use crate::Error;
 use crate::cli::LogArgs;
@@ -96,6 +98,10 @@ pub struct ProductReport {
     /// The share of the sales period the log has seen (less than 1 while the instance is
     /// on sale): the demand of the rest is read at the level the seen part showed.
     pub observed: f64,
+    /// Why the fitted buyers were cut to the most a market holds (the fit is then not
+    /// identified).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capped: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<Report>,
     #[serde(skip)]
@@ -388,6 +394,7 @@ fn product_market(
         fit: Vec::new(),
         skipped: None,
         observed: 1.0,
+        capped: None,
         report: None,
         scenario: None,
     };
@@ -468,6 +475,27 @@ fn product_market(
     };
     for key in ["capacity", "pricingModel", "expectedSales"] {
         template.remove(key);
+    }
+    // A fit can ask for more buyers than a market can hold: a sale at a low price right
+    // after it was set (little exposure) reads as very price-sensitive buyers arriving in
+    // great numbers (a probe found 10^8 and more: the simulation then ran out of memory).
+    // Such buyers are cut to the scenario file's bounds, keeping the fit's shape and
+    // willingness to pay, and the report says so.
+    let total: f64 = markets.iter().map(|m| m.arrivals).sum();
+    let largest = markets.iter().map(|m| m.arrivals).fold(0.0, f64::max);
+    let scale = (MAX_TOTAL_ARRIVALS / total)
+        .min(MAX_ARRIVALS / largest)
+        .min(1.0);
+    if scale < 1.0 {
+        for (m, f) in markets.iter_mut().zip(report.fit.iter_mut()) {
+            m.arrivals *= scale;
+            f.arrivals = m.arrivals;
+            f.identified = false;
+        }
+        report.capped = Some(format!(
+            "the fit asked for {total:.0} buyers; cut to {:.0}, the most a market holds: read this product's results as not identified",
+            total * scale
+        ));
     }
     let period_ms = end - start;
     let start = pricing_core::time::Timestamp::from_millis(start)
@@ -687,6 +715,12 @@ impl LogReport {
                 out.push_str(&format!(
                     "  on sale: the log has seen {:.0}% of the sales period; the demand of the rest is read at the level the seen part showed\n",
                     p.observed * 100.0
+                ));
+            }
+            if let Some(why) = &p.capped {
+                out.push_str(&format!(
+                    "  {why}
+"
                 ));
             }
             for f in &p.fit {

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use crate::Error;
 use crate::cli::{MarketArgs, SimulateArgs, SimulateSource};
 use report::Report;
-use scenario::Scenario;
+use scenario::{Bounds, Scenario};
 
 impl From<pricing_simulate::Error> for Error {
     fn from(e: pricing_simulate::Error) -> Self {
@@ -69,9 +69,9 @@ pub async fn run(args: SimulateArgs) -> Result<(), Error> {
             progress.finish_and_clear();
             let report = report?;
             if market.json {
-                println!("{}", report.to_json()?);
+                crate::write_stdout(&format!("{}\n", report.to_json()?))?;
             } else {
-                print!("{}", report::market_table(&scenario, &report));
+                crate::write_stdout(&report::market_table(&scenario, &report))?;
             }
         }
         SimulateSource::Log(args) => {
@@ -81,9 +81,9 @@ pub async fn run(args: SimulateArgs) -> Result<(), Error> {
             progress.finish_and_clear();
             let report = report?;
             if args.json {
-                println!("{}", report.to_json()?);
+                crate::write_stdout(&format!("{}\n", report.to_json()?))?;
             } else {
-                print!("{}", report.table());
+                crate::write_stdout(&report.table())?;
             }
         }
     }
@@ -97,9 +97,14 @@ pub fn market_scenario(args: &MarketArgs) -> Result<Scenario, Error> {
         Some(path) => read_scenario(path)?,
         None => flags::scenario_from_flags(args)?,
     };
+    // The flags have the bounds a file's fields have.
+    let bounds = Bounds::FILE;
     if let Some(runs) = args.runs {
-        if runs == 0 {
-            return Err(fail("--runs must be at least 1"));
+        if !(1..=bounds.max_runs).contains(&runs) {
+            return Err(fail(format!(
+                "--runs must be from 1 to {}",
+                bounds.max_runs
+            )));
         }
         scenario.runs = runs;
     }
@@ -107,15 +112,37 @@ pub fn market_scenario(args: &MarketArgs) -> Result<Scenario, Error> {
         scenario.seed = seed;
     }
     if let Some(past) = args.past_instances {
+        if past > bounds.max_past_instances {
+            return Err(fail(format!(
+                "--past-instances must be from 0 to {}",
+                bounds.max_past_instances
+            )));
+        }
         scenario.past_instances = past;
     }
     Ok(scenario)
 }
 
+/// The largest scenario file read: far more than any scenario (the fields' bounds
+/// allow), and a path like `/dev/zero` is refused instead of read for ever.
+const MAX_SCENARIO_BYTES: u64 = 16 * 1024 * 1024;
+
 /// Reads a scenario file; errors name the file and the field.
 pub fn read_scenario(path: &Path) -> Result<Scenario, Error> {
-    let text = std::fs::read_to_string(path)
+    use std::io::Read;
+    let file =
+        std::fs::File::open(path).map_err(|e| fail(format!("scenario {}: {e}", path.display())))?;
+    let mut text = String::new();
+    file.take(MAX_SCENARIO_BYTES + 1)
+        .read_to_string(&mut text)
         .map_err(|e| fail(format!("scenario {}: {e}", path.display())))?;
+    if text.len() as u64 > MAX_SCENARIO_BYTES {
+        return Err(fail(format!(
+            "scenario {}: larger than {} MiB",
+            path.display(),
+            MAX_SCENARIO_BYTES / (1024 * 1024)
+        )));
+    }
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| fail(format!("scenario {}: not JSON: {e}", path.display())))?;
     Scenario::from_json(&value).map_err(|e| fail(format!("scenario {}: {e}", path.display())))
