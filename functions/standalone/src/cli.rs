@@ -55,11 +55,11 @@ pub struct ServeArgs {
     /// Data directory (database, keys, clients); created if missing.
     #[arg(long, default_value = "./data")]
     pub data: PathBuf,
-    /// Requests per second allowed per tenant (token bucket).
-    #[arg(long, default_value_t = 1000.0)]
+    /// Requests per second allowed per tenant (token bucket; 0: no limit).
+    #[arg(long, default_value_t = 1000.0, value_parser = rate)]
     pub rate_limit: f64,
-    /// Burst size of the per-tenant token bucket.
-    #[arg(long, default_value_t = 2000.0)]
+    /// Burst size of the per-tenant token bucket (at least 1).
+    #[arg(long, default_value_t = 2000.0, value_parser = burst)]
     pub rate_burst: f64,
     /// Projects one tenant may create (docs/limits.md).
     #[arg(long, env = "PRICING_MAX_PROJECTS_PER_TENANT", default_value_t = pricing_core::limits::DEFAULT_PROJECTS_PER_TENANT)]
@@ -117,8 +117,8 @@ pub struct TokenArgs {
     /// Tenant the token acts for.
     #[arg(long)]
     pub tenant: String,
-    /// Lifetime in seconds.
-    #[arg(long, default_value_t = 86_400)]
+    /// Lifetime in seconds: from 1 to 31,622,400 (366 days).
+    #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(i64).range(1..=31_622_400))]
     pub ttl: i64,
 }
 
@@ -254,5 +254,24 @@ impl ServeArgs {
             self.retain_deliveries_days,
             self.retain_events_days,
         )
+    }
+}
+
+/// `--rate-limit`: requests per second, 0 (no limit) or from 0.001 to 10^9.
+fn rate(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(r) if r == 0.0 || (0.001..=1e9).contains(&r) => Ok(r),
+        _ => Err(
+            "must be 0 (no limit) or a number of requests per second from 0.001 to 1000000000"
+                .into(),
+        ),
+    }
+}
+
+/// `--rate-burst`: from 1 to 10^9 requests.
+fn burst(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(b) if (1.0..=1e9).contains(&b) => Ok(b),
+        _ => Err("must be a number of requests from 1 to 1000000000".into()),
     }
 }

@@ -254,8 +254,7 @@ pub fn print_token(args: &TokenArgs) -> Result<(), Error> {
     let token = tokens
         .issue(&args.tenant, args.ttl)
         .map_err(setup("signing the token"))?;
-    println!("{token}");
-    Ok(())
+    crate::write_stdout(&format!("{token}\n"))
 }
 
 #[cfg(test)]

@@ -40,3 +40,16 @@ pub enum Error {
         source: std::io::Error,
     },
 }
+
+/// Writes a command's output to stdout. A reader that went away (`| head`) ends the
+/// output quietly, as it would a shell tool; another failure (a full disk) is an error
+/// that says so, not a panic.
+pub fn write_stdout(text: &str) -> Result<(), Error> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::Setup(format!("writing the output: {e}"))),
+    }
+}

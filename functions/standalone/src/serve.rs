@@ -68,8 +68,11 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     let auth: Arc<dyn Authenticator> = tokens.clone();
     // The workers' processor; its warm states also serve the API's reads of state.
     let processor = Arc::new(Processor::new());
-    let app = App::new(ports, signer.clone(), auth)
-        .with_rate_limit(TokenBuckets::new(args.rate_limit, args.rate_burst))
+    let mut app = App::new(ports, signer.clone(), auth);
+    if args.rate_limit > 0.0 {
+        app = app.with_rate_limit(TokenBuckets::new(args.rate_limit, args.rate_burst));
+    }
+    let app = app
         .with_quotas(Quotas {
             projects_per_tenant: args.max_projects_per_tenant,
             instances_per_project: args.max_instances_per_project,
@@ -336,5 +339,33 @@ mod tests {
             panic!("serve");
         };
         assert_eq!(args.callback_policy, Some(CallbackPolicyArg::Local));
+    }
+
+    #[test]
+    fn rate_flags_are_checked_at_start() {
+        use clap::Parser;
+        let parse = |flag: &str, value: &str| {
+            crate::cli::Cli::try_parse_from(["standalone", "serve", flag, value])
+        };
+        // A rate near 0 made every request over the burst panic (its wait fits no
+        // Duration); 0 is no limit.
+        for bad in ["-1", "NaN", "inf", "1e-300", "x"] {
+            assert!(parse("--rate-limit", bad).is_err(), "{bad}");
+        }
+        for bad in ["0", "0.5", "-3", "NaN"] {
+            assert!(parse("--rate-burst", bad).is_err(), "{bad}");
+        }
+        for good in ["0", "0.001", "1000", "1e9"] {
+            assert!(parse("--rate-limit", good).is_ok(), "{good}");
+        }
+        // A token's lifetime: a day by default, at most 366 days (a huge one wrapped its
+        // `exp` into the past).
+        let token = |ttl: &str| {
+            crate::cli::Cli::try_parse_from(["standalone", "token", "--tenant", "t", "--ttl", ttl])
+        };
+        for bad in ["0", "-5", "9223372036854775807", "31622401"] {
+            assert!(token(bad).is_err(), "{bad}");
+        }
+        assert!(token("31622400").is_ok());
     }
 }

@@ -155,8 +155,9 @@ pub fn rotate_keys(args: &RotateKeysArgs) -> Result<(), Error> {
     crate::datadir::ensure_dir(&args.data)?;
     let keys = pricing_embedded::keys::rotate_signing_keys(&args.data)
         .map_err(|e| Error::Setup(format!("signing keys: {e}")))?;
-    for k in &keys {
-        println!("{} {:?}", k.kid, k.status);
-    }
-    Ok(())
+    let listed: String = keys
+        .iter()
+        .map(|k| format!("{} {:?}\n", k.kid, k.status))
+        .collect();
+    crate::write_stdout(&listed)
 }

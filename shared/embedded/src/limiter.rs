@@ -54,7 +54,10 @@ impl TokenBuckets {
             *tokens -= 1.0;
             Ok(())
         } else {
-            Err(Duration::from_secs_f64((1.0 - *tokens) / self.rate_per_sec))
+            // At most an hour: whatever the rate, the wait is a Duration (a rate near 0
+            // made one that does not fit, and the request panicked).
+            let wait = ((1.0 - *tokens) / self.rate_per_sec).min(3600.0);
+            Err(Duration::try_from_secs_f64(wait).unwrap_or(Duration::from_secs(3600)))
         }
     }
 }
@@ -94,5 +97,17 @@ mod tests {
         // Another tenant has its own bucket.
         let u = TenantId::from_claim("u").expect("tenant");
         assert!(limiter.take(&u, 1).is_ok());
+    }
+
+    #[test]
+    fn a_rate_near_zero_waits_at_most_an_hour() {
+        // It made a wait no Duration holds, and the request panicked.
+        for rate in [1e-300, 0.0, -1.0, f64::NAN] {
+            let limiter = TokenBuckets::new(rate, 1.0);
+            let t = TenantId::from_claim("t").expect("tenant");
+            assert!(limiter.take(&t, 0).is_ok());
+            let wait = limiter.take(&t, 0).expect_err("the bucket is empty");
+            assert_eq!(wait, Duration::from_secs(3600), "{rate}");
+        }
     }
 }
