@@ -95,22 +95,22 @@ async fn hostile_patches_are_refused_and_hurt_no_one() {
         .await
         .expect("syntactically valid (200), refused when applied");
 
-    // 2. Depth bomb, direct: an added value too deep for the document is a 400 at submit.
-    let refused = submit(
-        &attacker,
-        "evil",
-        json!([{"type": "instanceMetadata", "data": {"patch": [
-            {"op": "add", "path": "/x", "value": nested(100)}]}}]),
-    )
-    .await
-    .expect_err("a 400");
-    let b = refused.problem().expect("a problem");
-    assert_eq!(b.status, 400, "{b:?}");
-    assert_eq!(b.errors[0].code, "tooDeep", "{b:?}");
-    assert_eq!(
-        b.errors[0].pointer, "/entries/0/data/patch/0/value",
-        "{b:?}"
-    );
+    // 2. Depth bomb, direct: an added value too deep for the document is a 400 at submit,
+    //    at the value; one that makes the whole body deeper than 64 levels, at the body.
+    for (levels, pointer) in [(40, "/entries/0/data/patch/0/value"), (100, "")] {
+        let refused = submit(
+            &attacker,
+            "evil",
+            json!([{"type": "instanceMetadata", "data": {"patch": [
+                {"op": "add", "path": "/x", "value": nested(levels)}]}}]),
+        )
+        .await
+        .expect_err("a 400");
+        let b = refused.problem().expect("a problem");
+        assert_eq!(b.status, 400, "{b:?}");
+        assert_eq!(b.errors[0].code, "tooDeep", "{b:?}");
+        assert_eq!(b.errors[0].pointer, pointer, "{b:?}");
+    }
 
     // 3. Depth bomb through copy (only decidable while applying): 20 levels copied 20
     //    levels down.

@@ -89,6 +89,7 @@ pub async fn create<P: Ports>(
     );
     reject_nulls(&o, &["timeZone", "deactivationDate"], &mut errors);
     let instance_id = o.opt_id::<InstanceId>("instanceId", &mut errors);
+    o.refuse_dot_segment("instanceId", &mut errors);
     let name = o
         .opt_str("name", &mut errors)
         .unwrap_or_default()

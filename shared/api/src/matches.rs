@@ -52,6 +52,7 @@ fn parse_rule(body: &Value) -> Result<PriceMatch, ApiError> {
     );
     reject_nulls(&o, &[], &mut errors);
     let match_id = o.opt_id::<MatchId>("matchId", &mut errors);
+    o.refuse_dot_segment("matchId", &mut errors);
     let item_id = o.req_id::<ItemId>("itemId", &mut errors);
     let source = o.req_id::<ItemId>("sourceItemId", &mut errors);
     let ratio = match o.opt_f64("ratio", &mut errors) {

@@ -55,6 +55,7 @@ pub async fn create<P: Ports>(
             reject_unknown_fields(&o, &["projectId", "name"], &[], &mut errors);
             reject_nulls(&o, &[], &mut errors);
             let id = o.opt_id::<ProjectId>("projectId", &mut errors);
+            o.refuse_dot_segment("projectId", &mut errors);
             let name = o.opt_str("name", &mut errors).map(str::to_owned);
             if name.as_ref().is_some_and(|n| n.chars().count() > 256) {
                 errors.push("/name", "range", "must be at most 256 characters");

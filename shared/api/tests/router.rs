@@ -310,6 +310,19 @@ async fn projects_create_list_get_and_conflict() {
         )
         .await;
     assert_problem(&r, StatusCode::CONFLICT);
+    // `.` and `..` are URL path segments: a resource of that id could not be addressed.
+    for (path, body, pointer) in [
+        ("/projects", json!({"projectId": ".."}), "/projectId"),
+        (
+            "/projects/festival/instances",
+            json!({"instanceId": "."}),
+            "/instanceId",
+        ),
+    ] {
+        let r = h.call("POST", path, Some("acme"), Some(body)).await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+        assert_eq!(r.body["errors"][0]["pointer"], pointer, "{:?}", r.body);
+    }
     let r = h.call("GET", "/projects", Some("acme"), None).await;
     assert_eq!(r.body["items"].as_array().unwrap().len(), 2);
     let r = h.call("GET", "/projects?limit=1", Some("acme"), None).await;
@@ -1554,7 +1567,39 @@ async fn price_matches_calculations_instance_prices_and_history() {
         ),
         (&json!("/metadata"), &json!("tooDeep"))
     );
-    // Any body: at most 64 levels.
+    // Any body: at most 64 levels. At the limits, both are taken.
+    for body in [
+        json!({"instanceIds": ["i"], "metadata": nested(32)}),
+        json!({"instanceIds": ["i"], "metadata": {"x": [nested(30)]}}),
+    ] {
+        let r = h
+            .call(
+                "POST",
+                "/projects/p/calculatePrices",
+                Some("acme"),
+                Some(body),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
+        for m in h
+            .store
+            .receive(10, std::time::Duration::from_secs(30))
+            .await
+            .unwrap()
+        {
+            h.store.ack(&m.receipt).await.unwrap();
+        }
+    }
+    // A 64-level body whose metadata is too deep is refused at the metadata, not as a body.
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/calculatePrices",
+            Some("acme"),
+            Some(json!({"metadata": nested(63)})),
+        )
+        .await;
+    assert_eq!(r.body["errors"][0]["pointer"], "/metadata", "{:?}", r.body);
     let r = h
         .call(
             "POST",

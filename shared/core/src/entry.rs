@@ -352,6 +352,11 @@ pub struct ParseOptions {
     /// When given, timestamps more than 5 minutes after it are refused (at submission).
     /// Replays of the stored log pass `None`.
     pub now: Option<Timestamp>,
+    /// The entry came as plain JSON at submission. Only then is a member spelt like a known
+    /// one (`transactionID`) or a registration of a `.` or `..` id refused: the stored log
+    /// is read as it was accepted, and a JWS is stored as it came (it may be one the service
+    /// signed before these rules, resubmitted).
+    pub plain: bool,
 }
 
 /// The members of an entry outside its `data`.
@@ -361,9 +366,19 @@ const ENVELOPE_MEMBERS: [&str; 4] = ["type", "transactionId", "timestamp", "data
 pub fn parse_entry(v: &Value, ptr: &str, opts: ParseOptions, errors: &mut Errors) -> Option<Entry> {
     let before = errors.len();
     let o = object(v, ptr, errors)?;
-    if opts.now.is_some() {
-        // At submission only: the stored log is read as it was accepted.
+    if opts.plain {
         crate::validate::misspelt_members(o.map, &ENVELOPE_MEMBERS, ptr, errors);
+        if let Some(Value::Object(data)) = o.get("data") {
+            let d = Obj {
+                map: data,
+                ptr: o.ptr_of("data"),
+            };
+            match o.get("type").and_then(Value::as_str) {
+                Some("productRegistration") => d.refuse_dot_segment("productId", errors),
+                Some("itemRegistration") => d.refuse_dot_segment("itemId", errors),
+                _ => {}
+            }
+        }
     }
     let type_name = o.req_str("type", errors);
     let transaction_id = o.opt_id::<TransactionId>("transactionId", errors);

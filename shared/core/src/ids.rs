@@ -29,10 +29,11 @@ pub fn check_id(s: &str) -> Result<(), IdError> {
     Ok(())
 }
 
-/// The id rule for ids that are URL path segments (`/projects/{projectId}/...`): not `.` or
-/// `..`, which no normalising client or browser would send as a segment.
-pub fn check_path_id(s: &str) -> Result<(), IdError> {
-    check_id(s)?;
+/// The rule for a new id that will be a URL path segment (`/projects/{projectId}/...`),
+/// checked where such an id is created (a project, an instance, a registration, a price
+/// match) and not where one is read: not `.` or `..`, which no normalising client or
+/// browser sends as a segment. Ids stored before the rule still parse.
+pub fn check_new_path_id(s: &str) -> Result<(), IdError> {
     if s == "." || s == ".." {
         return Err(IdError::DotSegment);
     }
@@ -106,11 +107,7 @@ macro_rules! id_type {
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let s = String::deserialize(d)?;
-                match $check(&s) {
-                    // Stored before the rule refused them: still read.
-                    Ok(()) | Err(IdError::DotSegment) => Ok(Self(s)),
-                    Err(e) => Err(serde::de::Error::custom(e)),
-                }
+                Self::parse(s).map_err(serde::de::Error::custom)
             }
         }
     };
@@ -118,26 +115,23 @@ macro_rules! id_type {
 
 id_type!(
     /// A project; generated (ULID) unless the client names it.
-    ProjectId,
-    check_path_id
+    ProjectId
 );
 id_type!(
     /// A pricing instance within a project.
-    InstanceId,
-    check_path_id
+    InstanceId
 );
-id_type!(ItemId, check_path_id);
-id_type!(ProductId, check_path_id);
+id_type!(ItemId);
+id_type!(ProductId);
 id_type!(
     /// Deduplicates entries per instance. Client ids, or `{requestId}#{index}`.
     TransactionId,
     check_transaction_id
 );
-id_type!(MatchId, check_path_id);
+id_type!(MatchId);
 id_type!(
     /// A webhook subscription (project or instance level); generated (ULID).
-    SubscriptionId,
-    check_path_id
+    SubscriptionId
 );
 id_type!(
     /// The tenant that owns projects: the `tenant` or `sub` claim of the caller's token.
@@ -329,13 +323,14 @@ mod tests {
         assert_eq!(ItemId::parse("a".repeat(129)), Err(IdError::Length));
         assert!(ItemId::parse("a".repeat(128)).is_ok());
         for dots in [".", ".."] {
-            assert_eq!(ProjectId::parse(dots), Err(IdError::DotSegment));
-            // A stored one is still read.
+            assert_eq!(check_new_path_id(dots), Err(IdError::DotSegment));
+            // One stored before the rule still parses, from storage or a URL.
             let stored: ItemId = serde_json::from_value(serde_json::json!(dots)).unwrap();
             assert_eq!(stored.as_str(), dots);
+            assert!(ProjectId::parse(dots).is_ok());
         }
-        assert!(ItemId::parse("...").is_ok());
-        assert!(ItemId::parse(".a").is_ok());
+        assert!(check_new_path_id("...").is_ok());
+        assert!(check_new_path_id(".a").is_ok());
         assert_eq!(ItemId::parse("a b"), Err(IdError::Charset));
         assert_eq!(ItemId::parse("a/b"), Err(IdError::Charset));
         assert_eq!(ItemId::parse("é"), Err(IdError::Charset));

@@ -93,7 +93,10 @@ pub fn prepare(body: &Value, signer: &Signer, now: Timestamp) -> Result<Submissi
             errors: vec![],
         });
     }
-    let opts = ParseOptions { now: Some(now) };
+    let opts = ParseOptions {
+        now: Some(now),
+        plain: false,
+    };
     let mut too_large = Vec::new();
     let mut prepared = Vec::with_capacity(list.len());
     for (index, raw) in list.iter().enumerate() {
@@ -114,6 +117,10 @@ pub fn prepare(body: &Value, signer: &Signer, now: Timestamp) -> Result<Submissi
                 }
             }
             other => (std::borrow::Cow::Borrowed(other), None),
+        };
+        let opts = ParseOptions {
+            plain: verbatim.is_none(),
+            ..opts
         };
         let Some(entry) = parse_entry(&payload, &ptr, opts, &mut errors) else {
             continue;

@@ -218,6 +218,16 @@ impl<'a> Obj<'a> {
     }
 
     /// A non-negative integer.
+    /// Refuses `key` when it names a new id that is `.` or `..` (see
+    /// [`crate::ids::check_new_path_id`]).
+    pub fn refuse_dot_segment(&self, key: &str, errors: &mut Errors) {
+        if let Some(Value::String(id)) = self.map.get(key)
+            && let Err(e) = crate::ids::check_new_path_id(id)
+        {
+            errors.push(self.ptr_of(key), codes::FORMAT, e.to_string());
+        }
+    }
+
     pub fn opt_u64(&self, key: &str, errors: &mut Errors) -> Option<u64> {
         let v = self.get(key)?;
         match non_negative_integer(v) {

@@ -498,16 +498,43 @@ fn a_misspelt_envelope_member_is_refused_not_ignored() {
             ("/entries", codes::REQUIRED)
         ]
     );
-    // Inside a client's JWS too.
+    // A JWS is read as before: it is stored as it came, and may be one the service
+    // signed before the rule (a client resubmitting its log).
     let jws = client_jws(
         &json!({"type": "itemSale", "Transaction-Id": "t2", "data": {"itemId": "A", "price": 10}}),
     );
-    assert_eq!(
-        pc(&invalid(json!([jws]))),
-        [("/0/Transaction-Id", codes::UNKNOWN_FIELD)]
+    accepted(json!([jws]));
+    let ours = signer().sign_jws(
+        json!({"type": "itemSale", "Timestamp": "x", "data": {"itemId": "A", "price": 10}})
+            .to_string()
+            .as_bytes(),
     );
+    accepted(json!([ours]));
     // What resembles nothing known stays lenient.
     accepted(
         json!({"entries": [{"type": "itemSale", "source": "box office", "data": {"itemId": "A", "price": 10}}], "batch": 7}),
     );
+}
+
+#[test]
+fn a_registration_may_not_name_a_dot_segment() {
+    // `.` and `..` are URL path segments no client sends: the item could not be read.
+    for (kind, key) in [
+        ("itemRegistration", "itemId"),
+        ("productRegistration", "productId"),
+    ] {
+        for id in [".", ".."] {
+            let mut data = json!({"itemId": "A", "productId": "P",
+                "salesPeriod": {"start": "2026-01-01T00:00:00Z", "end": "2026-02-01T00:00:00Z"},
+                "priceSettings": {"min": 1, "max": 2, "default": 1}});
+            data[key] = json!(id);
+            let errors = invalid(json!([{"type": kind, "data": data}]));
+            let at = format!("/0/data/{key}");
+            assert_eq!(pc(&errors), [(at.as_str(), codes::FORMAT)], "{kind} {id}");
+        }
+    }
+    // Other dotted ids are fine, and entries naming an existing `.` item still parse
+    // (one registered before the rule).
+    accepted(json!([{"type": "productRegistration", "data": {"productId": "..."}}]));
+    accepted(json!([{"type": "itemSale", "data": {"itemId": ".", "price": 10}}]));
 }

@@ -13,7 +13,10 @@ fn ts(s: &str) -> Timestamp {
 }
 
 fn at_submission() -> ParseOptions {
-    ParseOptions { now: Some(ts(NOW)) }
+    ParseOptions {
+        now: Some(ts(NOW)),
+        plain: true,
+    }
 }
 
 fn run(v: &Value, ptr: &str) -> (Option<Entry>, Vec<FieldError>) {

@@ -2,7 +2,8 @@
 //!
 //! [`calculate`] prices the live items of an instance:
 //!
-//! 1. Eligibility ([`eligibility`]): `request` calculates every live item; `schedule` and
+//! 1. Eligibility ([`eligibility`]): `request` calculates every live item with the
+//!    dynamicPricing toggle on (active or not, whatever its periods); `schedule` and
 //!    `sales` only items of an active instance with the dynamicPricing toggle on and `now`
 //!    inside their dynamic pricing period; `manual` calculates nothing. Items not calculated
 //!    keep their last price (or their default price when they never had one).
@@ -64,7 +65,8 @@ pub enum Trigger {
     Schedule,
     /// A product's sold percent crossed a multiple of its soldPercentStep.
     Sales,
-    /// calculatePrices: always calculates every live item.
+    /// calculatePrices: calculates every live item with dynamic pricing on, whether the
+    /// instance is active and whatever the periods.
     Request,
     /// A subscription's manual trigger: resends, calculates nothing.
     Manual,
