@@ -79,16 +79,16 @@ pub struct ServeArgs {
     pub schedule_tick: u64,
     /// Retention (docs/retention.md): days a calculation other than an
     /// instance's latest is kept; 0 keeps them for ever, else at least 14.
-    #[arg(long, env = "PRICING_RETAIN_CALCULATIONS_DAYS", default_value_t = pricing_core::retention::DEFAULT_CALCULATIONS_DAYS)]
+    #[arg(long, env = "PRICING_RETAIN_CALCULATIONS_DAYS", default_value_t = pricing_core::retention::DEFAULT_CALCULATIONS_DAYS, value_parser = retention_days)]
     pub retain_calculations_days: u64,
     /// Days of price history kept (each item's latest entry is kept for ever); 0 = all.
-    #[arg(long, env = "PRICING_RETAIN_PRICE_HISTORY_DAYS", default_value_t = pricing_core::retention::DEFAULT_PRICE_HISTORY_DAYS)]
+    #[arg(long, env = "PRICING_RETAIN_PRICE_HISTORY_DAYS", default_value_t = pricing_core::retention::DEFAULT_PRICE_HISTORY_DAYS, value_parser = retention_days)]
     pub retain_price_history_days: u64,
     /// Days a final webhook delivery (succeeded, or failed for good) is kept; 0 = for ever.
-    #[arg(long, env = "PRICING_RETAIN_DELIVERIES_DAYS", default_value_t = pricing_core::retention::DEFAULT_DELIVERIES_DAYS)]
+    #[arg(long, env = "PRICING_RETAIN_DELIVERIES_DAYS", default_value_t = pricing_core::retention::DEFAULT_DELIVERIES_DAYS, value_parser = retention_days)]
     pub retain_deliveries_days: u64,
     /// Days a dispatched event is kept; 0 = for ever.
-    #[arg(long, env = "PRICING_RETAIN_EVENTS_DAYS", default_value_t = pricing_core::retention::DEFAULT_EVENTS_DAYS)]
+    #[arg(long, env = "PRICING_RETAIN_EVENTS_DAYS", default_value_t = pricing_core::retention::DEFAULT_EVENTS_DAYS, value_parser = retention_days)]
     pub retain_events_days: u64,
     /// Callback URLs allowed for webhook subscriptions. Default: `local` when --listen is a
     /// loopback address, `strict` otherwise (the service is reachable from other hosts).
@@ -274,4 +274,20 @@ fn burst(v: &str) -> Result<f64, String> {
         Ok(b) if (1.0..=1e9).contains(&b) => Ok(b),
         _ => Err("must be a number of requests from 1 to 1000000000".into()),
     }
+}
+
+/// A `--retain-*-days` value: 0 (for ever) or 14 to 36,500 days. Checked as the flag is
+/// read, so the error names the flag (its environment variable is in `--help`).
+fn retention_days(v: &str) -> Result<u64, String> {
+    let days: u64 = v
+        .parse()
+        .map_err(|_| "must be a whole number of days".to_owned())?;
+    pricing_core::retention::Retention::period(pricing_core::retention::Class::Events, days)
+        .map(|_| days)
+        .map_err(|_| {
+            format!(
+                "must be 0 (for ever) or {} to 36500 days",
+                pricing_core::retention::MIN_DAYS
+            )
+        })
 }

@@ -367,5 +367,10 @@ mod tests {
             assert!(token(bad).is_err(), "{bad}");
         }
         assert!(token("31622400").is_ok());
+        // A retention below 14 days is refused naming its flag.
+        let e = parse("--retain-price-history-days", "13").expect_err("refused");
+        assert!(e.to_string().contains("--retain-price-history-days"), "{e}");
+        assert!(parse("--retain-price-history-days", "0").is_ok());
+        assert!(parse("--retain-events-days", "36501").is_err());
     }
 }
