@@ -119,7 +119,7 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
 
 /// How deep a request body may nest. Whatever a body holds is stored inside records a few
 /// levels deeper (entries, events), and every stored record must decode again (serde_json
-/// refuses more than 128 levels); the documents inside are bounded at 32 levels on their
+/// takes at most 127 levels); the documents inside are bounded at 32 levels on their
 /// own, with a pointer to the field.
 pub const MAX_BODY_DEPTH: usize = 64;
 

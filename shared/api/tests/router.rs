@@ -1294,6 +1294,17 @@ async fn price_matches_calculations_instance_prices_and_history() {
         )
         .await;
     assert_problem(&r, StatusCode::CONFLICT);
+    // A match id is a URL path segment: not `.` or `..`.
+    let r = h
+        .call(
+            "POST",
+            path,
+            Some("acme"),
+            Some(json!({"matchId": "..", "itemId": "a", "sourceItemId": "b"})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+    assert_eq!(r.body["errors"][0]["pointer"], "/matchId", "{:?}", r.body);
     let r = h
         .call(
             "POST",

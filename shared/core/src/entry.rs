@@ -352,10 +352,10 @@ pub struct ParseOptions {
     /// When given, timestamps more than 5 minutes after it are refused (at submission).
     /// Replays of the stored log pass `None`.
     pub now: Option<Timestamp>,
-    /// The entry came as plain JSON at submission. Only then is a member spelt like a known
-    /// one (`transactionID`) or a registration of a `.` or `..` id refused: the stored log
-    /// is read as it was accepted, and a JWS is stored as it came (it may be one the service
-    /// signed before these rules, resubmitted).
+    /// The rules for new entries: a member spelt like a known one (`transactionID`) and a
+    /// registration of a `.` or `..` id are refused. Submission sets it, except for a JWS
+    /// the service signed itself (a client resubmitting its log: accepted before these
+    /// rules); the stored log is read as it was accepted, without them.
     pub plain: bool,
 }
 

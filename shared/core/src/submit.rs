@@ -95,7 +95,7 @@ pub fn prepare(body: &Value, signer: &Signer, now: Timestamp) -> Result<Submissi
     }
     let opts = ParseOptions {
         now: Some(now),
-        plain: false,
+        plain: true,
     };
     let mut too_large = Vec::new();
     let mut prepared = Vec::with_capacity(list.len());
@@ -118,11 +118,24 @@ pub fn prepare(body: &Value, signer: &Signer, now: Timestamp) -> Result<Submissi
             }
             other => (std::borrow::Cow::Borrowed(other), None),
         };
-        let opts = ParseOptions {
-            plain: verbatim.is_none(),
-            ..opts
-        };
-        let Some(entry) = parse_entry(&payload, &ptr, opts, &mut errors) else {
+        // The rules of plain entries hold for a client's JWS too, but not for one the
+        // service signed (a client resubmitting its log): it was accepted before them, and
+        // is read as it was. Verified only when a rule refused it, so an accepted entry
+        // costs no verification.
+        let before = errors.len();
+        let mut parsed = parse_entry(&payload, &ptr, opts, &mut errors);
+        if parsed.is_none()
+            && errors.len() > before
+            && verbatim.is_some_and(|jws| signer.verify_jws(jws))
+        {
+            errors.list.truncate(before);
+            let resubmitted = ParseOptions {
+                plain: false,
+                ..opts
+            };
+            parsed = parse_entry(&payload, &ptr, resubmitted, &mut errors);
+        }
+        let Some(entry) = parsed else {
             continue;
         };
         let transaction_id = entry

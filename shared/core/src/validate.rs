@@ -217,7 +217,6 @@ impl<'a> Obj<'a> {
         }
     }
 
-    /// A non-negative integer.
     /// Refuses `key` when it names a new id that is `.` or `..` (see
     /// [`crate::ids::check_new_path_id`]).
     pub fn refuse_dot_segment(&self, key: &str, errors: &mut Errors) {
@@ -228,6 +227,7 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// A non-negative integer.
     pub fn opt_u64(&self, key: &str, errors: &mut Errors) -> Option<u64> {
         let v = self.get(key)?;
         match non_negative_integer(v) {

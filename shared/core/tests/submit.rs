@@ -498,14 +498,23 @@ fn a_misspelt_envelope_member_is_refused_not_ignored() {
             ("/entries", codes::REQUIRED)
         ]
     );
-    // A JWS is read as before: it is stored as it came, and may be one the service
-    // signed before the rule (a client resubmitting its log).
+    // A client's JWS too; but not one the service signed (a client resubmitting its log:
+    // accepted before the rule), which is read as it was.
     let jws = client_jws(
         &json!({"type": "itemSale", "Transaction-Id": "t2", "data": {"itemId": "A", "price": 10}}),
     );
-    accepted(json!([jws]));
+    assert_eq!(
+        pc(&invalid(json!([jws]))),
+        [("/0/Transaction-Id", codes::UNKNOWN_FIELD)]
+    );
     let ours = signer().sign_jws(
         json!({"type": "itemSale", "Timestamp": "x", "data": {"itemId": "A", "price": 10}})
+            .to_string()
+            .as_bytes(),
+    );
+    accepted(json!([ours]));
+    let ours = signer().sign_jws(
+        json!({"type": "productRegistration", "data": {"productId": "."}})
             .to_string()
             .as_bytes(),
     );

@@ -352,8 +352,11 @@ pub fn counterfactual(
     runs: u32,
     seed: u64,
 ) -> Result<LogReport, Error> {
-    if runs == 0 {
-        return Err(fail("--runs must be at least 1"));
+    if !(1..=super::scenario::MAX_RUNS).contains(&runs) {
+        return Err(fail(format!(
+            "--runs must be from 1 to {}",
+            super::scenario::MAX_RUNS
+        )));
     }
     let (mut revenue, mut units) = (0.0, 0i64);
     for sale in log.sales.values().flatten() {
@@ -481,20 +484,25 @@ fn product_market(
     // great numbers (a probe found 10^8 and more: the simulation then ran out of memory).
     // Such buyers are cut to the scenario file's bounds, keeping the fit's shape and
     // willingness to pay, and the report says so.
-    let total: f64 = markets.iter().map(|m| m.arrivals).sum();
-    let largest = markets.iter().map(|m| m.arrivals).fold(0.0, f64::max);
-    let scale = (MAX_TOTAL_ARRIVALS / total)
-        .min(MAX_ARRIVALS / largest)
-        .min(1.0);
-    if scale < 1.0 {
+    let asked: f64 = markets.iter().map(|m| m.arrivals).sum();
+    let capped = |a: f64| {
+        if a.is_finite() {
+            a.min(MAX_ARRIVALS)
+        } else {
+            MAX_ARRIVALS
+        }
+    };
+    let each: f64 = markets.iter().map(|m| capped(m.arrivals)).sum();
+    let scale = (MAX_TOTAL_ARRIVALS / each).min(1.0);
+    if !(asked <= MAX_TOTAL_ARRIVALS && markets.iter().all(|m| m.arrivals <= MAX_ARRIVALS)) {
         for (m, f) in markets.iter_mut().zip(report.fit.iter_mut()) {
-            m.arrivals *= scale;
+            m.arrivals = capped(m.arrivals) * scale;
             f.arrivals = m.arrivals;
             f.identified = false;
         }
         report.capped = Some(format!(
-            "the fit asked for {total:.0} buyers; cut to {:.0}, the most a market holds: read this product's results as not identified",
-            total * scale
+            "the fit asked for {asked:.0} buyers; cut to {:.0}, the most a market holds: read this product's results as not identified",
+            each * scale
         ));
     }
     let period_ms = end - start;
