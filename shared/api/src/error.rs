@@ -178,7 +178,7 @@ impl ApiError {
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "Service Unavailable",
-            "storage is busy; retry shortly",
+            "storage is unavailable for now (busy, or out of space); retry shortly",
         )
         .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
     }

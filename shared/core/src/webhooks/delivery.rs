@@ -294,8 +294,12 @@ pub fn judge(response: &Response, now: Timestamp) -> Verdict {
 /// Retry-After: delay-seconds or an HTTP date (RFC 9110 section 10.2.3).
 pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
     let value = value.trim();
-    if let Ok(secs) = value.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // delay-seconds too large for a u64 is still a delay: the longest (the caller caps
+        // it at MAX_RETRY_AFTER), not no header at all.
+        return Some(Duration::from_secs(
+            value.parse::<u64>().unwrap_or(u64::MAX),
+        ));
     }
     let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
     let ms = at.timestamp_millis() - now.millis();
@@ -368,6 +372,14 @@ mod tests {
         assert_eq!(d, MIN_RETRY_AFTER);
         let d = retry_delay(1, "wh_a", Some(Duration::from_secs(999_999))).unwrap();
         assert_eq!(d, MAX_RETRY_AFTER);
+        // More seconds than a u64 holds: the longest delay, not the schedule's (found by
+        // an outside probe: 20 nines were ignored).
+        let now = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+        let huge = parse_retry_after("99999999999999999999", now);
+        assert_eq!(huge, Some(Duration::from_secs(u64::MAX)));
+        assert_eq!(retry_delay(1, "wh_a", huge), Some(MAX_RETRY_AFTER));
+        assert_eq!(parse_retry_after("-5", now), None);
+        assert_eq!(parse_retry_after("", now), None);
         // The last attempt stays the last, whatever the receiver asks.
         assert_eq!(retry_delay(8, "wh_a", Some(Duration::from_secs(1))), None);
     }
