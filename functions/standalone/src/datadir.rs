@@ -30,9 +30,33 @@ pub const LOCK_FILE: &str = "serve.lock";
 /// records it read, the instances with work queued) and its release of work in flight at
 /// start assume it is the database's only writer; a second `serve` on the same directory
 /// (a restart that overlaps the old process) would take the first one's work and serve
-/// records the first one changed. The lock is held while the returned file is open, and
+/// records the first one changed. The lock is held while the returned files are open, and
 /// the system drops it when the process ends, however it ends.
-pub fn lock_data_dir(dir: &Path) -> Result<std::fs::File, Error> {
+///
+/// Two locks: the directory itself, which no file operation in it can undo (an operator
+/// deleting `serve.lock`, left behind after a stop and looking stale, let a second `serve`
+/// start), and `serve.lock`, which builds from before the directory lock take.
+pub fn lock_data_dir(dir: &Path) -> Result<DataDirLock, Error> {
+    let directory = std::fs::File::open(dir).map_err(|source| Error::DataDir {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let directory = take(directory, dir, dir)?;
+    let file = lock_file(dir)?;
+    Ok(DataDirLock {
+        _directory: directory,
+        _file: file,
+    })
+}
+
+/// The locks [`lock_data_dir`] holds, until dropped.
+#[derive(Debug)]
+pub struct DataDirLock {
+    _directory: std::fs::File,
+    _file: std::fs::File,
+}
+
+fn lock_file(dir: &Path) -> Result<std::fs::File, Error> {
     let path = dir.join(LOCK_FILE);
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -43,6 +67,11 @@ pub fn lock_data_dir(dir: &Path) -> Result<std::fs::File, Error> {
             path: path.display().to_string(),
             source,
         })?;
+    take(file, &path, dir)
+}
+
+/// Locks `file` (at `path`) for the data directory `dir`.
+fn take(file: std::fs::File, path: &Path, dir: &Path) -> Result<std::fs::File, Error> {
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => Err(Error::Setup(format!(
@@ -271,6 +300,14 @@ mod tests {
         assert!(
             second.to_string().contains("another `serve` is running"),
             "{second}"
+        );
+        // Deleting the lock file (left behind after a stop, it looks stale) does not free
+        // the directory.
+        std::fs::remove_file(dir.path().join(LOCK_FILE)).unwrap();
+        let third = lock_data_dir(dir.path()).expect_err("still refused");
+        assert!(
+            third.to_string().contains("another `serve` is running"),
+            "{third}"
         );
         drop(first);
         lock_data_dir(dir.path()).expect("free again");
