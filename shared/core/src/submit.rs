@@ -33,6 +33,10 @@ pub struct Submission {
     pub entries: Vec<NewEntry>,
 }
 
+/// Signatures a request may make the service check for resubmitted entries it signed
+/// itself (see [`prepare`]).
+const MAX_RESUBMISSION_CHECKS: usize = 16;
+
 /// Parses `{requestId?, entries: [...]}` or a bare array, validates every entry, and signs the
 /// plain ones. `now` is the time of receipt.
 pub fn prepare(body: &Value, signer: &Signer, now: Timestamp) -> Result<Submission, SubmitError> {
@@ -99,6 +103,7 @@ pub fn prepare(body: &Value, signer: &Signer, now: Timestamp) -> Result<Submissi
     };
     let mut too_large = Vec::new();
     let mut prepared = Vec::with_capacity(list.len());
+    let mut verifications = 0;
     for (index, raw) in list.iter().enumerate() {
         let ptr = format!("{base}/{index}");
         // A client JWS is stored verbatim; its payload is the entry.
@@ -121,12 +126,18 @@ pub fn prepare(body: &Value, signer: &Signer, now: Timestamp) -> Result<Submissi
         // The rules of plain entries hold for a client's JWS too, but not for one the
         // service signed (a client resubmitting its log): it was accepted before them, and
         // is read as it was. Verified only when a rule refused it, so an accepted entry
-        // costs no verification.
+        // costs no verification, and at most a few times per request, so that a request
+        // of refused entries naming our key id cannot make the service verify a thousand
+        // signatures.
         let before = errors.len();
         let mut parsed = parse_entry(&payload, &ptr, opts, &mut errors);
         if parsed.is_none()
             && errors.len() > before
-            && verbatim.is_some_and(|jws| signer.verify_jws(jws))
+            && verifications < MAX_RESUBMISSION_CHECKS
+            && verbatim.is_some_and(|jws| {
+                verifications += 1;
+                signer.verify_jws(jws)
+            })
         {
             errors.list.truncate(before);
             let resubmitted = ParseOptions {

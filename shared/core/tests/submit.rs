@@ -547,3 +547,17 @@ fn a_registration_may_not_name_a_dot_segment() {
     accepted(json!([{"type": "productRegistration", "data": {"productId": "..."}}]));
     accepted(json!([{"type": "itemSale", "data": {"itemId": ".", "price": 10}}]));
 }
+
+#[test]
+fn resubmitted_entries_are_verified_a_few_times_per_request() {
+    // Each check is a signature verification: a request of refused JWS entries naming the
+    // service's key id must not buy a thousand of them. The first 16 are checked.
+    let ours = signer().sign_jws(
+        json!({"type": "itemSale", "Timestamp": "x", "data": {"itemId": "A", "price": 10}})
+            .to_string()
+            .as_bytes(),
+    );
+    accepted(json!(vec![ours.clone(); 16]));
+    let errors = invalid(json!(vec![ours; 17]));
+    assert_eq!(pc(&errors), [("/16/Timestamp", codes::UNKNOWN_FIELD)]);
+}
