@@ -195,6 +195,14 @@ fn assert_problem(r: &Reply, status: StatusCode) {
     );
 }
 
+/// The pointer and code of a problem's first field error.
+fn first_error(r: &Reply) -> (&Value, &Value) {
+    (
+        &r.body["errors"][0]["pointer"],
+        &r.body["errors"][0]["code"],
+    )
+}
+
 fn registrations() -> Value {
     json!({"entries": [
         {"type": "productRegistration", "transactionId": "p1", "data": {"productId": "ga", "capacity": 100}},
@@ -1571,13 +1579,7 @@ async fn price_matches_calculations_instance_prices_and_history() {
         )
         .await;
     assert_problem(&r, StatusCode::BAD_REQUEST);
-    assert_eq!(
-        (
-            &r.body["errors"][0]["pointer"],
-            &r.body["errors"][0]["code"]
-        ),
-        (&json!("/metadata"), &json!("tooDeep"))
-    );
+    assert_eq!(first_error(&r), (&json!("/metadata"), &json!("tooDeep")));
     // Any body: at most 64 levels. At the limits, both are taken.
     for body in [
         json!({"instanceIds": ["i"], "metadata": nested(32)}),
@@ -1592,14 +1594,7 @@ async fn price_matches_calculations_instance_prices_and_history() {
             )
             .await;
         assert_eq!(r.status, StatusCode::ACCEPTED, "{:?}", r.body);
-        for m in h
-            .store
-            .receive(10, std::time::Duration::from_secs(30))
-            .await
-            .unwrap()
-        {
-            h.store.ack(&m.receipt).await.unwrap();
-        }
+        assert_eq!(drain_queue(&h.store).await.len(), 1);
     }
     // A 64-level body whose metadata is too deep is refused at the metadata, not as a body.
     let r = h
@@ -1620,13 +1615,7 @@ async fn price_matches_calculations_instance_prices_and_history() {
         )
         .await;
     assert_problem(&r, StatusCode::BAD_REQUEST);
-    assert_eq!(
-        (
-            &r.body["errors"][0]["pointer"],
-            &r.body["errors"][0]["code"]
-        ),
-        (&json!(""), &json!("tooDeep"))
-    );
+    assert_eq!(first_error(&r), (&json!(""), &json!("tooDeep")));
     assert!(
         h.store
             .receive(10, std::time::Duration::from_secs(30))
@@ -1657,10 +1646,7 @@ async fn price_matches_calculations_instance_prices_and_history() {
         .await;
     assert_problem(&r, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(
-        (
-            &r.body["errors"][0]["pointer"],
-            &r.body["errors"][0]["code"]
-        ),
+        first_error(&r),
         (&json!("/instanceIds/1"), &json!("instanceDeactivated"))
     );
     // With an unknown id too, the request is a bad one: a 400 naming the unknown id, once.
@@ -1680,10 +1666,7 @@ async fn price_matches_calculations_instance_prices_and_history() {
         r.body
     );
     assert_eq!(
-        (
-            &r.body["errors"][0]["pointer"],
-            &r.body["errors"][0]["code"]
-        ),
+        first_error(&r),
         (&json!("/instanceIds/1"), &json!("unknownInstance"))
     );
     assert!(
@@ -1715,18 +1698,7 @@ async fn price_matches_calculations_instance_prices_and_history() {
             assert!(calculated.contains(&&json!("i")), "{calculated:?}");
             assert!(!calculated.contains(&&json!("gone")), "{calculated:?}");
         }
-        let mut sent = 0;
-        for _ in 0..5 {
-            let got = h
-                .store
-                .receive(10, std::time::Duration::from_secs(30))
-                .await
-                .unwrap();
-            sent += got.len();
-            for m in got {
-                h.store.ack(&m.receipt).await.unwrap();
-            }
-        }
+        let sent = drain_queue(&h.store).await.len();
         assert_eq!(sent, calculated.len(), "{body}");
     }
 

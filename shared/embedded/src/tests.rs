@@ -610,6 +610,28 @@ mod prices {
         }
     }
 
+    /// Creates `inst` (at `key`) with `items` of the product `prod` applied through
+    /// sequence 1.
+    async fn instance_with_items(
+        store: &EmbeddedStore,
+        key: &pricing_core::ids::InstanceKey,
+        inst: &pricing_core::model::Instance,
+        items: Vec<pricing_core::state::ItemState>,
+    ) {
+        store
+            .create_instance(inst, &header(0, json!({})))
+            .await
+            .unwrap();
+        let commit = pricing_core::ports::Commit {
+            expected_applied: 0,
+            header: header(1, json!({})),
+            items,
+            products: vec![pricing_contract::fixtures::product("prod", 1)],
+            events: Vec::new(),
+        };
+        store.commit(key, commit).await.unwrap();
+    }
+
     /// `n` prices of items `seat-00000`..., every tenth kept, with explanations.
     fn big_calculation(id: &str, sequence: u64, n: u64) -> PriceCalculation {
         let prices = (0..n)
@@ -726,9 +748,8 @@ mod prices {
     /// again a moment later changes none and carries none.
     #[tokio::test]
     async fn a_recalculation_keeps_explanations_only_where_the_price_changed() {
-        use pricing_contract::fixtures::{item, product};
+        use pricing_contract::fixtures::item;
         use pricing_core::model::is_history_entry;
-        use pricing_core::ports::Commit;
         use pricing_core::pricing::Explanation;
         use pricing_core::recalc::{RecalcRequest, recalculate};
         use pricing_core::time::Timestamp;
@@ -736,20 +757,10 @@ mod prices {
         let store = EmbeddedStore::open_in_memory().unwrap();
         let key = Run::new("explained").key("p", "i");
         let inst = instance(&key, "i");
-        store
-            .create_instance(&inst, &header(0, json!({})))
-            .await
-            .unwrap();
-        let commit = Commit {
-            expected_applied: 0,
-            header: header(1, json!({})),
-            items: (0..5)
-                .map(|i| item(&format!("seat-{i}"), "prod", i, 1))
-                .collect(),
-            products: vec![product("prod", 1)],
-            events: Vec::new(),
-        };
-        store.commit(&key, commit).await.unwrap();
+        let items = (0..5)
+            .map(|i| item(&format!("seat-{i}"), "prod", i, 1))
+            .collect();
+        instance_with_items(&store, &key, &inst, items).await;
         let now = Timestamp::parse("2026-03-01T12:00:00Z").unwrap();
         let mut explained = Vec::new();
         for id in ["c1", "c2"] {
@@ -779,9 +790,9 @@ mod prices {
     /// the worker makes no calculation (an outside review found one made after it).
     #[tokio::test]
     async fn a_deactivated_instance_is_not_priced_by_a_queued_request() {
-        use pricing_contract::fixtures::{item, product};
+        use pricing_contract::fixtures::item;
         use pricing_core::model::Message;
-        use pricing_core::ports::{Commit, PriceStore};
+        use pricing_core::ports::PriceStore;
         use pricing_core::process::Processor;
         use pricing_core::time::Timestamp;
         use pricing_core::work::{Handled, handle};
@@ -791,18 +802,7 @@ mod prices {
         let mut inst = instance(&key, "i");
         inst.active = false;
         inst.deactivation_date = Timestamp::parse("2020-01-01T00:00:00Z");
-        store
-            .create_instance(&inst, &header(0, json!({})))
-            .await
-            .unwrap();
-        let commit = Commit {
-            expected_applied: 0,
-            header: header(1, json!({})),
-            items: vec![item("seat", "prod", 0, 1)],
-            products: vec![product("prod", 1)],
-            events: Vec::new(),
-        };
-        store.commit(&key, commit).await.unwrap();
+        instance_with_items(&store, &key, &inst, vec![item("seat", "prod", 0, 1)]).await;
         for trigger in [Trigger::Request, Trigger::Sales] {
             let message = Message::Recalculate {
                 key: key.clone(),

@@ -352,12 +352,7 @@ pub fn counterfactual(
     runs: u32,
     seed: u64,
 ) -> Result<LogReport, Error> {
-    if !(1..=super::scenario::MAX_RUNS).contains(&runs) {
-        return Err(fail(format!(
-            "--runs must be from 1 to {}",
-            super::scenario::MAX_RUNS
-        )));
-    }
+    let runs = super::check_runs(runs)?;
     let (mut revenue, mut units) = (0.0, 0i64);
     for sale in log.sales.values().flatten() {
         revenue += sale.price * sale.quantity as f64;

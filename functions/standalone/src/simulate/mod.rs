@@ -100,13 +100,7 @@ pub fn market_scenario(args: &MarketArgs) -> Result<Scenario, Error> {
     // The flags have the bounds a file's fields have.
     let bounds = Bounds::FILE;
     if let Some(runs) = args.runs {
-        if !(1..=bounds.max_runs).contains(&runs) {
-            return Err(fail(format!(
-                "--runs must be from 1 to {}",
-                bounds.max_runs
-            )));
-        }
-        scenario.runs = runs;
+        scenario.runs = check_runs(runs)?;
     }
     if let Some(seed) = args.seed {
         scenario.seed = seed;
@@ -121,6 +115,16 @@ pub fn market_scenario(args: &MarketArgs) -> Result<Scenario, Error> {
         scenario.past_instances = past;
     }
     Ok(scenario)
+}
+
+/// `--runs` of either command: from 1 to the bound a scenario file's `runs` has.
+pub(crate) fn check_runs(runs: u32) -> Result<u32, Error> {
+    let max = Bounds::FILE.max_runs;
+    if (1..=max).contains(&runs) {
+        Ok(runs)
+    } else {
+        Err(fail(format!("--runs must be from 1 to {max}")))
+    }
 }
 
 /// The largest scenario file read: far more than any scenario (the fields' bounds

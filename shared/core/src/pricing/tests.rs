@@ -308,33 +308,6 @@ fn rounding_keeps_the_price_within_its_step_cap() {
 }
 
 #[test]
-fn a_previous_price_of_zero_caps_nothing() {
-    // `maxStepChange` is relative: 25 % of 0 is 0, and the price stayed at 0 for good
-    // (found by an outside probe after a tiers model with multiplier 0).
-    let mut b = Builder::new();
-    b.product(
-        "p",
-        Product {
-            model: fixed(Some(0.25)),
-            ..Product::default()
-        },
-    );
-    b.item(
-        "a",
-        "p",
-        Item {
-            min: "0",
-            ..Item::default()
-        },
-    );
-    let previous: BTreeMap<ItemId, Money> = [(id("a"), money("0"))].into_iter().collect();
-    let c = calculate(&b.state, true, Trigger::Schedule, ts(NOW), &previous, &[]);
-    let a = c.get(&id("a")).unwrap();
-    assert_eq!(a.price, money("50"));
-    assert!(a.explanation.max_step_change.is_none());
-}
-
-#[test]
 fn max_step_change_caps_against_the_previous_price() {
     let mut b = Builder::new();
     b.product(
@@ -385,10 +358,19 @@ fn max_step_change_caps_against_the_previous_price() {
             ..Item::default()
         },
     );
+    b.item(
+        "from-zero",
+        "p",
+        Item {
+            min: "0",
+            ..Item::default()
+        },
+    );
     let previous: BTreeMap<ItemId, Money> = [
         (id("up"), money("50")),
         (id("down"), money("50")),
         (id("small"), money("50")),
+        (id("from-zero"), money("0")),
         // A previous price above today's max: the bounds win over the cap.
         (id("bounds"), money("200")),
     ]
@@ -406,8 +388,15 @@ fn max_step_change_caps_against_the_previous_price() {
         })
     );
     assert_eq!(price(&c, "down"), money("45"));
-    // No previous price: nothing to cap against.
+    // No previous price: nothing to cap against. Nor a previous price of 0: a fraction
+    // of it is 0, and the price stayed at 0 for good (found by an outside probe after a
+    // tiers model with multiplier 0).
     assert_eq!(price(&c, "first"), money("80"));
+    assert_eq!(price(&c, "from-zero"), money("50"));
+    assert_eq!(
+        c.get(&id("from-zero")).unwrap().explanation.max_step_change,
+        None
+    );
     assert_eq!(
         c.get(&id("first")).unwrap().explanation.max_step_change,
         None
