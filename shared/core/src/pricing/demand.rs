@@ -240,6 +240,11 @@ pub struct Exposure {
     /// Recent sales against what the estimates expected ([`Pace`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pace: Option<Pace>,
+    /// Set once the product's sales fell far short of what the user's belief expected,
+    /// beyond chance: the default is above the market, and the cut floors, which rest on
+    /// that belief, no longer hold the item (see `revenue::belief_refuted`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub released: bool,
 }
 
 /// The horizons of [`Pace`]'s windows, as shares of the sales period (0.6, 1.5 and 4.5

@@ -221,6 +221,8 @@ struct Solving<'a> {
     market: Market,
     /// The prior level of the fit (units over the whole period at the default price).
     believed: f64,
+    /// The price the previous calculation set.
+    previous: Option<f64>,
     tau: f64,
     exposure: Exposure,
     /// Share of the booking curve still to come.
@@ -341,15 +343,29 @@ pub(crate) fn plan_product(
                 demand_left: remaining,
                 pace,
                 believed: prior.level,
+                previous: input.previous_price.map(|p| p.to_f64()),
                 tau,
                 exposure,
             }
         })
         .collect();
+    // A default far above the market: once the sales refute the user's belief, the cut
+    // floors (which rest on it) no longer hold the product, and its prices step down
+    // while the sales stay far short of it (see [`belief_refuted`]).
+    let mut descending = false;
     if source == CurveSource::Prior {
-        let floors = cut_floors(&solving, capacity as f64, units_left as f64);
-        for (s, floor) in solving.iter_mut().zip(floors) {
-            s.market.min = s.market.min.max(floor);
+        let released =
+            solving.iter().any(|s| s.exposure.released) || belief_refuted(&solving, REFUTED_SHARE);
+        descending = released && belief_refuted(&solving, DESCENT_SHARE);
+        if released {
+            for s in &mut solving {
+                s.exposure.released = true;
+            }
+        } else {
+            let floors = cut_floors(&solving, capacity as f64, units_left as f64);
+            for (s, floor) in solving.iter_mut().zip(floors) {
+                s.market.min = s.market.min.max(floor);
+            }
         }
     }
     let (bid_price, expected) = solve(&solving, units_left as f64);
@@ -357,7 +373,10 @@ pub(crate) fn plan_product(
         .into_iter()
         .map(|s| {
             let m = &s.market;
-            let price = item_price(m, bid_price);
+            let mut price = item_price(m, bid_price);
+            if let Some(previous) = s.previous.filter(|_| descending) {
+                price = price.min(previous * (1.0 - DESCENT_STEP)).max(m.min);
+            }
             let explanation = ModelExplanation::Revenue(Box::new(RevenueExplanation {
                 demand_level: m.estimate.level,
                 price_response: m.estimate.response,
@@ -372,6 +391,7 @@ pub(crate) fn plan_product(
                 units_observed: s.item.demand.units,
                 demand_observed: s.exposure.mass(),
                 curve: source,
+                belief_refuted: s.exposure.released,
                 note: None,
             }));
             ItemPlan {
@@ -393,6 +413,64 @@ impl AsRef<Market> for Solving<'_> {
 /// against: `tau^1.5`, a curve that rises toward the event (pace's own assumption).
 fn back_loaded_cumulative(tau: f64) -> f64 {
     tau.clamp(0.0, 1.0).powf(1.5)
+}
+
+/// Whether the product's sales so far refute the user's belief (`expectedSales` at the
+/// default prices): fewer than `share` of what the belief expects by now, read against a
+/// back-loaded curve (the reading that expects the fewest so far), and fewer than a
+/// Poisson count of that mean shows once in a thousand times ([`REFUTED_P`]). The prices
+/// charged before were at or below the defaults, where the belief expects more, so the
+/// test errs toward not firing.
+///
+/// Demand 40 % below the belief sells 60 % of it, and a late surge reads as weak demand
+/// early on: the cut floors are for those. A default that (almost) no buyer pays sells a
+/// few percent of it, and there the floors held the price near the default for good
+/// (nothing sold in a market of buyers paying 20 to 100 with the default at 120). Once
+/// the sales fall under [`REFUTED_SHARE`] of the belief the product is released from the
+/// floors for the rest of the instance (the flag rides on each item's exposure), and
+/// while they stay under [`DESCENT_SHARE`] of it each calculation also takes its prices
+/// [`DESCENT_STEP`] below the previous ones: the fit alone, anchored on a belief about
+/// the default, climbed back toward it as the first few sales came in (docs/pricing.md,
+/// "A default above the market").
+fn belief_refuted(items: &[Solving<'_>], share: f64) -> bool {
+    let sold: u64 = items.iter().map(|s| s.item.demand.units).sum();
+    let expected: f64 = items
+        .iter()
+        .map(|s| s.believed * back_loaded_cumulative(s.tau))
+        .sum();
+    (sold as f64) < share * expected && poisson_lower_tail(sold, expected) < REFUTED_P
+}
+
+/// The share of the belief under which the sales release a product from the cut floors.
+const REFUTED_SHARE: f64 = 0.2;
+/// The share of the belief under which a released product's prices keep stepping down.
+const DESCENT_SHARE: f64 = 0.35;
+/// How far below the previous price each calculation takes a descending product's prices.
+const DESCENT_STEP: f64 = 0.05;
+/// The chance under which [`belief_refuted`] takes the shortfall to be more than luck.
+const REFUTED_P: f64 = 1e-3;
+
+/// P(X <= k) for X Poisson of mean `mean` (1 for `k` at or above the mean, where nothing
+/// is refuted). The terms grow toward `k`, so they are summed from `k` down, each
+/// `i / mean` times the one after it; `ln k!` is Stirling's series beyond 256 terms.
+fn poisson_lower_tail(k: u64, mean: f64) -> f64 {
+    let kf = k as f64;
+    if mean.is_nan() || mean <= kf || mean.is_infinite() {
+        return 1.0;
+    }
+    let ln_factorial = if k <= 256 {
+        (2..=k).map(|i| (i as f64).ln()).sum::<f64>()
+    } else {
+        kf * kf.ln() - kf + 0.5 * (2.0 * std::f64::consts::PI * kf).ln() + 1.0 / (12.0 * kf)
+    };
+    let ln_last = -mean + kf * mean.ln() - ln_factorial;
+    let (mut sum, mut term, mut i) = (1.0, 1.0, kf);
+    while i >= 1.0 && term > 1e-12 * sum {
+        term *= i / mean;
+        sum += term;
+        i -= 1.0;
+    }
+    (ln_last + sum.ln()).exp().min(1.0)
 }
 
 /// How far each item may go below its default price while the booking curve is only the
@@ -537,6 +615,7 @@ fn exposure_now(
                 levels,
                 estimate: carried.estimate,
                 pace: Some(pace),
+                released: carried.released,
             };
             exposure.add(price, mass);
             exposure
@@ -651,6 +730,11 @@ pub struct RevenueExplanation {
     /// Share of the item's demand observed so far (by the booking curve).
     pub demand_observed: f64,
     pub curve: CurveSource,
+    /// The product's sales refuted the user's belief (far fewer than `expectedSales` at
+    /// the default prices, beyond chance): the default is above the market, so the cut
+    /// floors no longer hold the price, and it steps down while the sales stay far short.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub belief_refuted: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<ModelNote>,
 }
@@ -676,6 +760,7 @@ impl Default for RevenueExplanation {
             units_observed: 0,
             demand_observed: 0.0,
             curve: CurveSource::default(),
+            belief_refuted: false,
             note: None,
         }
     }

@@ -671,3 +671,98 @@ fn without_history_sales_rising_toward_the_event_leave_more_demand_to_come() {
         price(&even)
     );
 }
+
+#[test]
+fn poisson_lower_tail_matches_the_sums() {
+    // P(X <= k) by the terms e^-m m^i / i!, summed directly in log space.
+    let direct = |k: u64, m: f64| -> f64 {
+        let mut ln_term = -m;
+        let mut sum = ln_term.exp();
+        for i in 1..=k {
+            ln_term += m.ln() - (i as f64).ln();
+            sum += ln_term.exp();
+        }
+        sum
+    };
+    assert!((poisson_lower_tail(0, 7.0) - (-7.0f64).exp()).abs() < 1e-15);
+    assert!((poisson_lower_tail(2, 10.0) - 61.0 * (-10.0f64).exp()).abs() < 1e-15);
+    for (k, m) in [(5, 30.0), (100, 400.0), (300, 600.0), (1_000, 1_500.0)] {
+        let (got, want) = (poisson_lower_tail(k, m), direct(k, m));
+        assert!(
+            (got / want - 1.0).abs() < 1e-9,
+            "{k}, {m}: {got} against {want}"
+        );
+    }
+    // At or above the mean nothing is refuted; a mean that is no number refutes nothing.
+    assert_eq!(poisson_lower_tail(10, 10.0), 1.0);
+    assert_eq!(poisson_lower_tail(11, 10.0), 1.0);
+    assert_eq!(poisson_lower_tail(0, f64::NAN), 1.0);
+    assert_eq!(poisson_lower_tail(0, f64::INFINITY), 1.0);
+}
+
+#[test]
+fn a_default_no_buyer_pays_is_released_from_the_cut_floors_and_steps_down() {
+    // The user expects 180 of 200 units at 60, and nobody buys. Before the refutation the
+    // cut floor holds the price at 11 % below the default; once it is beyond chance
+    // (about day 4 read against the back-loaded curve) the floors let go and each
+    // calculation takes the price 5 % lower, down to the item's min of 20. (Before,
+    // the price stayed at 53.40 for the whole period: buyers paying 20 to 50 never met it.)
+    let mut b = one_item(0.9);
+    let early = trade(&mut b, 3, &ProjectHistory::default(), |_| 0);
+    let price = |c: &Calculation| c.get(&id("ga")).expect("priced").price.to_f64();
+    assert!(price(&early) >= 60.0 * (1.0 - UNINFORMED_CUT) - 0.01);
+    assert!(!explanation(&early, "ga").belief_refuted);
+    let mut b = one_item(0.9);
+    let before = trade(&mut b, 8, &ProjectHistory::default(), |_| 0);
+    let now = Timestamp::from_millis(before.calculated_at.millis() + 6 * 3_600_000).expect("time");
+    let after = run_after(&b.state, now, &ProjectHistory::default(), &before);
+    let e = explanation(&after, "ga");
+    assert!(e.belief_refuted, "{e:?}");
+    assert!(price(&before) < 40.0, "{}", price(&before));
+    assert!(
+        (price(&after) - (price(&before) * (1.0 - DESCENT_STEP)).max(20.0)).abs() < 0.011,
+        "{} after {}",
+        price(&after),
+        price(&before)
+    );
+    let exposure = after.get(&id("ga")).and_then(|p| p.exposure.clone());
+    assert!(exposure.is_some_and(|x| x.released));
+}
+
+#[test]
+fn once_released_a_product_stays_released_and_stops_descending_when_buyers_come() {
+    // Nothing sells for 6 days, then 12 a day (more than the belief's 6): the sales no
+    // longer refute the belief, so the prices stop stepping down, but the floors do not
+    // come back (they would lift the price to the default's again, where nobody bought).
+    let mut b = one_item(0.9);
+    let c = trade(&mut b, 16, &ProjectHistory::default(), |day| {
+        if day < 7 { 0 } else { 12 }
+    });
+    let e = explanation(&c, "ga");
+    assert!(e.belief_refuted, "{e:?}");
+    let now = Timestamp::from_millis(c.calculated_at.millis() + 6 * 3_600_000).expect("time");
+    let next = run_after(&b.state, now, &ProjectHistory::default(), &c);
+    let price = |c: &Calculation| c.get(&id("ga")).expect("priced").price.to_f64();
+    assert!(
+        price(&next) > price(&c) * (1.0 - DESCENT_STEP) + 0.005,
+        "{} after {}: still descending",
+        price(&next),
+        price(&c)
+    );
+    assert!(explanation(&next, "ga").belief_refuted);
+}
+
+#[test]
+fn demand_below_the_belief_is_not_a_refutation() {
+    // 40 % below the belief (3.6 a day against 6) for two thirds of the period: the cut
+    // floors keep doing their work, nothing is released.
+    let mut b = one_item(0.9);
+    let c = trade(&mut b, 21, &ProjectHistory::default(), |day| {
+        if day % 5 < 3 { 4 } else { 3 }
+    });
+    let e = explanation(&c, "ga");
+    assert!(!e.belief_refuted, "{e:?}");
+    assert!(
+        c.get(&id("ga")).expect("priced").price.to_f64() >= 60.0 * (1.0 - UNINFORMED_CUT) - 0.01
+    );
+}
