@@ -417,8 +417,9 @@ fn back_loaded_cumulative(tau: f64) -> f64 {
 
 /// Whether the product's sales so far refute the user's belief (`expectedSales` at the
 /// default prices): fewer than `share` of what the belief expects by now, read against a
-/// back-loaded curve (the reading that expects the fewest so far), and fewer than a
-/// Poisson count of that mean shows once in a thousand times ([`REFUTED_P`]). The prices
+/// back-loaded curve (the reading that expects the fewest so far), once that is at least
+/// [`REFUTING_EXPECTED`] units, and fewer than a Poisson count of that mean shows once in
+/// a thousand times ([`REFUTED_P`]). The prices
 /// charged before were at or below the defaults, where the belief expects more, so the
 /// test errs toward not firing.
 ///
@@ -438,11 +439,17 @@ fn belief_refuted(items: &[Solving<'_>], share: f64) -> bool {
         .iter()
         .map(|s| s.believed * back_loaded_cumulative(s.tau))
         .sum();
-    (sold as f64) < share * expected && poisson_lower_tail(sold, expected) < REFUTED_P
+    expected >= REFUTING_EXPECTED
+        && (sold as f64) < share * expected
+        && poisson_lower_tail(sold, expected) < REFUTED_P
 }
 
 /// The share of the belief under which the sales release a product from the cut floors.
-const REFUTED_SHARE: f64 = 0.2;
+const REFUTED_SHARE: f64 = 0.1;
+/// The units the belief must expect by now before the sales can refute it: with fewer, a
+/// slow start of buyers who come late (fewer early on than even the back-loaded reading
+/// expects) refuted it in a few runs of twenty-five.
+const REFUTING_EXPECTED: f64 = 15.0;
 /// The share of the belief under which a released product's prices keep stepping down.
 const DESCENT_SHARE: f64 = 0.35;
 /// How far below the previous price each calculation takes a descending product's prices.

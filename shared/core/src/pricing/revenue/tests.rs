@@ -703,12 +703,14 @@ fn poisson_lower_tail_matches_the_sums() {
 #[test]
 fn a_default_no_buyer_pays_is_released_from_the_cut_floors_and_steps_down() {
     // The user expects 180 of 200 units at 60, and nobody buys. Before the refutation the
-    // cut floor holds the price at 11 % below the default; once it is beyond chance
-    // (about day 4 read against the back-loaded curve) the floors let go and each
-    // calculation takes the price 5 % lower, down to the item's min of 20. (Before,
-    // the price stayed at 53.40 for the whole period: buyers paying 20 to 50 never met it.)
+    // cut floor holds the price at 11 % below the default. After 5 days the back-loaded
+    // reading expects 12 units: no sale at all is already beyond chance, but too few
+    // units are expected to refute the belief (a slow start of late buyers looks like
+    // it). From the sixth day's evening (15 expected) the floors let go and each calculation
+    // takes the price 5 % lower, down to the item's min of 20. (Before, the price stayed
+    // at 53.40 for the whole period: buyers paying 20 to 50 never met it.)
     let mut b = one_item(0.9);
-    let early = trade(&mut b, 3, &ProjectHistory::default(), |_| 0);
+    let early = trade(&mut b, 6, &ProjectHistory::default(), |_| 0);
     let price = |c: &Calculation| c.get(&id("ga")).expect("priced").price.to_f64();
     assert!(price(&early) >= 60.0 * (1.0 - UNINFORMED_CUT) - 0.01);
     assert!(!explanation(&early, "ga").belief_refuted);
@@ -731,12 +733,12 @@ fn a_default_no_buyer_pays_is_released_from_the_cut_floors_and_steps_down() {
 
 #[test]
 fn once_released_a_product_stays_released_and_stops_descending_when_buyers_come() {
-    // Nothing sells for 6 days, then 12 a day (more than the belief's 6): the sales no
+    // Nothing sells for 8 days, then 12 a day (more than the belief's 6): the sales no
     // longer refute the belief, so the prices stop stepping down, but the floors do not
     // come back (they would lift the price to the default's again, where nobody bought).
     let mut b = one_item(0.9);
-    let c = trade(&mut b, 16, &ProjectHistory::default(), |day| {
-        if day < 7 { 0 } else { 12 }
+    let c = trade(&mut b, 18, &ProjectHistory::default(), |day| {
+        if day < 9 { 0 } else { 12 }
     });
     let e = explanation(&c, "ga");
     assert!(e.belief_refuted, "{e:?}");
