@@ -351,12 +351,13 @@ pub(crate) fn plan_product(
         .collect();
     // A default far above the market: once the sales refute the user's belief, the cut
     // floors (which rest on it) no longer hold the product, and its prices step down
-    // while the sales stay far short of it (see [`belief_refuted`]).
+    // while the sales stay far short of it (see [`Shortfall`]).
     let mut descending = false;
     if source == CurveSource::Prior {
+        let shortfall = Shortfall::of(&solving, product, believed);
         let released =
-            solving.iter().any(|s| s.exposure.released) || belief_refuted(&solving, REFUTED_SHARE);
-        descending = released && belief_refuted(&solving, DESCENT_SHARE);
+            solving.iter().any(|s| s.exposure.released) || shortfall.refutes(REFUTED_SHARE);
+        descending = released && shortfall.refutes(DESCENT_SHARE);
         if released {
             for s in &mut solving {
                 s.exposure.released = true;
@@ -369,13 +370,18 @@ pub(crate) fn plan_product(
         }
     }
     let (bid_price, expected) = solve(&solving, units_left as f64);
+    // At least one rounding step down: 5 % of a price under ten steps would round back up.
+    let step = product.properties.rounding.step.to_f64();
     solving
         .into_iter()
         .map(|s| {
             let m = &s.market;
             let mut price = item_price(m, bid_price);
-            if let Some(previous) = s.previous.filter(|_| descending) {
-                price = price.min(previous * (1.0 - DESCENT_STEP)).max(m.min);
+            // From a previous price of 0 there is nothing to step down from (as for
+            // maxStepChange, which it caps nothing).
+            if let Some(previous) = s.previous.filter(|p| descending && *p > 0.0) {
+                let down = (previous * (1.0 - DESCENT_STEP)).min(previous - step);
+                price = price.min(down).max(m.min);
             }
             let explanation = ModelExplanation::Revenue(Box::new(RevenueExplanation {
                 demand_level: m.estimate.level,
@@ -391,7 +397,9 @@ pub(crate) fn plan_product(
                 units_observed: s.item.demand.units,
                 demand_observed: s.exposure.mass(),
                 curve: source,
-                belief_refuted: s.exposure.released,
+                // Read only while the curve is the prior (a learned curve since prices
+                // freely; the flag stays on the exposure all the same).
+                belief_refuted: source == CurveSource::Prior && s.exposure.released,
                 note: None,
             }));
             ItemPlan {
@@ -415,13 +423,13 @@ fn back_loaded_cumulative(tau: f64) -> f64 {
     tau.clamp(0.0, 1.0).powf(1.5)
 }
 
-/// Whether the product's sales so far refute the user's belief (`expectedSales` at the
-/// default prices): fewer than `share` of what the belief expects by now, read against a
-/// back-loaded curve (the reading that expects the fewest so far), once that is at least
-/// [`REFUTING_EXPECTED`] units, and fewer than a Poisson count of that mean shows once in
-/// a thousand times ([`REFUTED_P`]). The prices
-/// charged before were at or below the defaults, where the belief expects more, so the
-/// test errs toward not firing.
+/// How the product's sales so far compare with the user's belief (`expectedSales` at the
+/// default prices). They refute it when they are fewer than a share of what the belief
+/// expects by now, read against a back-loaded curve (the reading that expects the fewest
+/// so far), once that is at least [`REFUTING_EXPECTED`] units, and fewer than a Poisson
+/// count of that mean shows once in a thousand times ([`REFUTED_P`]). The prices charged
+/// before were at or below the defaults, where the belief expects more, so the test errs
+/// toward not firing.
 ///
 /// Demand 40 % below the belief sells 60 % of it, and a late surge reads as weak demand
 /// early on: the cut floors are for those. A default that (almost) no buyer pays sells a
@@ -430,18 +438,46 @@ fn back_loaded_cumulative(tau: f64) -> f64 {
 /// the sales fall under [`REFUTED_SHARE`] of the belief the product is released from the
 /// floors for the rest of the instance (the flag rides on each item's exposure), and
 /// while they stay under [`DESCENT_SHARE`] of it each calculation also takes its prices
-/// [`DESCENT_STEP`] below the previous ones: the fit alone, anchored on a belief about
-/// the default, climbed back toward it as the first few sales came in (docs/pricing.md,
-/// "A default above the market").
-fn belief_refuted(items: &[Solving<'_>], share: f64) -> bool {
-    let sold: u64 = items.iter().map(|s| s.item.demand.units).sum();
-    let expected: f64 = items
-        .iter()
-        .map(|s| s.believed * back_loaded_cumulative(s.tau))
-        .sum();
-    expected >= REFUTING_EXPECTED
-        && (sold as f64) < share * expected
-        && poisson_lower_tail(sold, expected) < REFUTED_P
+/// [`DESCENT_STEP`] (and at least one rounding step) below the previous ones: the fit
+/// alone, anchored on a belief about the default, climbed back toward it as the first
+/// few sales came in (docs/pricing.md, "A default above the market").
+struct Shortfall {
+    /// Units the product's items bought so far.
+    sold: u64,
+    /// Units the belief expects by now.
+    expected: f64,
+}
+
+impl Shortfall {
+    /// The product's units bought so far, and what the belief (`believed` units over the
+    /// period at the defaults, the product's, split equally among its live items as the
+    /// fit's prior splits it) expects by now. A removed item's units still count (the
+    /// product record keeps them): the belief is the whole product's.
+    fn of(items: &[Solving<'_>], product: &ProductState, believed: f64) -> Shortfall {
+        let live = items
+            .iter()
+            .fold(0u64, |sum, s| sum.saturating_add(s.item.demand.units));
+        let all = product
+            .demand
+            .bins
+            .iter()
+            .fold(0u64, |sum, u| sum.saturating_add(*u));
+        let each = believed / items.len().max(1) as f64;
+        Shortfall {
+            sold: live.max(all),
+            expected: items
+                .iter()
+                .map(|s| each * back_loaded_cumulative(s.tau))
+                .sum(),
+        }
+    }
+
+    /// Whether the sales are under `share` of the belief, beyond chance.
+    fn refutes(&self, share: f64) -> bool {
+        self.expected >= REFUTING_EXPECTED
+            && (self.sold as f64) < share * self.expected
+            && poisson_lower_tail(self.sold, self.expected) < REFUTED_P
+    }
 }
 
 /// The share of the belief under which the sales release a product from the cut floors.
@@ -454,7 +490,7 @@ const REFUTING_EXPECTED: f64 = 15.0;
 const DESCENT_SHARE: f64 = 0.35;
 /// How far below the previous price each calculation takes a descending product's prices.
 const DESCENT_STEP: f64 = 0.05;
-/// The chance under which [`belief_refuted`] takes the shortfall to be more than luck.
+/// The chance under which [`Shortfall`] takes the shortfall to be more than luck.
 const REFUTED_P: f64 = 1e-3;
 
 /// P(X <= k) for X Poisson of mean `mean` (1 for `k` at or above the mean, where nothing
@@ -630,6 +666,7 @@ fn exposure_now(
         _ => {
             let mut exposure = Exposure {
                 pace: Some(Pace::starting(item.demand.units)),
+                released: input.carried.is_some_and(|c| c.released),
                 ..Exposure::default()
             };
             exposure.add(price, curve.mass(0.0, tau));

@@ -755,6 +755,34 @@ fn once_released_a_product_stays_released_and_stops_descending_when_buyers_come(
 }
 
 #[test]
+fn sales_between_a_tenth_and_a_third_of_the_belief_keep_a_released_product_descending() {
+    // Nothing for 8 days (released), then 2 a day: by day 16 the 14 units are more than a
+    // tenth of what the belief expects by then (64 read against the back-loaded curve),
+    // so they would not release the product again, but fewer than 35 % of it: still
+    // released, the prices keep stepping down, far below where the floors would hold
+    // them (53.40).
+    let mut b = one_item(0.9);
+    let c = trade(&mut b, 16, &ProjectHistory::default(), |day| {
+        if day < 9 { 0 } else { 2 }
+    });
+    let now = Timestamp::from_millis(c.calculated_at.millis() + 6 * 3_600_000).expect("time");
+    let next = run_after(&b.state, now, &ProjectHistory::default(), &c);
+    let price = |c: &Calculation| c.get(&id("ga")).expect("priced").price.to_f64();
+    assert!(explanation(&next, "ga").belief_refuted);
+    assert!(
+        price(&next) < 60.0 * (1.0 - UNINFORMED_CUT) - 0.01,
+        "{}",
+        price(&next)
+    );
+    assert!(
+        price(&next) < price(&c) || price(&next) == 20.0,
+        "{} after {}",
+        price(&next),
+        price(&c)
+    );
+}
+
+#[test]
 fn demand_below_the_belief_is_not_a_refutation() {
     // 40 % below the belief (3.6 a day against 6) for two thirds of the period: the cut
     // floors keep doing their work, nothing is released.
@@ -767,4 +795,94 @@ fn demand_below_the_belief_is_not_a_refutation() {
     assert!(
         c.get(&id("ga")).expect("priced").price.to_f64() >= 60.0 * (1.0 - UNINFORMED_CUT) - 0.01
     );
+}
+
+/// One item `ga` (min 20, default 60) of a product of 200 with the rounding step `step`,
+/// whose user expects to sell 180 at the default.
+fn one_item_stepped(step: &'static str) -> Builder {
+    let mut b = Builder::new();
+    b.product(
+        "p",
+        Product {
+            capacity: Some(200),
+            model: revenue(),
+            expected_sales: 0.9,
+            step,
+        },
+    )
+    .item(
+        "ga",
+        "p",
+        Item {
+            min: "20",
+            max: "200",
+            default: "60",
+            sales: june(),
+            ..Item::default()
+        },
+    );
+    b
+}
+
+#[test]
+fn the_descent_takes_at_least_one_rounding_step() {
+    // Prices on a grid of 5: 5 % of 45 rounds back to 45, so the descent must take a
+    // whole step (before, it stayed at 45 for the rest of the period).
+    let mut b = one_item_stepped("5");
+    let c = trade(&mut b, 14, &ProjectHistory::default(), |_| 0);
+    let price = c.get(&id("ga")).expect("priced").price.to_f64();
+    assert!(explanation(&c, "ga").belief_refuted);
+    assert!(price <= 25.0, "{price}");
+}
+
+#[test]
+fn a_removed_items_sales_still_answer_the_belief() {
+    // `ga` sold 60 units in 6 days, as the product's belief expects, and is removed: the
+    // belief is the product's, and its sales still count, so `vip` is not released.
+    let mut b = two_items_in(june());
+    for day in 1..=6 {
+        sell(&mut b, "ga", 10, 60.0, day);
+    }
+    b.state.items.get_mut(&id("ga")).expect("item").removed = true;
+    let c = run(&b.state, at(10), &ProjectHistory::default());
+    let e = explanation(&c, "vip");
+    assert!(!e.belief_refuted, "{e:?}");
+}
+
+#[test]
+fn a_previous_price_of_0_is_not_stepped_down_from() {
+    // Released and descending, but the previous price was 0: 5 % below it is nothing to
+    // go by (as maxStepChange caps nothing from 0), so the model's own price stands
+    // instead of the item's min.
+    let mut b = one_item(0.9);
+    let mut before = trade(&mut b, 8, &ProjectHistory::default(), |_| 0);
+    for p in before.prices.iter_mut() {
+        p.price = Money::ZERO;
+    }
+    let now = Timestamp::from_millis(before.calculated_at.millis() + 6 * 3_600_000).expect("time");
+    let after = run_after(&b.state, now, &ProjectHistory::default(), &before);
+    assert!(explanation(&after, "ga").belief_refuted);
+    let price = after.get(&id("ga")).expect("priced").price.to_f64();
+    assert!(price > 20.0, "{price}");
+}
+
+#[test]
+fn with_a_learned_curve_the_release_is_not_claimed() {
+    // The flag rides on the exposure, but a learned curve prices without floors anyway:
+    // the explanation does not say the belief was refuted.
+    let mut b = one_item(0.9);
+    let before = trade(&mut b, 10, &ProjectHistory::default(), |_| 0);
+    assert!(explanation(&before, "ga").belief_refuted);
+    let mut past = one_item_in(june_2025(), 0.9);
+    for day in 1..=30 {
+        sell(&mut past, "ga", 2, 30.0, day);
+    }
+    let now = Timestamp::from_millis(before.calculated_at.millis() + 6 * 3_600_000).expect("time");
+    let history = ProjectHistory::learn([&past.state], now);
+    let after = run_after(&b.state, now, &history, &before);
+    let e = explanation(&after, "ga");
+    assert_eq!(e.curve, CurveSource::Learned);
+    assert!(!e.belief_refuted, "{e:?}");
+    let carried = after.get(&id("ga")).and_then(|p| p.exposure.clone());
+    assert!(carried.is_some_and(|x| x.released), "kept on the exposure");
 }
