@@ -380,8 +380,10 @@ pub(crate) fn plan_product(
             // From a previous price of 0 there is nothing to step down from (as for
             // maxStepChange, which it caps nothing).
             if let Some(previous) = s.previous.filter(|p| descending && *p > 0.0) {
+                let ps = &s.item.properties.price_settings;
+                let lowest = DESCENT_FLOOR * ps.default.to_f64() * ps.multiplier;
                 let down = (previous * (1.0 - DESCENT_STEP)).min(previous - step);
-                price = price.min(down).max(m.min);
+                price = price.min(down.max(lowest)).max(m.min);
             }
             let explanation = ModelExplanation::Revenue(Box::new(RevenueExplanation {
                 demand_level: m.estimate.level,
@@ -490,6 +492,12 @@ const REFUTING_EXPECTED: f64 = 15.0;
 const DESCENT_SHARE: f64 = 0.35;
 /// How far below the previous price each calculation takes a descending product's prices.
 const DESCENT_STEP: f64 = 0.05;
+/// The lowest price the descent itself takes an item to, as a share of its default (times
+/// its multiplier): sales far short of the belief may also mean a market smaller than the
+/// user thought, where a deep cut only gives the margin away (with the belief 16 times the
+/// demand and the default right, a descent to the min lost 8 to 22 points against the
+/// fixed default); below it only the fit's own price goes.
+const DESCENT_FLOOR: f64 = 0.7;
 /// The chance under which [`Shortfall`] takes the shortfall to be more than luck.
 const REFUTED_P: f64 = 1e-3;
 

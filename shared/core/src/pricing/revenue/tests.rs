@@ -706,29 +706,38 @@ fn a_default_no_buyer_pays_is_released_from_the_cut_floors_and_steps_down() {
     // cut floor holds the price at 11 % below the default. After 5 days the back-loaded
     // reading expects 12 units: no sale at all is already beyond chance, but too few
     // units are expected to refute the belief (a slow start of late buyers looks like
-    // it). From the sixth day's evening (15 expected) the floors let go and each calculation
-    // takes the price 5 % lower, down to the item's min of 20. (Before, the price stayed
-    // at 53.40 for the whole period: buyers paying 20 to 50 never met it.)
+    // it). From the sixth day's evening (15 expected) the floors let go and each
+    // calculation takes the price 5 % lower, down to 30 % below the default (42): lower
+    // only where the fit's own price goes. (Before, the price stayed at 53.40 for the
+    // whole period: buyers paying 20 to 50 never met it.)
     let mut b = one_item(0.9);
     let early = trade(&mut b, 6, &ProjectHistory::default(), |_| 0);
     let price = |c: &Calculation| c.get(&id("ga")).expect("priced").price.to_f64();
     assert!(price(&early) >= 60.0 * (1.0 - UNINFORMED_CUT) - 0.01);
     assert!(!explanation(&early, "ga").belief_refuted);
     let mut b = one_item(0.9);
-    let before = trade(&mut b, 8, &ProjectHistory::default(), |_| 0);
+    let before = trade(&mut b, 7, &ProjectHistory::default(), |_| 0);
     let now = Timestamp::from_millis(before.calculated_at.millis() + 6 * 3_600_000).expect("time");
     let after = run_after(&b.state, now, &ProjectHistory::default(), &before);
     let e = explanation(&after, "ga");
     assert!(e.belief_refuted, "{e:?}");
-    assert!(price(&before) < 40.0, "{}", price(&before));
     assert!(
-        (price(&after) - (price(&before) * (1.0 - DESCENT_STEP)).max(20.0)).abs() < 0.011,
+        price(&before) < 60.0 * (1.0 - UNINFORMED_CUT) - 0.01,
+        "{}",
+        price(&before)
+    );
+    assert!(
+        (price(&after) - (price(&before) * (1.0 - DESCENT_STEP)).max(42.0)).abs() < 0.011,
         "{} after {}",
         price(&after),
         price(&before)
     );
     let exposure = after.get(&id("ga")).and_then(|p| p.exposure.clone());
     assert!(exposure.is_some_and(|x| x.released));
+    // Days later the descent has reached its floor, and goes no further by itself.
+    let mut b = one_item(0.9);
+    let later = trade(&mut b, 12, &ProjectHistory::default(), |_| 0);
+    assert!((price(&later) - 42.0).abs() < 0.001, "{}", price(&later));
 }
 
 #[test]
@@ -775,7 +784,7 @@ fn sales_between_a_tenth_and_a_third_of_the_belief_keep_a_released_product_desce
         price(&next)
     );
     assert!(
-        price(&next) < price(&c) || price(&next) == 20.0,
+        price(&next) < price(&c) || price(&next) <= 42.0 + 0.001,
         "{} after {}",
         price(&next),
         price(&c)
@@ -827,12 +836,13 @@ fn one_item_stepped(step: &'static str) -> Builder {
 #[test]
 fn the_descent_takes_at_least_one_rounding_step() {
     // Prices on a grid of 5: 5 % of 45 rounds back to 45, so the descent must take a
-    // whole step (before, it stayed at 45 for the rest of the period).
+    // whole step (before, it stayed at 45 for the rest of the period); it stops at its
+    // floor, 42, which rounds to 40.
     let mut b = one_item_stepped("5");
     let c = trade(&mut b, 14, &ProjectHistory::default(), |_| 0);
     let price = c.get(&id("ga")).expect("priced").price.to_f64();
     assert!(explanation(&c, "ga").belief_refuted);
-    assert!(price <= 25.0, "{price}");
+    assert!(price <= 40.0, "{price}");
 }
 
 #[test]
