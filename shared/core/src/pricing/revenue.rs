@@ -464,13 +464,18 @@ impl Shortfall {
             .bins
             .iter()
             .fold(0u64, |sum, u| sum.saturating_add(*u));
+        // A product's items usually share their sales period: its reading is computed once.
+        let mut last = (f64::NAN, 0.0);
+        let mut read = |tau: f64| {
+            if tau != last.0 {
+                last = (tau, back_loaded_cumulative(tau));
+            }
+            last.1
+        };
         let each = believed / items.len().max(1) as f64;
         Shortfall {
             sold: live.max(all),
-            expected: items
-                .iter()
-                .map(|s| each * back_loaded_cumulative(s.tau))
-                .sum(),
+            expected: items.iter().map(|s| each * read(s.tau)).sum(),
         }
     }
 
