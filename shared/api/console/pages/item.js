@@ -18,7 +18,7 @@ const REVENUE = [
   ['demandLeft', 'Share of demand to come (booking curve)', 'pct'],
   ['unitsObserved', 'Units sold so far (data behind the estimate)', 'int'],
   ['curve', 'Booking curve from', null],
-  ['beliefRefuted', 'Sales far below the expected sales (the default is above the market)', 'yesNo'],
+  ['beliefRefuted', 'Sales fell far short of the expected sales (the default looked above the market)', 'yesNo'],
 ];
 
 export async function itemPage({ p, i, x }) {

@@ -240,9 +240,9 @@ pub struct Exposure {
     /// Recent sales against what the estimates expected ([`Pace`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pace: Option<Pace>,
-    /// Set once the product's sales fell far short of what the user's belief expected,
-    /// beyond chance: the default is above the market, and the cut floors, which rest on
-    /// that belief, no longer hold the item (see `revenue::belief_refuted`).
+    /// Set once the product sold nothing at all while the user's belief expected 15 units
+    /// or more: the default is above the market, and the cut floors, which rest on that
+    /// belief, no longer hold the item (see `revenue::Shortfall`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub released: bool,
 }

@@ -353,10 +353,9 @@ pub(crate) fn plan_product(
     // floors (which rest on it) no longer hold the product, and its prices step down
     // while the sales stay far short of it (see [`Shortfall`]).
     let mut descending = false;
-    if source == CurveSource::Prior {
-        let shortfall = Shortfall::of(&solving, product, believed);
-        let released =
-            solving.iter().any(|s| s.exposure.released) || shortfall.refutes(REFUTED_SHARE);
+    if source == CurveSource::Prior && units_left > 0 {
+        let shortfall = Shortfall::of(&solving, product, believed, units_left);
+        let released = solving.iter().any(|s| s.exposure.released) || shortfall.nothing_sold();
         descending = released && shortfall.refutes(DESCENT_SHARE);
         if released {
             for s in &mut solving {
@@ -370,7 +369,6 @@ pub(crate) fn plan_product(
         }
     }
     let (bid_price, expected) = solve(&solving, units_left as f64);
-    // At least one rounding step down: 5 % of a price under ten steps would round back up.
     let step = product.properties.rounding.step.to_f64();
     solving
         .into_iter()
@@ -382,8 +380,7 @@ pub(crate) fn plan_product(
             if let Some(previous) = s.previous.filter(|p| descending && *p > 0.0) {
                 let ps = &s.item.properties.price_settings;
                 let lowest = DESCENT_FLOOR * ps.default.to_f64() * ps.multiplier;
-                let down = (previous * (1.0 - DESCENT_STEP)).min(previous - step);
-                price = price.min(down.max(lowest)).max(m.min);
+                price = descended(price, previous, lowest, step, m.min);
             }
             let explanation = ModelExplanation::Revenue(Box::new(RevenueExplanation {
                 demand_level: m.estimate.level,
@@ -426,23 +423,22 @@ fn back_loaded_cumulative(tau: f64) -> f64 {
 }
 
 /// How the product's sales so far compare with the user's belief (`expectedSales` at the
-/// default prices). They refute it when they are fewer than a share of what the belief
-/// expects by now, read against a back-loaded curve (the reading that expects the fewest
-/// so far), once that is at least [`REFUTING_EXPECTED`] units, and fewer than a Poisson
-/// count of that mean shows once in a thousand times ([`REFUTED_P`]). The prices charged
-/// before were at or below the defaults, where the belief expects more, so the test errs
-/// toward not firing.
+/// default prices), read against a back-loaded curve (the reading that expects the fewest
+/// so far).
 ///
-/// Demand 40 % below the belief sells 60 % of it, and a late surge reads as weak demand
-/// early on: the cut floors are for those. A default that (almost) no buyer pays sells a
-/// few percent of it, and there the floors held the price near the default for good
-/// (nothing sold in a market of buyers paying 20 to 100 with the default at 120). Once
-/// the sales fall under [`REFUTED_SHARE`] of the belief the product is released from the
-/// floors for the rest of the instance (the flag rides on each item's exposure), and
-/// while they stay under [`DESCENT_SHARE`] of it each calculation also takes its prices
-/// [`DESCENT_STEP`] (and at least one rounding step) below the previous ones: the fit
-/// alone, anchored on a belief about the default, climbed back toward it as the first
-/// few sales came in (docs/pricing.md, "A default above the market").
+/// Demand 40 % below the belief, or a market smaller than the user thought, sells a share
+/// of it, and a late surge reads as weak demand early on: the cut floors are for those.
+/// A default that no buyer pays sells nothing, and there the floors held the price near
+/// the default for good (nothing sold in a market of buyers paying 20 to 100 with the
+/// default at 120, in any edition). So a product that has sold nothing at all while the
+/// belief expects at least [`REFUTING_EXPECTED`] units by now (no sale is then a chance
+/// of 3 in 10 million) is released from the floors for the rest of the instance (the
+/// flag rides on each item's exposure; a later change of the default or the belief
+/// does not undo it), and while its sales stay under [`DESCENT_SHARE`] of the belief,
+/// beyond chance, each calculation also takes its prices [`DESCENT_STEP`] (and at least
+/// one rounding step) below the previous ones, down to [`DESCENT_FLOOR`] of the default:
+/// the fit alone, anchored on a belief about the default, climbed back toward it as the
+/// first few sales came in (docs/pricing.md, "A default above the market").
 struct Shortfall {
     /// Units the product's items bought so far.
     sold: u64,
@@ -453,9 +449,16 @@ struct Shortfall {
 impl Shortfall {
     /// The product's units bought so far, and what the belief (`believed` units over the
     /// period at the defaults, the product's, split equally among its live items as the
-    /// fit's prior splits it) expects by now. A removed item's units still count (the
-    /// product record keeps them): the belief is the whole product's.
-    fn of(items: &[Solving<'_>], product: &ProductState, believed: f64) -> Shortfall {
+    /// fit's prior splits it, each at most the item's total in circulation when known)
+    /// expects by now, of no more than the units the product has sold and can still sell
+    /// (its reservations take the rest). A removed item's units still count (the product
+    /// record keeps them): the belief is the whole product's.
+    fn of(
+        items: &[Solving<'_>],
+        product: &ProductState,
+        believed: f64,
+        units_left: u64,
+    ) -> Shortfall {
         let live = items
             .iter()
             .fold(0u64, |sum, s| sum.saturating_add(s.item.demand.units));
@@ -464,6 +467,7 @@ impl Shortfall {
             .bins
             .iter()
             .fold(0u64, |sum, u| sum.saturating_add(*u));
+        let sellable = units_left as f64 + product.demand.net_sold.max(0) as f64;
         // A product's items usually share their sales period: its reading is computed once.
         let mut last = (f64::NAN, 0.0);
         let mut read = |tau: f64| {
@@ -472,14 +476,24 @@ impl Shortfall {
             }
             last.1
         };
-        let each = believed / items.len().max(1) as f64;
+        let each = believed.min(sellable) / items.len().max(1) as f64;
+        let expected = items
+            .iter()
+            .map(|s| s.item.total.map_or(each, |t| each.min(t as f64)) * read(s.tau))
+            .sum();
         Shortfall {
             sold: live.max(all),
-            expected: items.iter().map(|s| each * read(s.tau)).sum(),
+            expected,
         }
     }
 
-    /// Whether the sales are under `share` of the belief, beyond chance.
+    /// No unit sold at all, though the belief expects [`REFUTING_EXPECTED`] by now.
+    fn nothing_sold(&self) -> bool {
+        self.sold == 0 && self.expected >= REFUTING_EXPECTED
+    }
+
+    /// Whether the sales are under `share` of the belief, beyond chance ([`REFUTED_P`]),
+    /// once it expects [`REFUTING_EXPECTED`] units.
     fn refutes(&self, share: f64) -> bool {
         self.expected >= REFUTING_EXPECTED
             && (self.sold as f64) < share * self.expected
@@ -487,11 +501,19 @@ impl Shortfall {
     }
 }
 
-/// The share of the belief under which the sales release a product from the cut floors.
-const REFUTED_SHARE: f64 = 0.1;
-/// The units the belief must expect by now before the sales can refute it: with fewer, a
-/// slow start of buyers who come late (fewer early on than even the back-loaded reading
-/// expects) refuted it in a few runs of twenty-five.
+/// The model price `price` of a descending item whose previous price was `previous`:
+/// [`DESCENT_STEP`] below it (at least one rounding `step`: 5 % of a price under ten
+/// steps would round back up), not below `lowest` (the descent's floor) by the descent
+/// itself, never above `previous` (a previous price already under the floor, the fit's
+/// own, caps too), lower where the fit's own price is, and not under `min`.
+fn descended(price: f64, previous: f64, lowest: f64, step: f64, min: f64) -> f64 {
+    let down = (previous * (1.0 - DESCENT_STEP)).min(previous - step);
+    price.min(down.max(lowest.min(previous))).max(min)
+}
+
+/// The units the belief must expect by now before no sale at all releases a product from
+/// the cut floors (and before its sales can keep it descending): with fewer, a slow start
+/// of buyers who come late, or of a market smaller than the user thought, looks the same.
 const REFUTING_EXPECTED: f64 = 15.0;
 /// The share of the belief under which a released product's prices keep stepping down.
 const DESCENT_SHARE: f64 = 0.35;
@@ -787,9 +809,9 @@ pub struct RevenueExplanation {
     /// Share of the item's demand observed so far (by the booking curve).
     pub demand_observed: f64,
     pub curve: CurveSource,
-    /// The product's sales refuted the user's belief (far fewer than `expectedSales` at
-    /// the default prices, beyond chance): the default is above the market, so the cut
-    /// floors no longer hold the price, and it steps down while the sales stay far short.
+    /// The product sold nothing at all while the user's belief expected 15 units or more
+    /// by then: the default looked above the market, so the cut floors no longer hold the
+    /// price, and it steps down while the sales stay far short of the belief.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub belief_refuted: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
