@@ -920,3 +920,46 @@ fn a_descent_steps_down_to_its_floor_and_never_up() {
         );
     }
 }
+
+#[test]
+fn what_the_product_cannot_sell_is_not_expected_of_it() {
+    // Nothing sells in 10 days, but 190 of the 200 units are reserved (or the item has 5
+    // in circulation): the belief can expect no more than what is left to sell, under the
+    // 15 units that a release needs.
+    let reserved = |b: &mut Builder| {
+        b.state
+            .products
+            .get_mut(&ProductId::parse("p").expect("id"))
+            .expect("p")
+            .reserved = 190
+    };
+    let total = |b: &mut Builder| b.state.items.get_mut(&id("ga")).expect("ga").total = Some(5);
+    for limit in [reserved, total] {
+        let mut b = one_item(0.9);
+        limit(&mut b);
+        let c = trade(&mut b, 11, &ProjectHistory::default(), |_| 0);
+        assert!(!explanation(&c, "ga").belief_refuted);
+    }
+}
+
+#[test]
+fn the_release_outlives_a_calculation_without_a_capacity() {
+    // Released, then the capacity is unknown for a calculation (the model keeps the
+    // default and says so): the flag is carried, and holds when the capacity is back.
+    let mut b = one_item(0.9);
+    let released = trade(&mut b, 10, &ProjectHistory::default(), |_| 0);
+    assert!(explanation(&released, "ga").belief_refuted);
+    set_capacity(&mut b, None);
+    let now = Timestamp::from_millis(released.calculated_at.millis() + 3_600_000).expect("time");
+    let without = run_after(&b.state, now, &ProjectHistory::default(), &released);
+    assert_eq!(
+        explanation(&without, "ga").note,
+        Some(ModelNote::NoCapacity)
+    );
+    let carried = without.get(&id("ga")).and_then(|p| p.exposure.clone());
+    assert!(carried.is_some_and(|x| x.released));
+    set_capacity(&mut b, Some(200));
+    let later = Timestamp::from_millis(now.millis() + 3_600_000).expect("time");
+    let back = run_after(&b.state, later, &ProjectHistory::default(), &without);
+    assert!(explanation(&back, "ga").belief_refuted);
+}
