@@ -349,14 +349,18 @@ pub(crate) fn plan_product(
             }
         })
         .collect();
-    // A default far above the market: once the sales refute the user's belief, the cut
-    // floors (which rest on it) no longer hold the product, and its prices step down
-    // while the sales stay far short of it (see [`Shortfall`]).
+    // A default far above the market: once the product has sold nothing though the
+    // user's belief expects 15 units by now, the cut floors (which rest on that belief)
+    // no longer hold it, and its prices step down while the sales stay far short of the
+    // belief (see [`Shortfall`]).
     let mut descending = false;
-    if source == CurveSource::Prior && units_left > 0 {
-        let shortfall = Shortfall::of(&solving, product, believed, units_left);
-        let released = solving.iter().any(|s| s.exposure.released) || shortfall.nothing_sold();
-        descending = released && shortfall.refutes(DESCENT_SHARE);
+    if source == CurveSource::Prior {
+        // A product with no unit left is not tested (nothing it could sell is missing).
+        let shortfall =
+            (units_left > 0).then(|| Shortfall::of(&solving, product, believed, units_left));
+        let released = solving.iter().any(|s| s.exposure.released)
+            || shortfall.as_ref().is_some_and(Shortfall::nothing_sold);
+        descending = released && shortfall.is_some_and(|s| s.refutes(DESCENT_SHARE));
         if released {
             for s in &mut solving {
                 s.exposure.released = true;
