@@ -379,8 +379,8 @@ pub(crate) fn plan_product(
         .map(|s| {
             let m = &s.market;
             let mut price = item_price(m, bid_price);
-            // From a previous price of 0 there is nothing to step down from (as for
-            // maxStepChange, which it caps nothing).
+            // From a previous price of 0 nothing steps down (as maxStepChange caps
+            // nothing from 0).
             if let Some(previous) = s.previous.filter(|p| descending && *p > 0.0) {
                 let ps = &s.item.properties.price_settings;
                 let lowest = DESCENT_FLOOR * ps.default.to_f64() * ps.multiplier;
@@ -400,8 +400,8 @@ pub(crate) fn plan_product(
                 units_observed: s.item.demand.units,
                 demand_observed: s.exposure.mass(),
                 curve: source,
-                // Read only while the curve is the prior (a learned curve since prices
-                // freely; the flag stays on the exposure all the same).
+                // Said only while the curve is the prior (a learned curve prices without
+                // floors anyway; the flag stays on the exposure all the same).
                 belief_refuted: source == CurveSource::Prior && s.exposure.released,
                 note: None,
             }));
@@ -525,9 +525,9 @@ const DESCENT_SHARE: f64 = 0.35;
 const DESCENT_STEP: f64 = 0.05;
 /// The lowest price the descent itself takes an item to, as a share of its default (times
 /// its multiplier): sales far short of the belief may also mean a market smaller than the
-/// user thought, where a deep cut only gives the margin away (with the belief 16 times the
-/// demand and the default right, a descent to the min lost 8 to 22 points against the
-/// fixed default); below it only the fit's own price goes.
+/// user thought, where a deep cut only gives the margin away (in markets of a belief 16
+/// times the demand, a descent to the item's min lost 8 to 22 points against the fixed
+/// default: docs/pricing.md); below it only the fit's own price goes.
 const DESCENT_FLOOR: f64 = 0.7;
 /// The chance under which [`Shortfall`] takes the shortfall to be more than luck.
 const REFUTED_P: f64 = 1e-3;
