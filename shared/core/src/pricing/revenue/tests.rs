@@ -55,6 +55,16 @@ fn one_item(expected_sales: f64) -> Builder {
 }
 
 fn one_item_in(sales: (&'static str, &'static str), expected_sales: f64) -> Builder {
+    one_item_stepped(sales, expected_sales, Product::default().step)
+}
+
+/// One item `ga` (min 20, max 200, default 60) of a product of 200 units, its prices on
+/// the rounding grid `step`.
+fn one_item_stepped(
+    sales: (&'static str, &'static str),
+    expected_sales: f64,
+    step: &'static str,
+) -> Builder {
     let mut b = Builder::new();
     b.product(
         "p",
@@ -62,7 +72,7 @@ fn one_item_in(sales: (&'static str, &'static str), expected_sales: f64) -> Buil
             capacity: Some(200),
             model: revenue(),
             expected_sales,
-            ..Product::default()
+            step,
         },
     )
     .item(
@@ -809,39 +819,12 @@ fn demand_below_the_belief_is_not_a_refutation() {
     );
 }
 
-/// One item `ga` (min 20, default 60) of a product of 200 with the rounding step `step`,
-/// whose user expects to sell 180 at the default.
-fn one_item_stepped(step: &'static str) -> Builder {
-    let mut b = Builder::new();
-    b.product(
-        "p",
-        Product {
-            capacity: Some(200),
-            model: revenue(),
-            expected_sales: 0.9,
-            step,
-        },
-    )
-    .item(
-        "ga",
-        "p",
-        Item {
-            min: "20",
-            max: "200",
-            default: "60",
-            sales: june(),
-            ..Item::default()
-        },
-    );
-    b
-}
-
 #[test]
 fn the_descent_takes_at_least_one_rounding_step() {
     // Prices on a grid of 5: 5 % of 45 rounds back to 45, so the descent must take a
     // whole step (before, it stayed at 45 for the rest of the period); it stops at its
     // floor, 42, which rounds to 40.
-    let mut b = one_item_stepped("5");
+    let mut b = one_item_stepped(june(), 0.9, "5");
     let c = trade(&mut b, 14, &ProjectHistory::default(), |_| 0);
     let price = c.get(&id("ga")).expect("priced").price.to_f64();
     assert!(explanation(&c, "ga").belief_refuted);
