@@ -70,6 +70,14 @@ pub struct ServeArgs {
     /// Webhook subscriptions per project (project level) and per instance.
     #[arg(long, env = "PRICING_MAX_SUBSCRIPTIONS_PER_SCOPE", default_value_t = pricing_core::webhooks::MAX_SUBSCRIPTIONS_PER_SCOPE as u64)]
     pub max_subscriptions_per_scope: u64,
+    /// Seconds a client may take to send a request's headers (from when the connection
+    /// opens or its previous response went out); the connection is closed after that.
+    #[arg(long, env = "PRICING_HEADER_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub header_timeout: u64,
+    /// Seconds a request body may take to arrive once its handler reads it (408 after
+    /// that).
+    #[arg(long, env = "PRICING_BODY_TIMEOUT", default_value_t = pricing_api::app::BODY_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub body_timeout: u64,
     /// Entry-processing workers.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,

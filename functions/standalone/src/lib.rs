@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod datadir;
+pub mod http;
 pub mod metrics;
 pub mod oauth;
 pub mod serve;

@@ -78,6 +78,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
             instances_per_project: args.max_instances_per_project,
             subscriptions_per_scope: args.max_subscriptions_per_scope,
         })
+        .with_body_timeout(Duration::from_secs(args.body_timeout))
         .with_callback_policy(policy)
         .with_warm_states(processor.clone());
     let router = pricing_api::router(Arc::new(app))
@@ -166,13 +167,13 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     }
     tracing::info!(%addr, data = %args.data.display(), retention = %retention.describe(), "service started");
 
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|source| Error::Listen {
-            addr: addr.to_string(),
-            source,
-        })?;
+    crate::http::serve(
+        listener,
+        router,
+        Duration::from_secs(args.header_timeout),
+        shutdown_signal(),
+    )
+    .await;
 
     tracing::info!("shutting down: finishing work in progress");
     let _ = stop.send(true);
@@ -235,11 +236,13 @@ async fn serve_metrics(
         token.map(str::trim),
     );
     let router = crate::metrics::router(Arc::new(scrape));
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router).await {
-            tracing::error!(error = %e, "the /metrics listener stopped");
-        }
-    });
+    let header_timeout = Duration::from_secs(args.header_timeout);
+    tokio::spawn(crate::http::serve(
+        listener,
+        router,
+        header_timeout,
+        std::future::pending(),
+    ));
     Ok(Some(addr))
 }
 

@@ -1,6 +1,7 @@
 //! The `serve` defaults on the real binary (issue 9, item 11): the callback policy follows
 //! the listen address, an existing data directory keeps its mode, and the database files
-//! are private.
+//! are private. And its read timeouts: a connection that does not send its headers in
+//! time is closed, a body that stalls gets 408.
 
 #![allow(clippy::unwrap_used)]
 
@@ -174,4 +175,84 @@ async fn the_data_directory_keeps_its_mode_and_the_database_is_private() {
     let _service = Serve::start(&fresh, "127.0.0.1:0", &[]);
     assert_eq!(mode(&fresh), 0o700);
     assert_eq!(mode(&fresh.join("pricing.db")), 0o600);
+}
+
+/// Writes `bytes` on a new connection to `service`, then reads until the server closes it
+/// (or 10 s pass): what it answered, and how long after the write it closed.
+fn send_and_read(service: &Serve, bytes: &[u8], pause: Duration) -> (String, Duration) {
+    use std::io::{Read, Write};
+    let addr = service.base.strip_prefix("http://").unwrap();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(bytes).unwrap();
+    std::thread::sleep(pause);
+    let sent = Instant::now();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    (
+        String::from_utf8_lossy(&answer).into_owned(),
+        sent.elapsed(),
+    )
+}
+
+#[tokio::test]
+async fn a_connection_that_sends_no_headers_in_time_is_closed_and_a_stalled_body_gets_408() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let token = token(&data);
+    let service = Serve::start(
+        &data,
+        "127.0.0.1:0",
+        &["--header-timeout", "1", "--body-timeout", "1"],
+    );
+
+    // Headers cut short: closed after the timeout, with nothing served.
+    let started = Instant::now();
+    let (answer, _) = send_and_read(
+        &service,
+        b"GET /health HTTP/1.1\r\nHost: x\r\n",
+        Duration::ZERO,
+    );
+    let waited = started.elapsed();
+    assert!(!answer.contains("200 OK"), "{answer}");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(8),
+        "closed after {waited:?}"
+    );
+    // A connection that sends nothing at all is closed too.
+    let (answer, waited) = send_and_read(&service, b"", Duration::ZERO);
+    assert!(answer.is_empty(), "{answer}");
+    assert!(waited < Duration::from_secs(8), "closed after {waited:?}");
+
+    // A whole request is answered; the same connection then idles out.
+    let (answer, waited) = send_and_read(
+        &service,
+        b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+        Duration::ZERO,
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(waited < Duration::from_secs(8), "closed after {waited:?}");
+
+    // A body that stops half way: 408, a problem, and the connection closed.
+    let head = format!(
+        "POST /projects HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"projectId\": \"p\""
+    );
+    let (answer, waited) = send_and_read(&service, head.as_bytes(), Duration::ZERO);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("application/problem+json"), "{answer}");
+    assert!(answer.contains("did not arrive within 1 s"), "{answer}");
+    assert!(waited < Duration::from_secs(8), "closed after {waited:?}");
+
+    // Nothing was created, and a request sent whole still works.
+    let (status, body) = post(
+        &service.base,
+        "/projects",
+        &token,
+        json!({"projectId": "p"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
 }

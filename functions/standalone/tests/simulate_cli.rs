@@ -175,6 +175,17 @@ fn scenario_errors_name_the_file_and_the_field() {
         String::from_utf8_lossy(&standalone(&["simulate", "market", "--scenario", &file]).stderr)
             .into_owned();
     assert!(err.contains("unknown.json: item: unknown field"), "{err}");
+    // A member named twice: which did the author mean? Refused, named with its line.
+    let text = small().to_string().replacen('{', r#"{"capacity": 5, "#, 1);
+    let file = dir.path().join("twice.json");
+    std::fs::write(&file, text).unwrap();
+    let out = standalone(&["simulate", "market", "--scenario", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"twice.json: an object names the member "capacity" twice at line 1"#),
+        "{err}"
+    );
     let out = standalone(&["simulate", "market", "--scenario", "/no/such/file.json"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/file.json"));
 }

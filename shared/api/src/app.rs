@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use pricing_core::ids::TenantId;
 use pricing_core::jws::{PublishedKeys, Signer};
@@ -110,10 +111,18 @@ where
 /// `tooManyInstances`) and names its instances, 100 per request.
 pub const MAX_CALCULATION_FANOUT: usize = 1_000;
 
+/// The default of [`Limits::body_timeout`]: 5 MiB, the largest body, arrives in 60 s at
+/// 0.7 Mbit/s.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Limits of the API (DESIGN.md section 3, docs/limits.md).
 #[derive(Debug, Clone)]
 pub struct Limits {
     pub max_body_bytes: usize,
+    /// How long a request body may take to arrive, from when the handler starts reading
+    /// it: a body that stalls gets 408 instead of holding its connection and task open.
+    /// (On Lambda the body has arrived whole before the function runs.)
+    pub body_timeout: Duration,
     /// Per-tenant quotas on projects, instances and subscriptions.
     pub quotas: Quotas,
     /// See [`MAX_CALCULATION_FANOUT`].
@@ -124,6 +133,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_body_bytes: 5 * 1024 * 1024,
+            body_timeout: BODY_TIMEOUT,
             quotas: Quotas::default(),
             max_calculation_fanout: MAX_CALCULATION_FANOUT,
         }
@@ -240,6 +250,12 @@ impl<P: Ports> App<P> {
 
     pub fn with_quotas(mut self, quotas: Quotas) -> Self {
         self.limits.quotas = quotas;
+        self
+    }
+
+    /// See [`Limits::body_timeout`].
+    pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.body_timeout = timeout;
         self
     }
 }

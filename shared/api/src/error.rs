@@ -129,6 +129,19 @@ impl ApiError {
         Self::new(StatusCode::GONE, "Gone", detail)
     }
 
+    /// 408: the request body did not arrive within `timeout`.
+    pub fn body_timeout(timeout: std::time::Duration) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "Request Timeout",
+            format!(
+                "the body did not arrive within {} s; send it again",
+                timeout.as_secs_f64()
+            ),
+        )
+        .with_header(header::CONNECTION, HeaderValue::from_static("close"))
+    }
+
     pub fn too_large(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "Content Too Large", detail)
     }

@@ -6,11 +6,13 @@ use axum::body::Body;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
+use pricing_core::document::ParseError;
 use pricing_core::ids::TenantId;
 use pricing_core::limits::retry_after_secs;
 use pricing_core::model::PageRequest;
 use pricing_core::ports::Admission;
 use pricing_core::time::Timestamp;
+use pricing_core::validate::codes;
 use serde_json::Value;
 
 use crate::app::{App, Ports};
@@ -82,9 +84,10 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
                     .trim()
                     .to_ascii_lowercase()
             });
-        let limit = app.limits.max_body_bytes;
-        let bytes = axum::body::to_bytes(req.into_body(), limit)
+        let (limit, timeout) = (app.limits.max_body_bytes, app.limits.body_timeout);
+        let bytes = tokio::time::timeout(timeout, axum::body::to_bytes(req.into_body(), limit))
             .await
+            .map_err(|_| ApiError::body_timeout(timeout))?
             .map_err(|_| ApiError::too_large(format!("the body may hold at most {limit} bytes")))?;
         if bytes.is_empty() {
             return Ok(JsonBody(None));
@@ -103,8 +106,14 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
                 ));
             }
         }
-        let value: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| ApiError::invalid_field("", "json", format!("is not valid JSON: {e}")))?;
+        let value = pricing_core::document::parse_unique(&bytes).map_err(|e| match e {
+            ParseError::Json(e) => {
+                ApiError::invalid_field("", codes::JSON, format!("is not valid JSON: {e}"))
+            }
+            ParseError::Duplicate(e) => {
+                ApiError::invalid_field("", codes::DUPLICATE_MEMBER, e.to_string())
+            }
+        })?;
         let depth = pricing_core::document::depth(&value);
         if depth > MAX_BODY_DEPTH {
             return Err(ApiError::invalid_field(

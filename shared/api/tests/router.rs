@@ -932,7 +932,36 @@ async fn limits_are_4xx() {
         .header("content-type", "application/json")
         .body(Body::from("{not json"))
         .unwrap();
-    assert_problem(&h.raw(req).await, StatusCode::BAD_REQUEST);
+    let r = h.raw(req).await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+    assert_eq!(first_error(&r), (&json!(""), &json!("json")));
+    // A member named twice says two things (serde_json would keep the last): refused,
+    // with where, and nothing stored.
+    let log = |r: &Reply| r.body["items"].as_array().map(Vec::len);
+    let before = h
+        .call("GET", "/projects/p/instances/i/entries", Some("acme"), None)
+        .await;
+    let twice = r#"{"entries": [{"type": "itemSale", "data": {"itemId": "a", "quantity": 1, "quantity": 900}}]}"#;
+    let req = Request::builder()
+        .method("POST")
+        .uri("/projects/p/instances/i/entries")
+        .header("authorization", format!("Bearer {}", h.token("acme")))
+        .header("content-type", "application/json")
+        .body(Body::from(twice))
+        .unwrap();
+    let r = h.raw(req).await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+    assert_eq!(first_error(&r), (&json!(""), &json!("duplicateMember")));
+    let message = r.body["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("\"quantity\" twice") && message.contains("line 1 column"),
+        "{message}"
+    );
+    let after = h
+        .call("GET", "/projects/p/instances/i/entries", Some("acme"), None)
+        .await;
+    assert_eq!(log(&after), log(&before));
+    assert!(log(&after).is_some(), "{:?}", after.body);
 }
 
 #[tokio::test]

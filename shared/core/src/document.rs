@@ -30,6 +30,95 @@ pub const MAX_PATCH_OPERATIONS: usize = 1_000;
 /// Most bytes the `copy` operations of one patch may clone, in total.
 pub const MAX_PATCH_COPY_BYTES: usize = 4 * MAX_DOCUMENT_BYTES;
 
+/// Why [`parse_unique`] refused its input; each says where (serde_json's line and column).
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// An object names a member twice.
+    #[error("{0}")]
+    Duplicate(serde_json::Error),
+    /// Not JSON, or more than one value.
+    #[error("{0}")]
+    Json(serde_json::Error),
+}
+
+/// Parses one JSON value in which no object names a member twice. Where a member repeats,
+/// serde_json keeps the last value and another parser may keep the first, so the input
+/// says two things: the service refuses it rather than pick one (a request body, a
+/// client's JWS, which is stored as it came).
+pub fn parse_unique(bytes: &[u8]) -> Result<Value, ParseError> {
+    use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+
+    struct Unique;
+    impl<'de> DeserializeSeed<'de> for Unique {
+        type Value = Value;
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Unique {
+        type Value = Value;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+            Ok(Value::Bool(v))
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+            Ok(Value::String(v.to_owned()))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Value, E> {
+            Ok(Value::String(v))
+        }
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+            while let Some(v) = seq.next_element_seed(Unique)? {
+                items.push(v);
+            }
+            Ok(Value::Array(items))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            let mut members = Map::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let value = map.next_value_seed(Unique)?;
+                match members.entry(key) {
+                    serde_json::map::Entry::Vacant(slot) => {
+                        slot.insert(value);
+                    }
+                    serde_json::map::Entry::Occupied(taken) => {
+                        let key = taken.key();
+                        return Err(de::Error::custom(format!("{DUPLICATE} {key:?} twice")));
+                    }
+                }
+            }
+            Ok(Value::Object(members))
+        }
+    }
+    const DUPLICATE: &str = "an object names the member";
+
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = Unique.deserialize(&mut de).map_err(|e| {
+        if e.to_string().starts_with(DUPLICATE) {
+            ParseError::Duplicate(e)
+        } else {
+            ParseError::Json(e)
+        }
+    })?;
+    de.end().map_err(ParseError::Json)?;
+    Ok(value)
+}
+
 /// Why a change was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DocumentError {

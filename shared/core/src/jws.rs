@@ -429,71 +429,10 @@ pub fn decode_client_jws(jws: &str) -> Result<Value, JwsError> {
 /// stored as it came: where a member repeats, the service would apply the last value and a
 /// client's parser might take the first, so the record would say two things.
 fn unique_members(bytes: &[u8]) -> Result<Value, JwsError> {
-    use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-
-    struct Unique;
-    impl<'de> DeserializeSeed<'de> for Unique {
-        type Value = Value;
-        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-            d.deserialize_any(self)
-        }
-    }
-    impl<'de> Visitor<'de> for Unique {
-        type Value = Value;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("JSON")
-        }
-        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-            Ok(Value::Bool(v))
-        }
-        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-            Ok(Value::from(v))
-        }
-        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-            Ok(Value::from(v))
-        }
-        fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-            Ok(Value::from(v))
-        }
-        fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-            Ok(Value::String(v.to_owned()))
-        }
-        fn visit_string<E>(self, v: String) -> Result<Value, E> {
-            Ok(Value::String(v))
-        }
-        fn visit_unit<E>(self) -> Result<Value, E> {
-            Ok(Value::Null)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-            let mut items = Vec::new();
-            while let Some(v) = seq.next_element_seed(Unique)? {
-                items.push(v);
-            }
-            Ok(Value::Array(items))
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-            let mut members = serde_json::Map::new();
-            while let Some(key) = map.next_key::<String>()? {
-                let value = map.next_value_seed(Unique)?;
-                if members.insert(key, value).is_some() {
-                    return Err(de::Error::custom(DUPLICATE));
-                }
-            }
-            Ok(Value::Object(members))
-        }
-    }
-    const DUPLICATE: &str = "a member named twice";
-
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = Unique.deserialize(&mut de).map_err(|e| {
-        if e.to_string().starts_with(DUPLICATE) {
-            JwsError::DuplicateMember
-        } else {
-            JwsError::Json
-        }
-    })?;
-    de.end().map_err(|_| JwsError::Json)?;
-    Ok(value)
+    crate::document::parse_unique(bytes).map_err(|e| match e {
+        crate::document::ParseError::Duplicate(_) => JwsError::DuplicateMember,
+        crate::document::ParseError::Json(_) => JwsError::Json,
+    })
 }
 
 #[cfg(test)]

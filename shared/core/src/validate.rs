@@ -29,6 +29,10 @@ pub mod codes {
     pub const TOO_LARGE: &str = "tooLarge";
     pub const TOO_DEEP: &str = "tooDeep";
     pub const FUTURE: &str = "futureTimestamp";
+    /// The body is not JSON.
+    pub const JSON: &str = "json";
+    /// An object of the body names a member twice.
+    pub const DUPLICATE_MEMBER: &str = "duplicateMember";
 }
 
 /// Escapes one reference token of a JSON Pointer (RFC 6901).

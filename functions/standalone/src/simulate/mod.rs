@@ -147,9 +147,18 @@ pub fn read_scenario(path: &Path) -> Result<Scenario, Error> {
             MAX_SCENARIO_BYTES / (1024 * 1024)
         )));
     }
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|e| fail(format!("scenario {}: not JSON: {e}", path.display())))?;
+    let value = parse_json(&text).map_err(|e| fail(format!("scenario {}: {e}", path.display())))?;
     Scenario::from_json(&value).map_err(|e| fail(format!("scenario {}: {e}", path.display())))
+}
+
+/// A scenario file's or a `--model` flag's JSON. A member named twice is refused: which of
+/// the two did the author mean?
+fn parse_json(text: &str) -> Result<Value, String> {
+    use pricing_core::document::{ParseError, parse_unique};
+    parse_unique(text.as_bytes()).map_err(|e| match e {
+        ParseError::Json(e) => format!("not JSON: {e}"),
+        ParseError::Duplicate(e) => e.to_string(),
+    })
 }
 
 pub(crate) fn fail(message: impl Into<String>) -> Error {
@@ -213,8 +222,7 @@ pub fn parse_models(
             .map(|(l, m)| (l.trim(), m.trim()))
             .filter(|(l, _)| !l.is_empty())
             .ok_or_else(|| fail(format!("--model {spec}: expected LABEL=JSON")))?;
-        let value: Value = serde_json::from_str(model_json)
-            .map_err(|e| fail(format!("--model {label}: not JSON: {e}")))?;
+        let value = parse_json(model_json).map_err(|e| fail(format!("--model {label}: {e}")))?;
         let model = parse_model(value).map_err(|e| fail(format!("--model {label}: {e}")))?;
         choices.push(ModelChoice {
             label: label.into(),

@@ -281,3 +281,34 @@ fn a_patch_json_patch_cannot_undo_is_refused_without_a_panic() {
     let err = apply_patch(&mut json!({}), &ops).expect_err("the move has no target");
     assert!(err.to_string().contains("operation '/1'"), "{err}");
 }
+
+#[test]
+fn parse_unique_refuses_a_member_named_twice_at_any_depth() {
+    use super::{ParseError, parse_unique};
+    for (json, key) in [
+        (r#"{"a": 1, "a": 2}"#, "a"),
+        (r#"{"a": {"b": [1, {"c": 1, "c": 1}]}}"#, "c"),
+        (r#"[{"x": null}, {"y": 1, "y": 2}]"#, "y"),
+    ] {
+        match parse_unique(json.as_bytes()) {
+            Err(ParseError::Duplicate(e)) => {
+                let text = e.to_string();
+                assert!(text.contains(&format!("{key:?} twice")), "{text}");
+                assert!(text.contains("line 1 column"), "{text}");
+            }
+            other => panic!("{json}: {other:?}"),
+        }
+    }
+    // The same names in different objects are fine, and what is read is serde_json's.
+    let ok = r#"{"a": {"a": 1}, "b": [{"a": -2.5e3}, {"a": 18446744073709551615}], "c": "\u00e9", "d": [true, false, null]}"#;
+    assert_eq!(
+        parse_unique(ok.as_bytes()).ok(),
+        serde_json::from_str::<serde_json::Value>(ok).ok()
+    );
+    for bad in ["{not json", "{} {}", "", r#"{"a": 1,}"#] {
+        assert!(
+            matches!(parse_unique(bad.as_bytes()), Err(ParseError::Json(_))),
+            "{bad}"
+        );
+    }
+}
