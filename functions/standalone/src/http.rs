@@ -7,8 +7,15 @@
 //! connection whose next request's headers have not all arrived within the timeout
 //! (counted from when the connection opens, or from when its previous response went out)
 //! is closed. A body that stalls is the handler's to time out (408, `Limits::body_timeout`).
+//!
+//! And a cap on the connections served at once, below the process's file descriptor limit:
+//! at the cap the listener stops accepting (new clients wait in the kernel's backlog) until
+//! a connection closes, so clients can never take the descriptors the service needs for
+//! its own work (its database files, webhook deliveries). Before the cap, an outside probe
+//! held 19,900 connections on a machine whose limit is 20,000.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -17,25 +24,84 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// How often the connection cap's warning may be logged.
+const WARN_EVERY: Duration = Duration::from_secs(60);
 
 /// How long a shutdown waits for requests in flight before it stops anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// Descriptors kept from the cap on client connections (see [`default_max_connections`]):
+/// the database's files, webhook deliveries in flight, the `/metrics` listener's clients.
+const RESERVED_DESCRIPTORS: usize = 512;
+
+/// The default cap on client connections: the process's file descriptor limit (its soft
+/// limit, from `/proc/self/limits`; 1,024, the usual default, where that cannot be read)
+/// less [`RESERVED_DESCRIPTORS`], and at least 64.
+pub fn default_max_connections() -> usize {
+    let soft = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|limits| open_files_limit(&limits))
+        .unwrap_or(1_024);
+    soft.saturating_sub(RESERVED_DESCRIPTORS).max(64)
+}
+
+/// The soft limit of "Max open files" in the text of `/proc/PID/limits`.
+fn open_files_limit(limits: &str) -> Option<usize> {
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    match line.split_whitespace().nth(3)? {
+        "unlimited" => Some(usize::MAX),
+        n => n.parse().ok(),
+    }
+}
+
+/// How a listener serves.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// See the module documentation.
+    pub header_timeout: Duration,
+    /// Connections served at once (at least 1).
+    pub max_connections: usize,
+}
 
 /// Serves `router` on `listener` until `shutdown` completes, then lets the requests in
 /// flight finish (closing idle connections at once) for at most [`SHUTDOWN_GRACE`].
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    header_timeout: Duration,
+    limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
+        .header_read_timeout(limits.header_timeout);
     let graceful = GracefulShutdown::new();
+    let open = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let mut shutdown = std::pin::pin!(shutdown);
+    let mut warned = None;
     loop {
+        let slot = match open.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                // Said once a minute at most: a flood reaches the cap again and again.
+                if warned.is_none_or(|at: std::time::Instant| at.elapsed() >= WARN_EVERY) {
+                    warned = Some(std::time::Instant::now());
+                    tracing::warn!(
+                        max_connections = limits.max_connections,
+                        "connection limit reached: new connections wait until one closes"
+                    );
+                }
+                tokio::select! {
+                    slot = open.clone().acquire_owned() => match slot {
+                        Ok(slot) => slot,
+                        Err(_) => break,
+                    },
+                    () = &mut shutdown => break,
+                }
+            }
+        };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
@@ -49,6 +115,7 @@ pub async fn serve(
         let service = TowerToHyperService::new(router.clone());
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
+            let _slot = slot;
             if let Err(e) = connection.await {
                 // A client that went away, or sent no complete headers in time.
                 tracing::debug!(error = %e, "connection closed");
@@ -79,4 +146,21 @@ async fn accept_failed(e: &std::io::Error) {
     }
     tracing::error!(error = %e, "accepting a connection failed; trying again in 1 s");
     tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::open_files_limit;
+
+    #[test]
+    fn the_open_files_limit_is_read_from_proc_limits() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                      Max processes             63432                63432                processes \n\
+                      Max open files            20000                524288               files     \n";
+        assert_eq!(open_files_limit(limits), Some(20_000));
+        let unlimited =
+            "Max open files            unlimited            unlimited            files\n";
+        assert_eq!(open_files_limit(unlimited), Some(usize::MAX));
+        assert_eq!(open_files_limit("Max processes 1 1 processes\n"), None);
+    }
 }

@@ -165,15 +165,10 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         let _ = writeln!(out, "listening on http://{addr}");
         let _ = out.flush();
     }
-    tracing::info!(%addr, data = %args.data.display(), retention = %retention.describe(), "service started");
+    let limits = http_limits(&args);
+    tracing::info!(%addr, data = %args.data.display(), retention = %retention.describe(), max_connections = limits.max_connections, "service started");
 
-    crate::http::serve(
-        listener,
-        router,
-        Duration::from_secs(args.header_timeout),
-        shutdown_signal(),
-    )
-    .await;
+    crate::http::serve(listener, router, limits, shutdown_signal()).await;
 
     tracing::info!("shutting down: finishing work in progress");
     let _ = stop.send(true);
@@ -236,14 +231,33 @@ async fn serve_metrics(
         token.map(str::trim),
     );
     let router = crate::metrics::router(Arc::new(scrape));
-    let header_timeout = Duration::from_secs(args.header_timeout);
+    let limits = crate::http::Limits {
+        max_connections: METRICS_CONNECTIONS,
+        ..http_limits(args)
+    };
     tokio::spawn(crate::http::serve(
         listener,
         router,
-        header_timeout,
+        limits,
         std::future::pending(),
     ));
     Ok(Some(addr))
+}
+
+/// Connections the `/metrics` listener serves at once (scrapers; within the descriptors the
+/// API's cap leaves free).
+const METRICS_CONNECTIONS: usize = 64;
+
+/// The API listener's timeouts and connection cap.
+fn http_limits(args: &ServeArgs) -> crate::http::Limits {
+    crate::http::Limits {
+        header_timeout: Duration::from_secs(args.header_timeout),
+        max_connections: args
+            .max_connections
+            .map_or_else(crate::http::default_max_connections, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            }),
+    }
 }
 
 async fn shutdown_signal() {

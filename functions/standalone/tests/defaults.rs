@@ -256,3 +256,43 @@ async fn a_connection_that_sends_no_headers_in_time_is_closed_and_a_stalled_body
     .await;
     assert_eq!(status, 201, "{body}");
 }
+
+#[test]
+fn at_the_connection_cap_a_new_client_waits_until_one_closes() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let service = Serve::start(
+        &dir.path().join("data"),
+        "127.0.0.1:0",
+        &["--max-connections", "2"],
+    );
+    let addr = service.base.strip_prefix("http://").unwrap();
+    let health = |stream: &mut std::net::TcpStream| {
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut answer = [0u8; 12];
+        stream.read_exact(&mut answer).map(|()| answer)
+    };
+    // Two clients take the two slots (each answered, then kept alive).
+    let mut first = std::net::TcpStream::connect(addr).unwrap();
+    let mut second = std::net::TcpStream::connect(addr).unwrap();
+    for s in [&mut first, &mut second] {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(&health(s).unwrap(), b"HTTP/1.1 200");
+    }
+    // A third is not served while they stay...
+    let mut third = std::net::TcpStream::connect(addr).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_millis(1_500)))
+        .unwrap();
+    assert!(health(&mut third).is_err(), "served beyond the cap");
+    // ...and is once one of them closes.
+    drop(first);
+    third
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut rest = [0u8; 12];
+    third.read_exact(&mut rest).unwrap();
+    assert_eq!(&rest, b"HTTP/1.1 200");
+}
