@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
@@ -23,6 +23,8 @@ pub const TOKEN_TTL_SECS: i64 = 3_600;
 pub struct TokenEndpoint {
     pub tokens: Arc<LocalTokens>,
     pub clients: Clients,
+    /// How long the form may take to arrive (the API's `--body-timeout`): 408 after.
+    pub body_timeout: std::time::Duration,
 }
 
 #[derive(Debug, Deserialize)]
@@ -73,11 +75,28 @@ fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
     Some((id.to_owned(), secret.to_owned()))
 }
 
-async fn token(
-    State(endpoint): State<Arc<TokenEndpoint>>,
-    headers: HeaderMap,
-    form: Result<Form<TokenForm>, axum::extract::rejection::FormRejection>,
-) -> Response {
+async fn token(State(endpoint): State<Arc<TokenEndpoint>>, request: Request) -> Response {
+    let headers = request.headers().clone();
+    let form = tokio::time::timeout(
+        endpoint.body_timeout,
+        Form::<TokenForm>::from_request(request, &()),
+    )
+    .await;
+    let form = match form {
+        Err(_) => {
+            let mut response = oauth_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_request",
+                "the form did not arrive in time",
+            );
+            response.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
+            return response;
+        }
+        Ok(form) => form,
+    };
     let form = match form {
         Ok(Form(form)) => form,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
@@ -189,6 +208,7 @@ mod tests {
         let router = router(Arc::new(TokenEndpoint {
             tokens: Arc::new(LocalTokens::new(b"0123456789abcdef0123456789abcdef")),
             clients,
+            body_timeout: std::time::Duration::from_secs(60),
         }));
         let good = format!(
             "grant_type=client_credentials&client_id={}&client_secret={}",

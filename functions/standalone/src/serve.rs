@@ -81,8 +81,11 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         .with_body_timeout(Duration::from_secs(args.body_timeout))
         .with_callback_policy(policy)
         .with_warm_states(processor.clone());
-    let router = pricing_api::router(Arc::new(app))
-        .merge(oauth::router(Arc::new(TokenEndpoint { tokens, clients })));
+    let router = pricing_api::router(Arc::new(app)).merge(oauth::router(Arc::new(TokenEndpoint {
+        tokens,
+        clients,
+        body_timeout: Duration::from_secs(args.body_timeout),
+    })));
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

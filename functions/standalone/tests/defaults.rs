@@ -1,7 +1,7 @@
 //! The `serve` defaults on the real binary (issue 9, item 11): the callback policy follows
 //! the listen address, an existing data directory keeps its mode, and the database files
 //! are private. And its read timeouts: a connection that does not send its headers in
-//! time is closed, a body that stalls gets 408.
+//! time is closed, a body that stalls gets 408; and its cap on connections at once.
 
 #![allow(clippy::unwrap_used)]
 
@@ -244,6 +244,17 @@ async fn a_connection_that_sends_no_headers_in_time_is_closed_and_a_stalled_body
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("application/problem+json"), "{answer}");
     assert!(answer.contains("did not arrive within 1 s"), "{answer}");
+    assert!(waited < Duration::from_secs(8), "closed after {waited:?}");
+
+    // The same for the token endpoint's form (an OAuth error, as its others).
+    let (answer, waited) = send_and_read(
+        &service,
+        b"POST /oauth2/token HTTP/1.1\r\nHost: x\r\n\
+          Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ngrant_type=",
+        Duration::ZERO,
+    );
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("invalid_request"), "{answer}");
     assert!(waited < Duration::from_secs(8), "closed after {waited:?}");
 
     // Nothing was created, and a request sent whole still works.
