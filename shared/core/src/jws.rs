@@ -47,13 +47,20 @@ pub enum KeyStatus {
     Retired,
 }
 
-/// One key of the service as stored by adapters: PKCS#8 (DER, base64).
+/// One key of the service as stored by adapters: PKCS#8 (DER, base64), or, for a key
+/// retired long ago, only its public point (see [`rotate`]).
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredKey {
     pub kid: String,
     pub status: KeyStatus,
-    pub pkcs8: String,
+    /// The private key; absent once the key has been retired for
+    /// [`RETIRED_PRIVATE_KEY_LIFETIME`] (it signs nothing then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pkcs8: Option<String>,
+    /// The public point (uncompressed, base64url) of a key whose private half is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public: Option<String>,
     pub created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retired_at: Option<Timestamp>,
@@ -77,40 +84,78 @@ impl StoredKey {
         Ok(StoredKey {
             kid,
             status: KeyStatus::Active,
-            pkcs8: STANDARD.encode(doc.as_ref()),
+            pkcs8: Some(STANDARD.encode(doc.as_ref())),
+            public: None,
             created_at,
             retired_at: None,
         })
     }
 
-    fn der(&self) -> Result<Vec<u8>, KeyError> {
-        STANDARD
-            .decode(&self.pkcs8)
-            .map_err(|e| KeyError(format!("{}: {e}", self.kid)))
+    /// The key's two signing forms, when its private half is kept.
+    fn pair(&self) -> Result<Option<SigningPair>, KeyError> {
+        let Some(pkcs8) = &self.pkcs8 else {
+            return Ok(None);
+        };
+        let bad = |e: &dyn std::fmt::Display| KeyError(format!("{}: {e}", self.kid));
+        let der = STANDARD.decode(pkcs8).map_err(|e| bad(&e))?;
+        Ok(Some(SigningPair {
+            jws: EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der)
+                .map_err(|e| bad(&e))?,
+            der: EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &der)
+                .map_err(|e| bad(&e))?,
+        }))
+    }
+
+    /// The key without its private half: the public point kept, so that what it signed
+    /// still verifies. `None` when the private half does not decode (the key is kept whole).
+    fn public_only(&self) -> Option<StoredKey> {
+        let pair = self.pair().ok()??;
+        Some(StoredKey {
+            pkcs8: None,
+            public: Some(B64.encode(pair.jws.public_key().as_ref())),
+            ..self.clone()
+        })
     }
 }
 
-/// How long a retired key stays published (DESIGN.md section 7).
-pub const RETIRED_KEY_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+/// A private key in the two forms the service signs with.
+struct SigningPair {
+    /// Signs JWS (fixed r||s signatures).
+    jws: EcdsaKeyPair,
+    /// Signs webhooks (DER signatures); the same key.
+    der: EcdsaKeyPair,
+}
+
+/// How long a retired key keeps its private half: the next rotation after that keeps only
+/// its public point. The key stays published for ever (DESIGN.md section 7 asks for 7
+/// days; the log's entries are stored signed "so clients can verify" them, INTERFACE.md,
+/// for as long as the log is kept, docs/webhooks.md), and never signs again
+/// [`KEY_PROPAGATION`] after it retired.
+pub const RETIRED_PRIVATE_KEY_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 /// A new key signs only once it has been published this long, so every process that
 /// reloads its keys at least this often publishes it before anyone receives a signature
 /// made with it; until then the key it replaced keeps signing.
 pub const KEY_PROPAGATION: Duration = Duration::from_secs(10 * 60);
 
 /// Rotates a key set: `new` becomes the active key and every active key is retired at
-/// `now` (it keeps signing for [`KEY_PROPAGATION`], and stays published for
-/// [`RETIRED_KEY_LIFETIME`]); keys retired longer ago than that are dropped.
+/// `now` (it keeps signing for [`KEY_PROPAGATION`]). Every key stays published; a key
+/// retired more than [`RETIRED_PRIVATE_KEY_LIFETIME`] ago keeps only its public point.
 pub fn rotate(keys: &[StoredKey], new: StoredKey, now: Timestamp) -> Vec<StoredKey> {
+    let long_ago = now
+        .millis()
+        .saturating_sub(ms(RETIRED_PRIVATE_KEY_LIFETIME));
     let mut out: Vec<StoredKey> = keys
         .iter()
-        .filter(|k| is_published(k.status, k.retired_at, now))
-        .cloned()
-        .map(|mut k| {
-            if k.status == KeyStatus::Active {
-                k.status = KeyStatus::Retired;
-                k.retired_at = Some(now);
+        .map(|k| match (k.status, k.retired_at) {
+            (KeyStatus::Active, _) => StoredKey {
+                status: KeyStatus::Retired,
+                retired_at: Some(now),
+                ..k.clone()
+            },
+            (KeyStatus::Retired, Some(at)) if k.pkcs8.is_some() && at.millis() < long_ago => {
+                k.public_only().unwrap_or_else(|| k.clone())
             }
-            k
+            (KeyStatus::Retired, _) => k.clone(),
         })
         .collect();
     out.push(new);
@@ -121,17 +166,6 @@ fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Whether a key is still listed at `now`: active ones always, retired ones for
-/// [`RETIRED_KEY_LIFETIME`].
-fn is_published(status: KeyStatus, retired_at: Option<Timestamp>, now: Timestamp) -> bool {
-    match (status, retired_at) {
-        (KeyStatus::Active, _) | (KeyStatus::Retired, None) => true,
-        (KeyStatus::Retired, Some(at)) => {
-            at.millis().saturating_add(ms(RETIRED_KEY_LIFETIME)) > now.millis()
-        }
-    }
-}
-
 struct KeyEntry {
     kid: String,
     status: KeyStatus,
@@ -139,10 +173,8 @@ struct KeyEntry {
     retired_at: Option<Timestamp>,
     /// Uncompressed point: 0x04 || x || y.
     public: Vec<u8>,
-    /// Signs JWS (fixed r||s signatures).
-    jws_key: EcdsaKeyPair,
-    /// Signs webhooks (DER signatures); same key.
-    der_key: EcdsaKeyPair,
+    /// The private key; `None` for a key retired long ago (it only verifies).
+    pair: Option<SigningPair>,
     /// base64url of the protected header `{"alg":"ES256","kid":...,"typ":"JWT"}`.
     header_b64: String,
     stored: StoredKey,
@@ -153,12 +185,13 @@ impl KeyEntry {
     /// Whether this key may sign at `now` (see [`KEY_PROPAGATION`]).
     fn signs_at(&self, now: Timestamp) -> bool {
         let p = ms(KEY_PROPAGATION);
-        match self.status {
-            KeyStatus::Active => self.created_at.millis().saturating_add(p) <= now.millis(),
-            KeyStatus::Retired => self
-                .retired_at
-                .is_some_and(|at| at.millis().saturating_add(p) > now.millis()),
-        }
+        self.pair.is_some()
+            && match self.status {
+                KeyStatus::Active => self.created_at.millis().saturating_add(p) <= now.millis(),
+                KeyStatus::Retired => self
+                    .retired_at
+                    .is_some_and(|at| at.millis().saturating_add(p) > now.millis()),
+            }
     }
 }
 
@@ -170,14 +203,23 @@ impl KeySet {
     fn new(keys: &[StoredKey]) -> Result<Self, KeyError> {
         let mut entries = Vec::with_capacity(keys.len());
         for k in keys {
-            let der = k.der()?;
-            let bad = |e: aws_lc_rs::error::KeyRejected| KeyError(format!("{}: {e}", k.kid));
-            let jws_key =
-                EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der).map_err(bad)?;
-            let der_key =
-                EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &der).map_err(bad)?;
+            let pair = k.pair()?;
+            let public = match (&pair, &k.public) {
+                (Some(pair), _) => pair.jws.public_key().as_ref().to_vec(),
+                // A key retired long ago: only its public point, and it never signs.
+                (None, Some(point)) if k.status == KeyStatus::Retired => B64
+                    .decode(point)
+                    .ok()
+                    .filter(|p| p.len() == 65 && p[0] == 4)
+                    .ok_or_else(|| KeyError(format!("{}: not a P-256 public point", k.kid)))?,
+                (None, _) => {
+                    return Err(KeyError(format!(
+                        "{}: no private key (only a retired key may lack one)",
+                        k.kid
+                    )));
+                }
+            };
             let header = json!({"alg": "ES256", "kid": k.kid, "typ": "JWT"});
-            let public = jws_key.public_key().as_ref().to_vec();
             entries.push(KeyEntry {
                 kid: k.kid.clone(),
                 status: k.status,
@@ -191,8 +233,7 @@ impl KeySet {
                     &public,
                 ),
                 public,
-                jws_key,
-                der_key,
+                pair,
                 header_b64: B64.encode(header.to_string()),
                 stored: k.clone(),
             });
@@ -204,7 +245,18 @@ impl KeySet {
     }
 
     /// The key that signs at `now`: the newest that may (see [`KeyEntry::signs_at`]), else
-    /// the newest active one (a fresh key set's first key signs at once).
+    /// the newest active one (a fresh key set's first key signs at once), and its private
+    /// key (an active key always has one: [`KeySet::new`]).
+    fn signing_pair(&self, now: Timestamp) -> (&KeyEntry, &SigningPair) {
+        let key = self.signing(now);
+        let pair = key
+            .pair
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("the signing key has its private half"));
+        (key, pair)
+    }
+
+    /// See [`KeySet::signing_pair`].
     fn signing(&self, now: Timestamp) -> &KeyEntry {
         let propagated = self
             .entries
@@ -286,13 +338,13 @@ impl Signer {
     /// Signs `payload` as a compact JWS with the signing key.
     pub fn sign_jws(&self, payload: &[u8]) -> String {
         let set = self.current();
-        let key = set.signing(Timestamp::now());
+        let (key, pair) = set.signing_pair(Timestamp::now());
         let mut out = String::with_capacity(key.header_b64.len() + payload.len() * 4 / 3 + 92);
         out.push_str(&key.header_b64);
         out.push('.');
         B64.encode_string(payload, &mut out);
-        let sig = key
-            .jws_key
+        let sig = pair
+            .jws
             .sign(&self.rng, out.as_bytes())
             .unwrap_or_else(|e| panic!("ECDSA signing failed: {e}"));
         out.push('.');
@@ -304,19 +356,18 @@ impl Signer {
     /// and that key's kid.
     pub fn sign_der(&self, message: &[u8], now: Timestamp) -> (Vec<u8>, String) {
         let set = self.current();
-        let key = set.signing(now);
-        let sig = key
-            .der_key
+        let (key, pair) = set.signing_pair(now);
+        let sig = pair
+            .der
             .sign(&self.rng, message)
             .unwrap_or_else(|e| panic!("ECDSA signing failed: {e}"));
         (sig.as_ref().to_vec(), key.kid.clone())
     }
 
-    /// The published key set as JWKs: active keys and keys retired less than
-    /// [`RETIRED_KEY_LIFETIME`] ago.
+    /// The published key set as JWKs: every key, active or retired.
     pub fn jwks(&self) -> Value {
         let set = self.current();
-        published::jwks(set.entries.iter().map(|e| &e.published), Timestamp::now())
+        published::jwks(set.entries.iter().map(|e| &e.published))
     }
 
     /// The public halves of the set (what a deployment that never signs publishes).
@@ -486,15 +537,58 @@ mod tests {
         // The old key signs until the new one has propagated.
         assert_eq!(set.signing(at(5)).kid, "old");
         assert_eq!(set.signing(at(11)).kid, "new");
-        // Retired keys are dropped from the set after their lifetime.
+        // A week after it retired, the next rotation keeps only the old key's public
+        // point: it stays published and verifies what it signed, and never signs again.
+        let signed_by_old = Signer::from_keys(&keys).unwrap().sign_jws(b"{}");
         let week = 7 * 24 * 60;
+        let early = rotate(
+            &keys,
+            StoredKey::generate("newer".into(), at(week - 1)).unwrap(),
+            at(week - 1),
+        );
+        assert!(early[0].pkcs8.is_some(), "kept whole within the week");
         let again = rotate(
             &keys,
             StoredKey::generate("newer".into(), at(week + 1)).unwrap(),
             at(week + 1),
         );
         let kids: Vec<&str> = again.iter().map(|k| k.kid.as_str()).collect();
-        assert_eq!(kids, ["new", "newer"]);
+        assert_eq!(kids, ["old", "new", "newer"]);
+        assert_eq!(again[0].pkcs8, None);
+        assert!(again[1].pkcs8.is_some(), "retired now: kept whole");
+        // Stored and read back, as adapters do.
+        let again: Vec<StoredKey> =
+            serde_json::from_str(&serde_json::to_string(&again).unwrap()).unwrap();
+        let signer = Signer::from_keys(&again).unwrap();
+        assert!(signer.verify_jws(&signed_by_old));
+        let jwks = signer.jwks();
+        let published: Vec<&str> = jwks["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kid"].as_str().unwrap())
+            .collect();
+        assert_eq!(published, ["old", "new", "newer"]);
+        let set = KeySet::new(&again).unwrap();
+        for mins in [week + 1, week + 5, week + 11, 10 * week] {
+            assert_ne!(set.signing(at(mins)).kid, "old");
+        }
+        // Years of rotations later, the oldest key is still there.
+        let mut keys = again;
+        for year in 1..=3 {
+            let t = at(year * 52 * week);
+            keys = rotate(
+                &keys,
+                StoredKey::generate(format!("y{year}"), t).unwrap(),
+                t,
+            );
+        }
+        assert!(Signer::from_keys(&keys).unwrap().verify_jws(&signed_by_old));
+        assert_eq!(keys.iter().filter(|k| k.pkcs8.is_some()).count(), 2);
+        // Only a retired key may lack its private half.
+        let mut headless = keys.last().unwrap().public_only().unwrap();
+        headless.status = KeyStatus::Active;
+        assert!(KeySet::new(&[headless]).is_err());
         // A set whose only active key is fresh signs with it at once.
         let fresh = KeySet::new(&[StoredKey::generate("f".into(), at(0)).unwrap()]).unwrap();
         assert_eq!(fresh.signing(at(0)).kid, "f");

@@ -10,7 +10,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{KeyError, KeyStatus, is_published};
+use super::{KeyError, KeyStatus};
 use crate::time::Timestamp;
 
 /// One service key without its private part: the JWK coordinates and the key's life.
@@ -62,11 +62,6 @@ impl PublicKey {
         Ok(point)
     }
 
-    /// Whether the key is listed at `now` (see `RETIRED_KEY_LIFETIME`).
-    pub fn is_published(&self, now: Timestamp) -> bool {
-        is_published(self.status, self.retired_at, now)
-    }
-
     /// The key as a JWK of the published set.
     pub fn jwk(&self) -> Value {
         json!({
@@ -83,12 +78,10 @@ impl PublicKey {
     }
 }
 
-/// The published key set at `now` as JWKs.
-pub(super) fn jwks<'a>(keys: impl Iterator<Item = &'a PublicKey>, now: Timestamp) -> Value {
-    let keys: Vec<Value> = keys
-        .filter(|k| k.is_published(now))
-        .map(PublicKey::jwk)
-        .collect();
+/// The published key set as JWKs: every key, retired ones too (what they signed stays in
+/// the log; see `RETIRED_PRIVATE_KEY_LIFETIME`).
+pub(super) fn jwks<'a>(keys: impl Iterator<Item = &'a PublicKey>) -> Value {
+    let keys: Vec<Value> = keys.map(PublicKey::jwk).collect();
     json!({ "keys": keys })
 }
 
@@ -170,7 +163,7 @@ impl PublishedKeys {
 
     /// The published key set as JWKs (as `Signer::jwks` publishes it).
     pub fn jwks(&self) -> Value {
-        jwks(self.current().iter().map(|e| &e.key), Timestamp::now())
+        jwks(self.current().iter().map(|e| &e.key))
     }
 
     /// Verifies a DER signature (a webhook's) made by the published key `kid`.
@@ -223,7 +216,7 @@ mod tests {
         let text = serde_json::to_string(&public).unwrap();
         assert!(!text.contains("pkcs8"), "no private part: {text}");
         for k in &keys {
-            assert!(!text.contains(&k.pkcs8));
+            assert!(!text.contains(k.pkcs8.as_deref().unwrap()));
         }
         let published = PublishedKeys::from_keys(&public).unwrap();
         assert_eq!(published.jwks(), signer.jwks());
