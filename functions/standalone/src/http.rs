@@ -29,8 +29,10 @@ use tokio::sync::Semaphore;
 /// How often the connection cap's warning may be logged.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
-/// How long a shutdown waits for requests in flight before it stops anyway.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// How long a shutdown waits for requests in flight (and for connections still sending a
+/// request's headers) before it closes them: within the 10 s a container runtime usually
+/// allows before it kills the process, less the workers' own stop.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Descriptors kept from the cap on client connections (see [`default_max_connections`]):
 /// the database's files, webhook deliveries in flight, the `/metrics` listener's clients.
@@ -78,6 +80,7 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
     let graceful = GracefulShutdown::new();
+    let mut connections = tokio::task::JoinSet::new();
     let open = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let mut shutdown = std::pin::pin!(shutdown);
     let mut warned = None;
@@ -102,19 +105,22 @@ pub async fn serve(
                 }
             }
         };
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    accept_failed(&e).await;
-                    continue;
-                }
-            },
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => tokio::select! {
+                () = accept_failed(&e) => continue,
+                () = &mut shutdown => break,
+            },
         };
         let service = TowerToHyperService::new(router.clone());
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-        tokio::spawn(async move {
+        // Finished connections are reaped as new ones come (a JoinSet keeps their results).
+        while connections.try_join_next().is_some() {}
+        connections.spawn(async move {
             let _slot = slot;
             if let Err(e) = connection.await {
                 // A client that went away, or sent no complete headers in time.
@@ -128,9 +134,11 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!(
+            connections = connections.len(),
             grace_secs = SHUTDOWN_GRACE.as_secs(),
-            "requests still in flight at shutdown were cut off"
+            "connections still open at shutdown were closed"
         );
+        connections.shutdown().await;
     }
 }
 

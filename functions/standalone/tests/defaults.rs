@@ -233,7 +233,10 @@ async fn a_connection_that_sends_no_headers_in_time_is_closed_and_a_stalled_body
         Duration::ZERO,
     );
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(waited < Duration::from_secs(8), "closed after {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(8),
+        "closed after {waited:?}"
+    );
 
     // A body that stops half way: 408, a problem, and the connection closed.
     let head = format!(
@@ -244,6 +247,10 @@ async fn a_connection_that_sends_no_headers_in_time_is_closed_and_a_stalled_body
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("application/problem+json"), "{answer}");
     assert!(answer.contains("did not arrive within 1 s"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
     assert!(waited < Duration::from_secs(8), "closed after {waited:?}");
 
     // The same for the token endpoint's form (an OAuth error, as its others).
@@ -306,4 +313,34 @@ fn at_the_connection_cap_a_new_client_waits_until_one_closes() {
     let mut rest = [0u8; 12];
     third.read_exact(&mut rest).unwrap();
     assert_eq!(&rest, b"HTTP/1.1 200");
+}
+
+#[test]
+fn a_shutdown_waits_for_requests_in_flight_a_few_seconds_only() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut service = Serve::start(&dir.path().join("data"), "127.0.0.1:0", &[]);
+    // A client sending its headers slowly (the header timeout is 30 s).
+    let addr = service.base.strip_prefix("http://").unwrap().to_owned();
+    let mut slow = std::net::TcpStream::connect(&addr).unwrap();
+    slow.write_all(b"GET /health HTTP/1.1\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let stopped = Command::new("kill")
+        .args(["-TERM", &service.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = service.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "still running 20 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    drop(slow);
 }

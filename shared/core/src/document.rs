@@ -44,7 +44,10 @@ pub enum ParseError {
 /// Parses one JSON value in which no object names a member twice. Where a member repeats,
 /// serde_json keeps the last value and another parser may keep the first, so the input
 /// says two things: the service refuses it rather than pick one (a request body, a
-/// client's JWS, which is stored as it came).
+/// client's JWS, which is stored as it came). A member name that serde_json reserves for
+/// itself (`$serde_json::private::...`) is refused as not JSON: stored, the record would
+/// not decode. A member named twice is found as it is read, before any syntax error
+/// after it.
 pub fn parse_unique(bytes: &[u8]) -> Result<Value, ParseError> {
     use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
@@ -91,14 +94,23 @@ pub fn parse_unique(bytes: &[u8]) -> Result<Value, ParseError> {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
             let mut members = Map::new();
             while let Some(key) = map.next_key::<String>()? {
+                // serde_json reads an object whose member is named so as one of its own
+                // values (a raw value, with the workspace's `raw_value`): stored, it would
+                // not decode again.
+                if key.starts_with(RESERVED) {
+                    return Err(de::Error::custom(format!(
+                        "the member name {} is reserved",
+                        quoted(&key)
+                    )));
+                }
                 let value = map.next_value_seed(Unique)?;
                 match members.entry(key) {
                     serde_json::map::Entry::Vacant(slot) => {
                         slot.insert(value);
                     }
                     serde_json::map::Entry::Occupied(taken) => {
-                        let key = taken.key();
-                        return Err(de::Error::custom(format!("{DUPLICATE} {key:?} twice")));
+                        let key = quoted(taken.key());
+                        return Err(de::Error::custom(format!("{DUPLICATE} {key} twice")));
                     }
                 }
             }
@@ -106,6 +118,14 @@ pub fn parse_unique(bytes: &[u8]) -> Result<Value, ParseError> {
         }
     }
     const DUPLICATE: &str = "an object names the member";
+    const RESERVED: &str = "$serde_json::private::";
+    /// A member's name as JSON, cut to 64 characters.
+    fn quoted(key: &str) -> String {
+        match key.char_indices().nth(64) {
+            Some((end, _)) => format!("{}...", Value::from(&key[..end])),
+            None => Value::from(key).to_string(),
+        }
+    }
 
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = Unique.deserialize(&mut de).map_err(|e| {

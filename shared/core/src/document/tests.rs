@@ -305,6 +305,23 @@ fn parse_unique_refuses_a_member_named_twice_at_any_depth() {
         parse_unique(ok.as_bytes()).ok(),
         serde_json::from_str::<serde_json::Value>(ok).ok()
     );
+    // A name longer than 64 characters is cut in the message.
+    let long = format!(r#"{{"{0}": 1, "{0}": 2}}"#, "n".repeat(5_000));
+    let Err(ParseError::Duplicate(e)) = parse_unique(long.as_bytes()) else {
+        panic!("a duplicate");
+    };
+    assert!(e.to_string().len() < 200, "{e}");
+    // serde_json's reserved names would make a record that does not decode again.
+    for reserved in [
+        r#"{"$serde_json::private::RawValue": "nope"}"#,
+        r#"{"a": 1, "$serde_json::private::RawValue": "[1]"}"#,
+        r#"[{"x": {"$serde_json::private::Number": "1"}}]"#,
+    ] {
+        match parse_unique(reserved.as_bytes()) {
+            Err(ParseError::Json(e)) => assert!(e.to_string().contains("reserved"), "{e}"),
+            other => panic!("{reserved}: {other:?}"),
+        }
+    }
     for bad in ["{not json", "{} {}", "", r#"{"a": 1,}"#] {
         assert!(
             matches!(parse_unique(bad.as_bytes()), Err(ParseError::Json(_))),
