@@ -37,7 +37,7 @@ import threading
 import time
 import urllib.request
 from email.utils import parsedate_to_datetime
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cryptography.exceptions import InvalidSignature
@@ -69,7 +69,14 @@ class Keys:
                 int.from_bytes(b64url(jwk["y"]), "big"),
                 ec.SECP256R1(),
             )
-            keys[jwk["kid"]] = numbers.public_key()
+            # A retired key stays listed (the log's entries it signed still verify) but
+            # signs nothing 10 minutes after `retiredAt`: later signatures are not the
+            # service's.
+            last = None
+            if jwk.get("status") == "retired" and jwk.get("retiredAt"):
+                retired = datetime.fromisoformat(jwk["retiredAt"].replace("Z", "+00:00"))
+                last = retired + timedelta(minutes=11)
+            keys[jwk["kid"]] = (numbers.public_key(), last)
         with self.lock:
             self.keys = keys
 
@@ -85,16 +92,18 @@ class Keys:
 
 def verify(keys, method, path, headers, body, max_age):
     """Whether the request carries a valid, fresh signature of the service."""
-    key = keys.get(headers.get("x-signature-key-id", ""))
-    if key is None:
+    found = keys.get(headers.get("x-signature-key-id", ""))
+    if found is None:
         return False
+    key, last = found
     date = headers.get("Date", "")
     try:
-        age = abs((datetime.now(timezone.utc) - parsedate_to_datetime(date)).total_seconds())
+        dated = parsedate_to_datetime(date)
+        age = abs((datetime.now(timezone.utc) - dated).total_seconds())
         signature = bytes.fromhex(headers.get("x-signature-secp256r1-sha256", ""))
     except (TypeError, ValueError):
         return False
-    if age > max_age:
+    if age > max_age or (last is not None and dated > last):
         return False
     message = method.encode() + path.encode() + date.encode() + body
     try:

@@ -1,6 +1,7 @@
 //! The service's keys in Secrets Manager, in two secrets that template.yaml creates as `[]`:
 //!
-//! - the signing keys: a JSON list of `StoredKey` (PKCS#8 in base64). The functions that
+//! - the signing keys: a JSON list of `StoredKey` (PKCS#8 in base64; a key retired long
+//!   ago keeps only its public point, `pricing_core::jws::rotate`). The functions that
 //!   sign read it (entries-api signs entries, webhook-delivery signs webhooks); only the
 //!   key-rotator writes it.
 //! - the public keys: a JSON list of `PublicKey` (JWK coordinates and the keys' life),

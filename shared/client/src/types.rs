@@ -91,6 +91,9 @@ pub struct Jwk {
     #[serde(default)]
     pub alg: Option<String>,
     pub status: KeyStatus,
+    /// When a retired key retired (RFC 3339).
+    #[serde(default, rename = "retiredAt", skip_serializing_if = "Option::is_none")]
+    pub retired_at: Option<String>,
 }
 
 /// `POST /projects`.

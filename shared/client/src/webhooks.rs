@@ -15,6 +15,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, UnparsedPublicKey};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use pricing_core::jws::{KEY_PROPAGATION, KeyStatus};
+use pricing_core::time::Timestamp;
 use pricing_core::webhooks::sign::{
     KEY_ID_HEADER, SIGNATURE_HEADER, WEBHOOK_ID_HEADER, WEBHOOK_TIMESTAMP_HEADER,
 };
@@ -41,6 +43,8 @@ pub enum VerifyError {
     BadKey(String),
     #[error("no published key {0}")]
     UnknownKey(String),
+    #[error("key {0} had retired and no longer signed when this webhook is dated")]
+    RetiredKey(String),
     #[error("the service signature does not verify")]
     ServiceSignature,
     #[error("no webhook-signature verifies under the subscription's secrets")]
@@ -55,7 +59,8 @@ pub enum VerifyError {
 /// secrets (during a rotation give the new and the old one).
 #[derive(Debug, Clone)]
 pub struct WebhookVerifier {
-    keys: Vec<(String, Vec<u8>)>,
+    /// Each key's kid, point, and the last moment it signed (retired keys).
+    keys: Vec<(String, Vec<u8>, Option<SystemTime>)>,
     secrets: Vec<WebhookSecret>,
     tolerance: Option<Duration>,
 }
@@ -81,7 +86,18 @@ impl WebhookVerifier {
                 point.push(4);
                 point.extend(coordinate(&k.x)?);
                 point.extend(coordinate(&k.y)?);
-                Ok((k.kid.clone(), point))
+                // A retired key stays listed (the log's entries it signed still verify)
+                // but signs nothing KEY_PROPAGATION after it retired.
+                let last_signed = match (k.status, &k.retired_at) {
+                    (KeyStatus::Retired, Some(at)) => Some(
+                        Timestamp::parse(at)
+                            .and_then(|at| u64::try_from(at.millis()).ok())
+                            .map(|ms| UNIX_EPOCH + Duration::from_millis(ms) + KEY_PROPAGATION)
+                            .ok_or_else(|| VerifyError::BadKey(k.kid.clone()))?,
+                    ),
+                    _ => None,
+                };
+                Ok((k.kid.clone(), point, last_signed))
             })
             .collect::<Result<_, _>>()?;
         Ok(WebhookVerifier {
@@ -158,12 +174,26 @@ impl WebhookVerifier {
             .ok_or(VerifyError::MissingHeader(SIGNATURE_HEADER))?;
         let date = header(headers, "date")?;
         let message = signing_input(method, path_with_query, date, body);
-        let mut candidates = self.keys.iter().filter(|(k, _)| k == kid).peekable();
+        let mut candidates = self.keys.iter().filter(|(k, _, _)| k == kid).peekable();
         if candidates.peek().is_none() {
             return Err(VerifyError::UnknownKey(kid.to_owned()));
         }
+        // `Date` is signed: a retired key's signature dated after it stopped signing is
+        // not the service's (the key may have leaked since). A minute's slack for clocks.
+        let dated = httpdate::parse_http_date(date).ok();
+        let signed_then = |last: &Option<SystemTime>| match (last, dated) {
+            (Some(last), Some(dated)) => dated <= *last + Duration::from_secs(60),
+            (Some(_), None) => false,
+            (None, _) => true,
+        };
+        let mut candidates = candidates
+            .filter(|(_, _, last)| signed_then(last))
+            .peekable();
+        if candidates.peek().is_none() {
+            return Err(VerifyError::RetiredKey(kid.to_owned()));
+        }
         candidates
-            .any(|(_, point)| {
+            .any(|(_, point, _)| {
                 UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, point)
                     .verify(&message, &signature)
                     .is_ok()

@@ -421,3 +421,53 @@ fn both_webhook_signatures_verify_and_a_tampered_webhook_is_refused() {
         Err(VerifyError::MissingHeader("webhook-signature"))
     );
 }
+
+/// The service signature headers of a webhook `body` to `/in/hook` dated `at`.
+fn service_signed(signer: &Signer, at: Timestamp, body: &[u8]) -> HeaderMap {
+    let date = http_date(at);
+    let (der, kid) = signer.sign_der(&signing_input("POST", "/in/hook", &date, body), at);
+    let mut headers = HeaderMap::new();
+    headers.insert("date", HeaderValue::from_str(&date).unwrap());
+    headers.insert(
+        "x-signature-secp256r1-sha256",
+        HeaderValue::from_str(&der.iter().map(|b| format!("{b:02x}")).collect::<String>()).unwrap(),
+    );
+    headers.insert("x-signature-key-id", HeaderValue::from_str(&kid).unwrap());
+    headers
+}
+
+#[test]
+fn a_retired_key_verifies_only_what_it_signed_before_it_stopped() {
+    let t0 = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+    let at = |mins: i64| Timestamp::from_millis(t0.millis() + mins * 60_000).unwrap();
+    let first = StoredKey::generate("k1".into(), t0).unwrap();
+    let old = Signer::from_keys(std::slice::from_ref(&first)).unwrap();
+    let body = br#"{"id": "wh_1"}"#;
+    let before = service_signed(&old, at(60), body);
+    // Rotated at 2 h: k1 stays listed, retired, and signed until 2 h 10 min.
+    let keys = pricing_core::jws::rotate(
+        &[first],
+        StoredKey::generate("k2".into(), at(120)).unwrap(),
+        at(120),
+    );
+    let published: JwkSet =
+        serde_json::from_value(Signer::from_keys(&keys).unwrap().jwks()).unwrap();
+    assert_eq!(
+        published.keys[0].retired_at.as_deref(),
+        Some("2026-01-01T02:00:00Z")
+    );
+    let verifier = WebhookVerifier::new(&published).unwrap();
+    let check =
+        |headers: &HeaderMap| verifier.verify_service_signature("POST", "/in/hook", headers, body);
+    assert_eq!(check(&before), Ok(()));
+    // k1 still signs for 10 minutes after it retired (a minute's slack for clocks)...
+    assert_eq!(check(&service_signed(&old, at(130), body)), Ok(()));
+    assert_eq!(check(&service_signed(&old, at(131), body)), Ok(()));
+    // ...and after that a signature by it is not the service's (the key may have leaked).
+    for mins in [132, 60 * 24 * 30] {
+        assert_eq!(
+            check(&service_signed(&old, at(mins), body)),
+            Err(VerifyError::RetiredKey("k1".into()))
+        );
+    }
+}

@@ -132,14 +132,21 @@ struct SigningPair {
 /// for as long as the log is kept, docs/webhooks.md), and never signs again
 /// [`KEY_PROPAGATION`] after it retired.
 pub const RETIRED_PRIVATE_KEY_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The most retired keys a set keeps (the newest): 25 years of the AWS stack's default
+/// 90-day rotation. It bounds the key secret (about 200 bytes a key; Secrets Manager takes
+/// 64 KB) and the published set; the oldest key beyond it is dropped, and what it signed
+/// can no longer be verified.
+pub const MAX_RETIRED_KEYS: usize = 100;
 /// A new key signs only once it has been published this long, so every process that
 /// reloads its keys at least this often publishes it before anyone receives a signature
 /// made with it; until then the key it replaced keeps signing.
 pub const KEY_PROPAGATION: Duration = Duration::from_secs(10 * 60);
 
 /// Rotates a key set: `new` becomes the active key and every active key is retired at
-/// `now` (it keeps signing for [`KEY_PROPAGATION`]). Every key stays published; a key
-/// retired more than [`RETIRED_PRIVATE_KEY_LIFETIME`] ago keeps only its public point.
+/// `now` (it keeps signing for [`KEY_PROPAGATION`]). Every key stays published (the newest
+/// [`MAX_RETIRED_KEYS`] retired ones); a key retired more than
+/// [`RETIRED_PRIVATE_KEY_LIFETIME`] ago keeps only its public point.
 pub fn rotate(keys: &[StoredKey], new: StoredKey, now: Timestamp) -> Vec<StoredKey> {
     let long_ago = now
         .millis()
@@ -158,6 +165,27 @@ pub fn rotate(keys: &[StoredKey], new: StoredKey, now: Timestamp) -> Vec<StoredK
             (KeyStatus::Retired, _) => k.clone(),
         })
         .collect();
+    let retired = out
+        .iter()
+        .filter(|k| k.status == KeyStatus::Retired)
+        .count();
+    if let Some(excess) = retired.checked_sub(MAX_RETIRED_KEYS).filter(|n| *n > 0) {
+        // The oldest to retire go first (a key without a date counts as the oldest).
+        let mut ages: Vec<(i64, usize)> = out
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.status == KeyStatus::Retired)
+            .map(|(i, k)| (k.retired_at.map_or(i64::MIN, |at| at.millis()), i))
+            .collect();
+        ages.sort_unstable();
+        let dropped: Vec<usize> = ages.iter().take(excess).map(|&(_, i)| i).collect();
+        out = out
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !dropped.contains(i))
+            .map(|(_, k)| k)
+            .collect();
+    }
     out.push(new);
     out
 }
@@ -212,9 +240,15 @@ impl KeySet {
                     .ok()
                     .filter(|p| p.len() == 65 && p[0] == 4)
                     .ok_or_else(|| KeyError(format!("{}: not a P-256 public point", k.kid)))?,
-                (None, _) => {
+                (None, Some(_)) => {
                     return Err(KeyError(format!(
                         "{}: no private key (only a retired key may lack one)",
+                        k.kid
+                    )));
+                }
+                (None, None) => {
+                    return Err(KeyError(format!(
+                        "{}: neither a private key nor a public point",
                         k.kid
                     )));
                 }
@@ -274,8 +308,8 @@ impl KeySet {
     }
 }
 
-/// The service's key set: one key signs (the newest that has propagated); every active key
-/// and the recently retired ones are published. The set can be replaced while in use
+/// The service's key set: one key signs (the newest that has propagated); every key is
+/// published, retired ones too (see [`rotate`]). The set can be replaced while in use
 /// (rotation), so a long-running process picks up keys rotated elsewhere.
 pub struct Signer {
     set: RwLock<Arc<KeySet>>,
@@ -592,6 +626,63 @@ mod tests {
         // A set whose only active key is fresh signs with it at once.
         let fresh = KeySet::new(&[StoredKey::generate("f".into(), at(0)).unwrap()]).unwrap();
         assert_eq!(fresh.signing(at(0)).kid, "f");
+    }
+
+    #[test]
+    fn a_key_without_its_private_half_never_signs_and_still_verifies_everywhere() {
+        let t0 = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+        let at = |mins: i64| Timestamp::from_millis(t0.millis() + mins * 60_000).unwrap();
+        let old = StoredKey::generate("old".into(), at(-100)).unwrap();
+        let signed = Signer::from_keys(std::slice::from_ref(&old))
+            .unwrap()
+            .sign_jws(b"{}");
+        // Retired just now, and already without its private half (a hand-made set): within
+        // the 10 minutes a retired key would still sign, it does not.
+        let mut headless = old.public_only().unwrap();
+        headless.status = KeyStatus::Retired;
+        headless.retired_at = Some(at(0));
+        let new = StoredKey::generate("new".into(), at(0)).unwrap();
+        let set = KeySet::new(&[headless.clone(), new.clone()]).unwrap();
+        assert_eq!(set.signing(at(1)).kid, "new");
+        // The published set (the management API's, on AWS) verifies what it signed.
+        let signer = Signer::from_keys(&[headless, new]).unwrap();
+        let published = PublishedKeys::from_keys(&signer.public_keys()).unwrap();
+        assert!(published.verify_jws(&signed) && signer.verify_jws(&signed));
+        assert_eq!(
+            signer.jwks()["keys"][0]["retiredAt"],
+            "2026-01-01T00:00:00Z"
+        );
+        assert!(signer.jwks()["keys"][1].get("retiredAt").is_none());
+    }
+
+    #[test]
+    fn a_key_file_of_the_old_shape_loads() {
+        let key = StoredKey::generate("k".into(), Timestamp::now()).unwrap();
+        let pkcs8 = key.pkcs8.unwrap();
+        let old = format!(
+            r#"[{{"kid": "k", "status": "active", "pkcs8": "{pkcs8}", "createdAt": "2026-01-01T00:00:00Z"}}]"#
+        );
+        let keys: Vec<StoredKey> = serde_json::from_str(&old).unwrap();
+        assert_eq!(Signer::from_keys(&keys).unwrap().kid(), "k");
+    }
+
+    #[test]
+    fn a_set_keeps_its_newest_retired_keys_only() {
+        let t0 = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+        let day = |d: i64| Timestamp::from_millis(t0.millis() + d * 86_400_000).unwrap();
+        let key = StoredKey::generate("k0".into(), day(0)).unwrap();
+        let mut keys = vec![key.clone()];
+        for d in 1..=(MAX_RETIRED_KEYS as i64 + 3) {
+            let new = StoredKey {
+                kid: format!("k{d}"),
+                created_at: day(d),
+                ..key.clone()
+            };
+            keys = rotate(&keys, new, day(d));
+        }
+        assert_eq!(keys.len(), MAX_RETIRED_KEYS + 1);
+        assert_eq!(keys[0].kid, "k3", "the oldest three were dropped");
+        assert_eq!(keys.last().unwrap().status, KeyStatus::Active);
     }
 
     #[test]

@@ -62,9 +62,10 @@ impl PublicKey {
         Ok(point)
     }
 
-    /// The key as a JWK of the published set.
+    /// The key as a JWK of the published set; a retired key with `retiredAt` (a webhook
+    /// it signed dated more than `KEY_PROPAGATION` after that is forged).
     pub fn jwk(&self) -> Value {
-        json!({
+        let mut jwk = json!({
             "kid": self.kid,
             "kty": "EC",
             "crv": "P-256",
@@ -74,7 +75,11 @@ impl PublicKey {
             "use": "sig",
             "algorithm": "secp256r1-sha256",
             "status": self.status,
-        })
+        });
+        if let (KeyStatus::Retired, Some(at)) = (self.status, self.retired_at) {
+            jwk["retiredAt"] = json!(at);
+        }
+        jwk
     }
 }
 
@@ -156,7 +161,7 @@ impl PublishedKeys {
             .clone()
     }
 
-    /// The keys of the set, published or not.
+    /// The keys of the set (every one is published).
     pub fn keys(&self) -> Vec<PublicKey> {
         self.current().iter().map(|e| e.key.clone()).collect()
     }
