@@ -197,6 +197,54 @@ async fn a_rotation_is_published_and_a_damaged_public_secret_repaired() {
     assert!(verifier.verify_jws(&signer.sign_jws(b"{}")));
 }
 
+/// A key retired long ago keeps only its public point in the signing secret, stays in the
+/// public one, and what it signed still verifies there (what the management API serves).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_retired_long_ago_is_kept_public_only_and_still_verifies() {
+    let stack = Stack::new("keys-public-only").await;
+    let client = stack.secrets();
+    let signing = &stack.config.signing_keys_secret_id;
+    let public = &stack.config.public_keys_secret_id;
+    let t0 = Timestamp::from_millis(Timestamp::now().millis() - 30 * 86_400_000).expect("t0");
+    let day = |d: i64| Timestamp::from_millis(t0.millis() + d * 86_400_000).expect("a day");
+    maintain_signing_keys(&client, signing, public, None, t0)
+        .await
+        .expect("bootstrap");
+    let first = load_signing_keys(&client, signing, Duration::ZERO)
+        .await
+        .expect("keys");
+    let signed = Signer::from_keys(&first).expect("signer").sign_jws(b"{}");
+    for d in [1, 9] {
+        maintain_signing_keys(&client, signing, public, Some(Duration::ZERO), day(d))
+            .await
+            .expect("rotate");
+    }
+    let keys = load_signing_keys(&client, signing, Duration::ZERO)
+        .await
+        .expect("keys");
+    let kept: Vec<(bool, bool)> = keys
+        .iter()
+        .map(|k| (k.pkcs8.is_some(), k.public.is_some()))
+        .collect();
+    assert_eq!(kept, [(false, true), (true, false), (true, false)]);
+    let published = load_public_keys(&client, public, Duration::ZERO)
+        .await
+        .expect("public keys");
+    assert_eq!(published.len(), 3);
+    assert_eq!(published[0].kid, first[0].kid);
+    assert!(
+        PublishedKeys::from_keys(&published)
+            .expect("usable")
+            .verify_jws(&signed)
+    );
+    assert!(
+        !publish_public_keys(&client, signing, public)
+            .await
+            .expect("nothing to do"),
+        "the public secret agrees with the signing keys"
+    );
+}
+
 /// Every due rotation rotates, however many came before: the put's request token (which
 /// the service makes the new version's id) stays a bounded function of the version read,
 /// so a long chain of rotations never repeats a token and never reads as "another run
