@@ -145,6 +145,11 @@ enum AuthSpec {
     ClientCredentials(String, String),
 }
 
+/// How long the default HTTP client keeps an idle connection: under the 30 s after which
+/// the standalone service closes one (reqwest's own default, 90 s, would reuse connections
+/// the service may be closing at that moment, and a request lost so is not retried).
+pub const POOL_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 impl ClientBuilder {
     /// A fixed bearer token (no refresh).
     pub fn bearer(mut self, token: impl Into<String>) -> Self {
@@ -179,7 +184,9 @@ impl ClientBuilder {
         self
     }
 
-    /// A reqwest client of your own (timeouts, proxies, TLS roots).
+    /// A reqwest client of your own (timeouts, proxies, TLS roots). Keep its pool's idle
+    /// timeout under the service's (the standalone closes an idle connection after 30 s,
+    /// `--header-timeout`), as the default client does ([`POOL_IDLE_TIMEOUT`]).
     pub fn http_client(mut self, http: reqwest::Client) -> Self {
         self.http = Some(http);
         self
@@ -206,7 +213,12 @@ impl ClientBuilder {
         };
         Ok(Client {
             inner: Arc::new(Inner {
-                http: self.http.unwrap_or_default(),
+                http: match self.http {
+                    Some(http) => http,
+                    None => reqwest::Client::builder()
+                        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                        .build()?,
+                },
                 base,
                 auth,
                 retry: self.retry,
