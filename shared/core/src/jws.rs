@@ -4,7 +4,7 @@
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{
     ECDSA_P256_SHA256_ASN1, ECDSA_P256_SHA256_ASN1_SIGNING, ECDSA_P256_SHA256_FIXED,
-    ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair, UnparsedPublicKey,
+    ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair, ParsedPublicKey, UnparsedPublicKey,
 };
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD as B64};
@@ -238,7 +238,7 @@ impl KeySet {
                 (None, Some(point)) if k.status == KeyStatus::Retired => B64
                     .decode(point)
                     .ok()
-                    .filter(|p| p.len() == 65 && p[0] == 4)
+                    .filter(|p| ParsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, p).is_ok())
                     .ok_or_else(|| KeyError(format!("{}: not a P-256 public point", k.kid)))?,
                 (None, Some(_)) => {
                     return Err(KeyError(format!(
@@ -619,6 +619,12 @@ mod tests {
         }
         assert!(Signer::from_keys(&keys).unwrap().verify_jws(&signed_by_old));
         assert_eq!(keys.iter().filter(|k| k.pkcs8.is_some()).count(), 2);
+        // A public point must be on the curve.
+        let mut bent = keys[0].clone();
+        let mut point = B64.decode(bent.public.as_deref().unwrap()).unwrap();
+        point[64] ^= 1;
+        bent.public = Some(B64.encode(&point));
+        assert!(KeySet::new(&[bent, keys.last().unwrap().clone()]).is_err());
         // Only a retired key may lack its private half.
         let mut headless = keys.last().unwrap().public_only().unwrap();
         headless.status = KeyStatus::Active;

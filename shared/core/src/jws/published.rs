@@ -4,7 +4,9 @@
 
 use std::sync::{Arc, RwLock};
 
-use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, ECDSA_P256_SHA256_FIXED, UnparsedPublicKey};
+use aws_lc_rs::signature::{
+    ECDSA_P256_SHA256_ASN1, ECDSA_P256_SHA256_FIXED, ParsedPublicKey, UnparsedPublicKey,
+};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use serde::{Deserialize, Serialize};
@@ -124,8 +126,12 @@ fn entries(keys: &[PublicKey]) -> Result<Vec<Entry>, KeyError> {
     let entries = keys
         .iter()
         .map(|k| {
+            let point = k.point()?;
+            // On the curve, not merely 65 bytes.
+            ParsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, &point)
+                .map_err(|_| KeyError(format!("{}: not a P-256 public key", k.kid)))?;
             Ok(Entry {
-                point: k.point()?,
+                point,
                 key: k.clone(),
             })
         })
@@ -244,6 +250,10 @@ mod tests {
         let mut short = good.clone();
         short[0].x = "AAAA".into();
         assert!(PublishedKeys::from_keys(&short).is_err());
+        // 32 bytes a coordinate, but not a point of the curve.
+        let mut off_curve = good.clone();
+        off_curve[0].y = off_curve[0].x.clone();
+        assert!(PublishedKeys::from_keys(&off_curve).is_err());
         let mut retired = good.clone();
         retired[0].status = KeyStatus::Retired;
         assert!(published.replace_keys(&retired).is_err());
