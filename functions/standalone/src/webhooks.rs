@@ -157,7 +157,15 @@ pub fn rotate_keys(args: &RotateKeysArgs) -> Result<(), Error> {
         .map_err(|e| Error::Setup(format!("signing keys: {e}")))?;
     let listed: String = keys
         .iter()
-        .map(|k| format!("{} {:?}\n", k.kid, k.status))
+        .map(|k| {
+            // A key retired long ago keeps only its public point (it verifies, never signs).
+            let kept = if k.pkcs8.is_none() {
+                " (public key only)"
+            } else {
+                ""
+            };
+            format!("{} {:?}{kept}\n", k.kid, k.status)
+        })
         .collect();
     crate::write_stdout(&listed)
 }
