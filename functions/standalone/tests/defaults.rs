@@ -177,11 +177,12 @@ async fn the_data_directory_keeps_its_mode_and_the_database_is_private() {
     assert_eq!(mode(&fresh.join("pricing.db")), 0o600);
 }
 
-/// Writes `bytes` on a new connection to `service`, then reads until the server closes it
-/// (or 10 s pass): what it answered, and how long after the write it closed.
-fn send_and_read(service: &Serve, bytes: &[u8]) -> (String, Duration) {
+/// Writes `bytes` on a new connection to `base` (`http://HOST:PORT`), then reads until the
+/// server closes it (or 10 s pass): what it answered, and how long after the write it
+/// closed.
+fn send_and_read(base: &str, bytes: &[u8]) -> (String, Duration) {
     use std::io::{Read, Write};
-    let addr = service.base.strip_prefix("http://").unwrap();
+    let addr = base.strip_prefix("http://").unwrap();
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -204,12 +205,19 @@ async fn a_connection_that_sends_no_headers_in_time_is_closed_and_a_stalled_body
     let service = Serve::start(
         &data,
         "127.0.0.1:0",
-        &["--header-timeout", "1", "--body-timeout", "1"],
+        &[
+            "--header-timeout",
+            "1",
+            "--body-timeout",
+            "1",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
     );
 
     // Headers cut short: closed after the timeout, with nothing served.
     let started = Instant::now();
-    let (answer, _) = send_and_read(&service, b"GET /health HTTP/1.1\r\nHost: x\r\n");
+    let (answer, _) = send_and_read(&service.base, b"GET /health HTTP/1.1\r\nHost: x\r\n");
     let waited = started.elapsed();
     assert!(!answer.contains("200 OK"), "{answer}");
     assert!(
@@ -217,12 +225,12 @@ async fn a_connection_that_sends_no_headers_in_time_is_closed_and_a_stalled_body
         "closed after {waited:?}"
     );
     // A connection that sends nothing at all is closed too.
-    let (answer, waited) = send_and_read(&service, b"");
+    let (answer, waited) = send_and_read(&service.base, b"");
     assert!(answer.is_empty(), "{answer}");
     assert!(waited < Duration::from_secs(8), "closed after {waited:?}");
 
     // A whole request is answered; the same connection then idles out.
-    let (answer, waited) = send_and_read(&service, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (answer, waited) = send_and_read(&service.base, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(
         waited >= Duration::from_millis(900) && waited < Duration::from_secs(8),
@@ -234,7 +242,7 @@ async fn a_connection_that_sends_no_headers_in_time_is_closed_and_a_stalled_body
         "POST /projects HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
          Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"projectId\": \"p\""
     );
-    let (answer, waited) = send_and_read(&service, head.as_bytes());
+    let (answer, waited) = send_and_read(&service.base, head.as_bytes());
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("application/problem+json"), "{answer}");
     assert!(answer.contains("did not arrive within 1 s"), "{answer}");
@@ -245,8 +253,7 @@ async fn a_connection_that_sends_no_headers_in_time_is_closed_and_a_stalled_body
     assert!(waited < Duration::from_secs(8), "closed after {waited:?}");
 
     // The same for the token endpoint's form (an OAuth error, as its others).
-    let (answer, waited) = send_and_read(
-        &service,
+    let (answer, waited) = send_and_read(&service.base,
         b"POST /oauth2/token HTTP/1.1\r\nHost: x\r\n\
           Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ngrant_type=");
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
@@ -262,6 +269,22 @@ async fn a_connection_that_sends_no_headers_in_time_is_closed_and_a_stalled_body
     )
     .await;
     assert_eq!(status, 201, "{body}");
+
+    // The /metrics listener has the same header timeout.
+    let metrics = service
+        .lines
+        .iter()
+        .find_map(|l| l.strip_prefix("metrics on http://"))
+        .and_then(|a| a.strip_suffix("/metrics"))
+        .expect("the metrics address is printed")
+        .to_owned();
+    let (answer, waited) =
+        send_and_read(&format!("http://{metrics}"), b"GET /metrics HTTP/1.1\r\n");
+    assert!(answer.is_empty(), "{answer}");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(8),
+        "closed after {waited:?}"
+    );
 }
 
 #[test]
