@@ -30,8 +30,8 @@ use tokio::sync::Semaphore;
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
 /// How long a shutdown waits for requests in flight (and for connections still sending a
-/// request's headers) before it closes them: within the 10 s a container runtime usually
-/// allows before it kills the process, less the workers' own stop.
+/// request's headers) before it closes them. Short: a container runtime usually allows 10 s
+/// in all before it kills the process, and the workers are stopped after this.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Descriptors kept from the cap on client connections (see [`default_max_connections`]):
