@@ -54,8 +54,8 @@ pub enum KeyStatus {
 pub struct StoredKey {
     pub kid: String,
     pub status: KeyStatus,
-    /// The private key; absent once the key has been retired for
-    /// [`RETIRED_PRIVATE_KEY_LIFETIME`] (it signs nothing then).
+    /// The private key; absent from the first rotation at least
+    /// [`RETIRED_PRIVATE_KEY_LIFETIME`] after the key retired (it signs nothing then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pkcs8: Option<String>,
     /// The public point (uncompressed, base64url) of a key whose private half is gone.
@@ -127,10 +127,10 @@ struct SigningPair {
 }
 
 /// How long a retired key keeps its private half: the next rotation after that keeps only
-/// its public point. The key stays published for ever (DESIGN.md section 7 asks for 7
-/// days; the log's entries are stored signed "so clients can verify" them, INTERFACE.md,
-/// for as long as the log is kept, docs/webhooks.md), and never signs again
-/// [`KEY_PROPAGATION`] after it retired.
+/// its public point. The key stays published (DESIGN.md section 7 asks for 7 days; the
+/// log's entries are stored signed "so clients can verify" them, INTERFACE.md, for as long
+/// as the log is kept, docs/webhooks.md; up to [`MAX_RETIRED_KEYS`]), and never signs
+/// again [`KEY_PROPAGATION`] after it retired.
 pub const RETIRED_PRIVATE_KEY_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The most retired keys a set keeps (the newest): 25 years of the AWS stack's default
