@@ -234,9 +234,10 @@ async fn serve_metrics(
         token.map(str::trim),
     );
     let router = crate::metrics::router(Arc::new(scrape));
+    // Not `http_limits`: its default cap would read the process's limits for nothing.
     let limits = crate::http::Limits {
+        header_timeout: Duration::from_secs(args.header_timeout),
         max_connections: METRICS_CONNECTIONS,
-        ..http_limits(args)
     };
     tokio::spawn(crate::http::serve(
         listener,

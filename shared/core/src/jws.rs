@@ -165,26 +165,19 @@ pub fn rotate(keys: &[StoredKey], new: StoredKey, now: Timestamp) -> Vec<StoredK
             (KeyStatus::Retired, _) => k.clone(),
         })
         .collect();
-    let retired = out
-        .iter()
-        .filter(|k| k.status == KeyStatus::Retired)
-        .count();
-    if let Some(excess) = retired.checked_sub(MAX_RETIRED_KEYS).filter(|n| *n > 0) {
-        // The oldest to retire go first (a key without a date counts as the oldest).
-        let mut ages: Vec<(i64, usize)> = out
+    // Beyond the cap the oldest to retire goes first (a key without a date counts as the
+    // oldest); a rotation retires one key, so this usually drops one.
+    let retired = |k: &StoredKey| k.status == KeyStatus::Retired;
+    while out.iter().filter(|k| retired(k)).count() > MAX_RETIRED_KEYS {
+        let oldest = out
             .iter()
             .enumerate()
-            .filter(|(_, k)| k.status == KeyStatus::Retired)
-            .map(|(i, k)| (k.retired_at.map_or(i64::MIN, |at| at.millis()), i))
-            .collect();
-        ages.sort_unstable();
-        let dropped: Vec<usize> = ages.iter().take(excess).map(|&(_, i)| i).collect();
-        out = out
-            .into_iter()
-            .enumerate()
-            .filter(|(i, _)| !dropped.contains(i))
-            .map(|(_, k)| k)
-            .collect();
+            .filter(|(_, k)| retired(k))
+            .min_by_key(|(_, k)| k.retired_at.map_or(i64::MIN, |at| at.millis()))
+            .map(|(i, _)| i);
+        if let Some(i) = oldest {
+            out.remove(i);
+        }
     }
     out.push(new);
     out
