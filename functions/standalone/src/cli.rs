@@ -79,6 +79,10 @@ pub struct ServeArgs {
     /// that).
     #[arg(long, env = "PRICING_BODY_TIMEOUT", default_value_t = pricing_api::app::BODY_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub body_timeout: u64,
+    /// Seconds a response's write may make no progress (the client reads nothing) before
+    /// the connection is closed.
+    #[arg(long, env = "PRICING_SEND_TIMEOUT", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub send_timeout: u64,
     /// Client connections served at once; more wait until one closes. Default: the
     /// process's open-files limit less 512 (kept for the database and webhook deliveries).
     #[arg(long, env = "PRICING_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]

@@ -1,4 +1,5 @@
-//! The HTTP listener: the router on hyper's HTTP/1 server, with a header read timeout.
+//! The HTTP listener: the router on hyper's HTTP/1 server, with a header read timeout and
+//! a send timeout.
 //!
 //! `axum::serve` gives hyper no timer, so hyper's header read timeout never runs: a
 //! client that opens connections and sends nothing, or sends its headers a byte a minute,
@@ -7,6 +8,9 @@
 //! connection whose next request's headers have not all arrived within the timeout
 //! (counted from when the connection opens, or from when its previous response went out)
 //! is closed. A body that stalls is the handler's to time out (408, `Limits::body_timeout`).
+//! A response the client stops reading (a large listing asked for and never read) holds
+//! its connection only until a write has made no progress for the send timeout: then the
+//! connection is closed.
 //!
 //! And a cap on the connections served at once, below the process's file descriptor limit:
 //! at the cap the listener stops accepting (new clients wait in the kernel's backlog) until
@@ -63,6 +67,9 @@ fn open_files_limit(limits: &str) -> Option<usize> {
 pub struct Limits {
     /// See the module documentation.
     pub header_timeout: Duration,
+    /// How long a response's write may make no progress (the client reads nothing) before
+    /// the connection is closed.
+    pub send_timeout: Duration,
     /// Connections served at once (at least 1).
     pub max_connections: usize,
 }
@@ -116,14 +123,18 @@ pub async fn serve(
                 () = &mut shutdown => break,
             },
         };
+        let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+        stream.set_write_timeout(Some(limits.send_timeout));
         let service = TowerToHyperService::new(router.clone());
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let connection =
+            graceful.watch(builder.serve_connection(TokioIo::new(Box::pin(stream)), service));
         // Finished connections are reaped as new ones come (a JoinSet keeps their results).
         while connections.try_join_next().is_some() {}
         connections.spawn(async move {
             let _slot = slot;
             if let Err(e) = connection.await {
-                // A client that went away, or sent no complete headers in time.
+                // A client that went away, sent no complete headers in time, or stopped
+                // reading its response.
                 tracing::debug!(error = %e, "connection closed");
             }
         });

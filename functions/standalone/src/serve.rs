@@ -237,6 +237,7 @@ async fn serve_metrics(
     // Not `http_limits`: its default cap would read the process's limits for nothing.
     let limits = crate::http::Limits {
         header_timeout: Duration::from_secs(args.header_timeout),
+        send_timeout: Duration::from_secs(args.send_timeout),
         max_connections: METRICS_CONNECTIONS,
     };
     tokio::spawn(crate::http::serve(
@@ -256,6 +257,7 @@ const METRICS_CONNECTIONS: usize = 64;
 fn http_limits(args: &ServeArgs) -> crate::http::Limits {
     crate::http::Limits {
         header_timeout: Duration::from_secs(args.header_timeout),
+        send_timeout: Duration::from_secs(args.send_timeout),
         max_connections: args
             .max_connections
             .map_or_else(crate::http::default_max_connections, |n| {

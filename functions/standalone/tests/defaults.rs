@@ -1,7 +1,8 @@
 //! The `serve` defaults on the real binary (issue 9, item 11): the callback policy follows
 //! the listen address, an existing data directory keeps its mode, and the database files
 //! are private. And its read timeouts: a connection that does not send its headers in
-//! time is closed, a body that stalls gets 408; and its cap on connections at once.
+//! time is closed, a body that stalls gets 408, a client that stops reading is closed after
+//! the send timeout; and its cap on connections at once.
 
 #![allow(clippy::unwrap_used)]
 
@@ -285,6 +286,61 @@ async fn a_connection_that_sends_no_headers_in_time_is_closed_and_a_stalled_body
         waited >= Duration::from_millis(900) && waited < Duration::from_secs(8),
         "closed after {waited:?}"
     );
+}
+
+/// A client that asks for more than the socket buffers hold and never reads it: the
+/// response's write stalls, and the connection is closed after the send timeout instead
+/// of holding its slot for good.
+#[test]
+fn a_client_that_stops_reading_its_response_is_closed_after_the_send_timeout() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let service = Serve::start(
+        &dir.path().join("data"),
+        "127.0.0.1:0",
+        &["--send-timeout", "1", "--max-connections", "1"],
+    );
+    let addr = service.base.strip_prefix("http://").unwrap();
+    // Two hundred pipelined requests for the OpenAPI document (about 180 KB each): far more
+    // than the loopback socket buffers hold.
+    const REQUESTS: usize = 200;
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(&b"GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n".repeat(REQUESTS))
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut received = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    let ended = loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break Ok(()),
+            Ok(n) => received += n,
+            Err(e) => break Err(e),
+        }
+    };
+    // The connection ended (closed or reset), not the read timing out, well short of all
+    // the responses.
+    let closed = match &ended {
+        Ok(()) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    assert!(
+        closed,
+        "the connection was not closed: {ended:?} after {received} bytes"
+    );
+    assert!(
+        received < REQUESTS * 100_000,
+        "{received} bytes: the responses were not cut"
+    );
+    // Its slot is free again (the cap is 1): a new client is served.
+    let (answer, _) = send_and_read(
+        &service.base,
+        b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 
 #[test]
