@@ -114,6 +114,7 @@ impl Fixture {
             deactivation_date: None,
             created_at: self.t0,
             updated_at: self.t0,
+            deactivation_announced: Some(false),
         };
         self.store
             .create_instance(&instance, &pricing_core::state::Header::default())

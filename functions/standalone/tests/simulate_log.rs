@@ -143,6 +143,7 @@ async fn fill(store: &EmbeddedStore) -> InstanceKey {
         deactivation_date: None,
         created_at: created,
         updated_at: created,
+        deactivation_announced: Some(false),
     };
     store.create_instance(&instance, &header).await.unwrap();
     let signer = Signer::from_keys(&[StoredKey::generate("k1".into(), created).unwrap()]).unwrap();
@@ -305,6 +306,7 @@ async fn missing_projects_instances_and_logs_are_named() {
         deactivation_date: None,
         created_at: created,
         updated_at: created,
+        deactivation_announced: Some(false),
     };
     store
         .create_instance(&instance, &Default::default())

@@ -15,7 +15,7 @@ use pricing_core::state::{
     Header, ITEM_PROPERTIES_SHOWN_UNSET, InstanceState, PRODUCT_PROPERTIES_SHOWN_UNSET,
     shown_properties,
 };
-use pricing_core::time::Period;
+use pricing_core::time::{Period, Timestamp};
 use pricing_core::validate::{Errors, codes, object};
 use serde_json::{Map, Value, json};
 
@@ -132,6 +132,8 @@ pub async fn create<P: Ports>(
         deactivation_date,
         created_at: now,
         updated_at: now,
+        // Every instance whose date passes gets its event, even one created past it.
+        deactivation_announced: Some(false),
     };
     if instance.active && instance.is_deactivated(now) {
         return Err(ApiError::unprocessable(
@@ -301,44 +303,94 @@ pub async fn update<P: Ports>(
     if !errors.is_empty() {
         return Err(ApiError::validation(errors.list));
     }
-    let now = now();
-    if instance.is_deactivated(now) {
-        if active == Some(true) {
-            return Err(ApiError::unprocessable(
-                "the instance passed its deactivation date and cannot be activated again",
-            ));
+    let change = InstanceChange {
+        name,
+        active,
+        time_zone,
+        deactivation_date,
+    };
+    // Each write replaces the record only if nothing wrote it since it was read: two
+    // updates at once (a rename, and the flag turned off) each apply to what the other
+    // wrote instead of one undoing the other.
+    let mut attempt = 1;
+    loop {
+        let read_at = instance.updated_at;
+        change.apply(&mut instance, now().at_least_after(read_at))?;
+        match app.ports.instances().put_instance(&instance, read_at).await {
+            Ok(()) => break,
+            Err(StoreError::Conflict(_)) if attempt < UPDATE_ATTEMPTS => {
+                attempt += 1;
+                instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
+            }
+            Err(StoreError::Conflict(_)) => {
+                return Err(ApiError::conflict(format!(
+                    "instance {instance_id} was changed by {UPDATE_ATTEMPTS} other writes while this one was applied; send it again"
+                )));
+            }
+            Err(e) => return Err(ApiError::store("updating an instance")(e)),
         }
-        if deactivation_date.is_some_and(|d| d != instance.deactivation_date) {
-            return Err(ApiError::unprocessable(
-                "the instance passed its deactivation date; the date can no longer change",
-            ));
-        }
     }
-    if let Some(name) = name {
-        instance.name = name;
-    }
-    if let Some(active) = active {
-        instance.active = active;
-    }
-    if let Some(tz) = time_zone {
-        instance.time_zone = tz;
-    }
-    if let Some(d) = deactivation_date {
-        instance.deactivation_date = d;
-    }
-    if active == Some(true) && instance.is_deactivated(now) {
-        return Err(ApiError::unprocessable(
-            "the deactivation date has passed: the instance cannot be active",
-        ));
-    }
-    instance.updated_at = now;
-    app.ports
-        .instances()
-        .put_instance(&instance)
-        .await
-        .map_err(ApiError::store("updating an instance"))?;
     tracing::info!(project = %instance.project_id, instance = %instance.instance_id, "instance updated");
     Ok(Json(instance_view(&instance)))
+}
+
+/// Attempts of an update that other writes keep overtaking (each re-reads the record).
+const UPDATE_ATTEMPTS: u32 = 5;
+
+/// What a PUT changes (absent: unchanged; `deactivation_date: Some(None)` removes it).
+struct InstanceChange {
+    name: Option<String>,
+    active: Option<bool>,
+    time_zone: Option<Option<String>>,
+    deactivation_date: Option<Option<Timestamp>>,
+}
+
+impl InstanceChange {
+    /// Applies the change to the record as read, written at `now`; 422 when the record's
+    /// deactivation forbids it.
+    fn apply(&self, instance: &mut Instance, now: Timestamp) -> ApiResult<()> {
+        if instance.is_deactivated(now) {
+            if self.active == Some(true) {
+                return Err(ApiError::unprocessable(
+                    "the instance passed its deactivation date and cannot be activated again",
+                ));
+            }
+            if self
+                .deactivation_date
+                .is_some_and(|d| d != instance.deactivation_date)
+            {
+                return Err(ApiError::unprocessable(
+                    "the instance passed its deactivation date; the date can no longer change",
+                ));
+            }
+        }
+        // Said on every write (a record from before the flag was kept is read by the rule
+        // of then); a new date awaits its own event.
+        instance.deactivation_announced =
+            Some(pricing_core::lifecycle::deactivation_announced(instance));
+        if let Some(name) = &self.name {
+            instance.name.clone_from(name);
+        }
+        if let Some(active) = self.active {
+            instance.active = active;
+        }
+        if let Some(tz) = &self.time_zone {
+            instance.time_zone.clone_from(tz);
+        }
+        if let Some(d) = self.deactivation_date {
+            if d != instance.deactivation_date {
+                instance.deactivation_announced = Some(false);
+            }
+            instance.deactivation_date = d;
+        }
+        if self.active == Some(true) && instance.is_deactivated(now) {
+            return Err(ApiError::unprocessable(
+                "the deactivation date has passed: the instance cannot be active",
+            ));
+        }
+        instance.updated_at = now;
+        Ok(())
+    }
 }
 
 pub async fn item<P: Ports>(

@@ -535,6 +535,113 @@ async fn put_updates_and_refuses_removed_fields_and_reactivation() {
     assert_problem(&r, StatusCode::UNPROCESSABLE_ENTITY);
 }
 
+/// Three PUTs at once on one instance each change what they name: none undoes another.
+/// (Each used to replace the whole record as it had read it: an outside probe lost a field
+/// in 11 of 30 rounds of two.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_puts_each_keep_their_change() {
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    let put = |body: Value| h.call("PUT", "/projects/p/instances/i", Some("acme"), Some(body));
+    for round in 0..30 {
+        let name = format!("name-{round}");
+        let zone = ["Asia/Tokyo", "Europe/Berlin", "America/Lima"][round % 3];
+        let date = format!("2099-01-{:02}T00:00:00Z", round % 28 + 1);
+        let (a, b, c) = tokio::join!(
+            put(json!({"name": name})),
+            put(json!({"timeZone": zone})),
+            put(json!({"deactivationDate": date})),
+        );
+        for r in [&a, &b, &c] {
+            assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        }
+        let r = h
+            .call("GET", "/projects/p/instances/i", Some("acme"), None)
+            .await;
+        assert_eq!(
+            (
+                &r.body["name"],
+                &r.body["timeZone"],
+                &r.body["deactivationDate"]
+            ),
+            (&json!(name), &json!(zone), &json!(date)),
+            "round {round}: a change was lost"
+        );
+    }
+}
+
+/// `instance.deactivated` is sent for an instance whose flag a user turned off after its
+/// date passed, before the scheduler saw it (the record used to say "announced" then),
+/// and for one created with its date already passed.
+#[tokio::test]
+async fn a_deactivation_date_that_passed_is_announced_whatever_was_written_since() {
+    use pricing_core::ports::{ActiveInstances, EventStore};
+    let h = harness();
+    h.project("acme", "p").await;
+    let soon = Timestamp(Timestamp::now().0 + chrono::Duration::milliseconds(300));
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/instances",
+            Some("acme"),
+            Some(json!({"instanceId": "late", "active": true, "deactivationDate": soon})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/instances",
+            Some("acme"),
+            Some(json!({"instanceId": "past", "deactivationDate": "2020-01-01T00:00:00Z"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let r = h
+        .call(
+            "PUT",
+            "/projects/p/instances/late",
+            Some("acme"),
+            Some(json!({"active": false})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let tenant = pricing_core::ids::TenantId::from_claim("acme").unwrap();
+    let now = Timestamp::now();
+    let due = h.store.due_instances(&tenant, now, 10).await.unwrap();
+    let mut announced = Vec::new();
+    for entry in &due.items {
+        let done = pricing_core::scheduler::handle_due(&h.store, &h.store, entry, now)
+            .await
+            .unwrap();
+        assert_eq!(done, pricing_core::scheduler::Due::Deactivated);
+        let events = h.store.list_events(&entry.key, None, 10).await.unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].event_type, "instance.deactivated");
+        announced.push(entry.key.instance_id.to_string());
+    }
+    announced.sort();
+    assert_eq!(announced, ["late", "past"]);
+    // Announced, they leave the index; a later write does not bring them back.
+    let r = h
+        .call(
+            "PUT",
+            "/projects/p/instances/late",
+            Some("acme"),
+            Some(json!({"name": "renamed"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let due = h
+        .store
+        .due_instances(&tenant, Timestamp::now(), 10)
+        .await
+        .unwrap();
+    assert!(due.items.is_empty(), "{:?}", due.items);
+}
+
 #[tokio::test]
 async fn entries_are_validated_stored_signed_deduplicated_and_applied() {
     let h = harness();

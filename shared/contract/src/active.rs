@@ -129,12 +129,12 @@ where
     // and a changed time zone or deactivation date shows.
     let mut off = instance(&tkey("pa", "i2"), "I");
     off.active = false;
-    store.put_instance(&off).await.expect("put");
+    store.put_instance(&off, created).await.expect("put");
     let mut on = instance(&tkey("pa", "i1"), "I");
     on.updated_at = plus(created, 30);
     on.time_zone = Some("America/New_York".into());
     on.deactivation_date = Some(plus(created, 7_200));
-    store.put_instance(&on).await.expect("put");
+    store.put_instance(&on, created).await.expect("put");
     let due = store.due_instances(&a, next, 10).await.expect("due");
     let keys: Vec<_> = due.items.iter().map(|e| e.key.clone()).collect();
     assert_eq!(keys, vec![tkey("pa", "i1"), tkey("pa", "i0")]);
@@ -208,8 +208,44 @@ where
     done.active = false;
     done.deactivation_date = Some(date);
     done.updated_at = date;
-    store.put_instance(&done).await.expect("put");
+    store.put_instance(&done, created).await.expect("put");
     assert!(keys_due(store, &c, plus(date, 60)).await.is_empty());
+
+    // A record that says whether its event was emitted is indexed by that, however it
+    // was written: turned inactive after its date by a user (not announced) it stays,
+    // due at its date, until the deactivation says it was announced.
+    let user = run.key_of(&c, "pc", "u");
+    let mut inst = instance(&user, "I");
+    inst.deactivation_date = Some(date);
+    inst.deactivation_announced = Some(false);
+    store
+        .create_instance(&inst, &header(0, serde_json::json!({})))
+        .await
+        .expect("create");
+    let read_at = inst.updated_at;
+    inst.active = false;
+    inst.updated_at = plus(date, 10);
+    store.put_instance(&inst, read_at).await.expect("put");
+    let due = store
+        .due_instances(&c, plus(date, 60), 10)
+        .await
+        .expect("due");
+    assert_eq!(
+        due.items
+            .iter()
+            .map(|e| (&e.key, e.due))
+            .collect::<Vec<_>>(),
+        vec![(&user, date)],
+        "written inactive after its date, not announced: still indexed"
+    );
+    let read_at = inst.updated_at;
+    inst.deactivation_announced = Some(true);
+    inst.updated_at = plus(date, 20);
+    store.put_instance(&inst, read_at).await.expect("put");
+    assert!(
+        keys_due(store, &c, plus(date, 60)).await.is_empty(),
+        "announced: out of the index"
+    );
 }
 
 /// SchedulerCursors: none before the first save, then the last one saved, per step.

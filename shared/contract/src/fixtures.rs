@@ -122,6 +122,8 @@ pub fn instance(key: &InstanceKey, name: &str) -> Instance {
         deactivation_date: None,
         created_at: at("2026-01-02T03:04:05Z"),
         updated_at: at("2026-01-02T03:04:05Z"),
+        // A record of before the flag was kept: the contracts say how it is read.
+        deactivation_announced: None,
     }
 }
 

@@ -6,7 +6,8 @@ use crate::fixtures::{Run, at, header, instance};
 use crate::{check_pages, page_request};
 
 /// InstanceStore: create/get round trip, `Conflict` on a taken (project, instance),
-/// `put_instance` replaces and is `NotFound` for a missing instance, listing per project in
+/// `put_instance` replaces the record as read (`Conflict` when it was written since) and
+/// is `NotFound` for a missing instance, listing per project in
 /// instance id order with cursor paging.
 pub async fn instance_store_contract<S: InstanceStore>(store: &S) {
     let run = Run::new("instances");
@@ -77,15 +78,51 @@ pub async fn instance_store_contract<S: InstanceStore>(store: &S) {
         updated_at: at("2026-02-01T00:00:00.5Z"),
         ..first.clone()
     };
-    store.put_instance(&updated).await.expect("put_instance");
+    store
+        .put_instance(&updated, first.updated_at)
+        .await
+        .expect("put_instance");
     assert_eq!(
         store.get_instance(&key).await.expect("get_instance"),
         Some(updated.clone()),
         "put_instance replaces the record"
     );
+    // A replace of the record as read before that write loses, and changes nothing.
+    let stale = Instance {
+        name: "Stale".into(),
+        updated_at: at("2026-02-01T00:00:01Z"),
+        ..first.clone()
+    };
+    assert!(
+        matches!(
+            store.put_instance(&stale, first.updated_at).await,
+            Err(StoreError::Conflict(_))
+        ),
+        "put_instance of a record written since it was read is a Conflict"
+    );
+    assert_eq!(
+        store.get_instance(&key).await.expect("get_instance"),
+        Some(updated.clone()),
+        "a refused put_instance leaves the record as it was"
+    );
+    // The deactivation flag is kept as written.
+    let announced = Instance {
+        deactivation_announced: Some(true),
+        updated_at: at("2026-02-01T00:00:02Z"),
+        ..updated.clone()
+    };
+    store
+        .put_instance(&announced, updated.updated_at)
+        .await
+        .expect("put_instance");
+    assert_eq!(
+        store.get_instance(&key).await.expect("get_instance"),
+        Some(announced.clone())
+    );
+    let updated = announced;
     let ghost = instance(&run.key("p", "ghost"), "Ghost");
     assert_eq!(
-        store.put_instance(&ghost).await,
+        store.put_instance(&ghost, ghost.updated_at).await,
         Err(StoreError::NotFound),
         "put_instance of a missing instance is NotFound"
     );

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use crate::ids::InstanceKey;
 use crate::model::{Event, Instance, Message};
-use crate::ports::{Enqueue, EventStore, InstanceStore, StoreResult};
+use crate::ports::{Enqueue, EventStore, InstanceStore, StoreError, StoreResult};
 use crate::time::Timestamp;
 
 /// The `instance.deactivated` event of an instance; one id per instance, so emitting it
@@ -30,12 +30,24 @@ pub fn deactivated_event(instance: &Instance, now: Timestamp) -> Event {
 }
 
 /// Whether the instance's deactivation date still awaits its `instance.deactivated` event:
-/// a date is set and the instance was not written since it (deactivation writes the
-/// instance at or after the date, which ends the wait). An active instance always waits.
+/// a date is set and the event was not emitted. Whatever the instance's flag, and however
+/// it was written after its date (a user who turns the flag off before the scheduler has
+/// seen the date pass still gets the event).
 pub fn awaits_deactivation(instance: &Instance) -> bool {
-    instance
-        .deactivation_date
-        .is_some_and(|d| instance.active || instance.updated_at < d)
+    instance.deactivation_date.is_some() && !deactivation_announced(instance)
+}
+
+/// Whether the instance's `instance.deactivated` event was emitted. A record written before
+/// this was kept (`deactivation_announced` absent) is read by the rule of then: announced
+/// once written inactive at or after its date (deactivation wrote it so; a user's write of
+/// the flag off after the date, before the scheduler saw it, read the same and went
+/// unannounced).
+pub fn deactivation_announced(instance: &Instance) -> bool {
+    match (instance.deactivation_announced, instance.deactivation_date) {
+        (Some(announced), _) => announced,
+        (None, Some(d)) => !instance.active && instance.updated_at >= d,
+        (None, None) => false,
+    }
 }
 
 /// Whether the scheduler's index holds the instance: active, or awaiting its
@@ -59,8 +71,9 @@ pub fn index_due(instance: &Instance) -> Timestamp {
 /// scheduler finds it due in its index): the event first (idempotent), then the flag off
 /// and the record written at `now` (which takes the instance out of the scheduler's
 /// index), then a wake-up that dispatches the event. A crash in between repeats the steps
-/// on the next run. `false` when the instance is gone, not past its date, or announced
-/// already (its record is newer than the index).
+/// on the next run, and so does a write of the instance between the read and the write
+/// here (this one is then not made: the next run reads what the other wrote). `false`
+/// when the instance is gone, not past its date, announced already, or written meanwhile.
 pub async fn deactivate<S, Q>(
     store: &S,
     queue: &Q,
@@ -80,9 +93,15 @@ where
     store
         .append_events(key, &[deactivated_event(&instance, now)])
         .await?;
+    let read_at = instance.updated_at;
     instance.active = false;
-    instance.updated_at = now;
-    store.put_instance(&instance).await?;
+    instance.deactivation_announced = Some(true);
+    instance.updated_at = now.at_least_after(read_at);
+    match store.put_instance(&instance, read_at).await {
+        Ok(()) => {}
+        Err(StoreError::Conflict(_) | StoreError::NotFound) => return Ok(false),
+        Err(e) => return Err(e),
+    }
     queue
         .send(&Message::ProcessInstance { key: key.clone() })
         .await?;

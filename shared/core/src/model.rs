@@ -46,7 +46,14 @@ pub struct Instance {
     pub time_zone: Option<String>,
     pub deactivation_date: Option<Timestamp>,
     pub created_at: Timestamp,
+    /// Moves on every write; a replace is conditional on it (`InstanceStore::put_instance`).
     pub updated_at: Timestamp,
+    /// Whether its `instance.deactivated` event was emitted (set by
+    /// [`crate::lifecycle::deactivate`]; a new deactivation date clears it). `None` in a
+    /// record written before it was kept: then [`crate::lifecycle::deactivation_announced`]
+    /// infers it as it was inferred then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deactivation_announced: Option<bool>,
 }
 
 impl Instance {

@@ -111,8 +111,16 @@ pub trait InstanceStore: Send + Sync + 'static {
         project: &ProjectKey,
         page: &PageRequest,
     ) -> impl Future<Output = StoreResult<Page<Instance>>> + Send;
-    /// Replaces an existing instance record; `NotFound` when there is none.
-    fn put_instance(&self, instance: &Instance) -> impl Future<Output = StoreResult<()>> + Send;
+    /// Replaces an existing instance record if it was not written since it was read: its
+    /// stored `updatedAt` is still `if_updated_at`. `NotFound` when there is none,
+    /// `Conflict` when another write came first (read it again, and apply the change to
+    /// what it wrote: two writers that each replaced the whole record would lose one's
+    /// change).
+    fn put_instance(
+        &self,
+        instance: &Instance,
+        if_updated_at: Timestamp,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
 }
 
 /// The append-only entry log of each instance.

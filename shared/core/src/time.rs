@@ -26,6 +26,17 @@ impl Timestamp {
         self.0.timestamp_millis()
     }
 
+    /// This time, or a nanosecond after `earlier` when this is not past it (a clock that
+    /// did not move, or moved back): what a record written after one stamped `earlier` is
+    /// stamped, so that its stamp always changes.
+    pub fn at_least_after(self, earlier: Self) -> Self {
+        if self > earlier {
+            self
+        } else {
+            Self(earlier.0 + chrono::Duration::nanoseconds(1))
+        }
+    }
+
     pub fn to_rfc3339(&self) -> String {
         self.0.to_rfc3339_opts(SecondsFormat::AutoSi, true)
     }

@@ -29,7 +29,7 @@ const WRITER_CHECKPOINT_PAGES: i64 = 16_384;
 /// and stops: nothing to copy, no fsync.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
 /// The schema this code writes (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: i64 = 10;
+pub(crate) const SCHEMA_VERSION: i64 = 11;
 
 /// What a write acknowledged by the store survives.
 ///
@@ -349,6 +349,7 @@ const MIGRATIONS: &[(i64, Step)] = &[
     (8, Step::Sql(crate::retention::SCHEMA_V8)),
     (9, Step::Code(crate::item_record::rewrite_json_records)),
     (10, Step::Sql(crate::prices::SCHEMA_V10)),
+    (11, Step::Sql(crate::schedule::SCHEMA_V11)),
 ];
 
 /// The tables keyed by `project_id`.

@@ -4,6 +4,7 @@ use pricing_core::ids::{InstanceKey, ProjectKey};
 use pricing_core::model::{Instance, Page, PageRequest};
 use pricing_core::ports::{InstanceStore, StoreError, StoreResult};
 use pricing_core::state::Header;
+use pricing_core::time::Timestamp;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use crate::EmbeddedStore;
@@ -127,24 +128,45 @@ impl InstanceStore for EmbeddedStore {
         .await
     }
 
-    async fn put_instance(&self, instance: &Instance) -> StoreResult<()> {
+    async fn put_instance(&self, instance: &Instance, if_updated_at: Timestamp) -> StoreResult<()> {
         let project = instance.key().project_storage_key();
         let id = instance.instance_id.to_string();
         let record = serde_json::to_string(instance)
             .map_err(|e| StoreError::Failed(format!("put_instance: {e}")))?;
         let inner = self.inner.clone();
+        let key = instance.key();
         self.on_writer("put_instance", move |conn| {
-            let _noted = RecordsChanged(&inner);
-            let changed = conn
+            // The writer is the database's only one: what it reads here is what it replaces.
+            let stored: Option<String> = conn
                 .prepare_cached(
-                    "UPDATE instances SET record = ?3 WHERE project_id = ?1 AND instance_id = ?2",
+                    "SELECT record FROM instances WHERE project_id = ?1 AND instance_id = ?2",
                 )?
-                .execute(params![project, id, record])?;
-            if changed == 0 {
+                .query_row(params![project, id], |row| row.get(0))
+                .optional()?;
+            let Some(stored) = stored else {
                 return Err(StoreError::NotFound.into());
+            };
+            let Written { updated_at } = serde_json::from_str(&stored)?;
+            if updated_at != if_updated_at {
+                return Err(StoreError::Conflict(format!(
+                    "instance {key} was written since it was read"
+                ))
+                .into());
             }
+            let _noted = RecordsChanged(&inner);
+            conn.prepare_cached(
+                "UPDATE instances SET record = ?3 WHERE project_id = ?1 AND instance_id = ?2",
+            )?
+            .execute(params![project, id, record])?;
             Ok(())
         })
         .await
     }
+}
+
+/// The field of a stored instance record that a replace is conditional on.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Written {
+    updated_at: Timestamp,
 }

@@ -124,6 +124,7 @@ mod tests {
             deactivation_date: None,
             created_at: Timestamp::now(),
             updated_at: Timestamp::now(),
+            deactivation_announced: None,
         }
     }
 
@@ -180,7 +181,9 @@ mod tests {
             "before"
         );
         record.name = "after".into();
-        store.put_instance(&record).await.unwrap();
+        let read_at = record.updated_at;
+        record.updated_at = Timestamp::now().at_least_after(read_at);
+        store.put_instance(&record, read_at).await.unwrap();
         assert_eq!(store.get_instance(&key).await.unwrap(), Some(record));
     }
 }

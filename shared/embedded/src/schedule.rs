@@ -3,10 +3,11 @@
 //! ordered by (tenant, due time).
 //!
 //! Triggers keep the index with the instance rows (schema v5, [`SCHEMA_V5`]; v7,
-//! [`SCHEMA_V7`]): an instance written with its flag set has a row (tenant from its
+//! [`SCHEMA_V7`]; v11, [`SCHEMA_V11`]): an instance written with its flag set has a row (tenant from its
 //! project, due at its `updatedAt` or its deactivation date if earlier, its time zone,
 //! deactivation date and flag); one written without has a row only while its deactivation
-//! date awaits its event (due at that date); a state header whose schedule changes moves
+//! date awaits its event (due at that date: not announced, whenever the record was
+//! written); a state header whose schedule changes moves
 //! the due time to the commit time. So the index changes in the same transaction as what
 //! it mirrors.
 
@@ -181,6 +182,73 @@ BEGIN
     WHERE (json_extract(new.record, '$.active') = 1
      OR (json_extract(new.record, '$.deactivationDate') IS NOT NULL
          AND CAST(ROUND((julianday(json_extract(new.record, '$.updatedAt')) - 2440587.5) * 86400000.0) AS INTEGER) < CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER)))
+    ON CONFLICT (project_id, instance_id) DO UPDATE SET
+        tenant = excluded.tenant, due_ms = excluded.due_ms, record = excluded.record;
+END;
+"#;
+
+/// Version 11: an instance's record says whether its `instance.deactivated` event was
+/// emitted (`deactivationAnnounced`, [`pricing_core::lifecycle::deactivation_announced`]),
+/// so the triggers index an instance while it is active or while a deactivation date is
+/// set and not announced. A record without the field is read as before (announced once
+/// written inactive at or after its date), so no row changes here.
+pub(crate) const SCHEMA_V11: &str = r#"
+DROP TRIGGER instances_index_insert;
+DROP TRIGGER instances_index_update;
+
+CREATE TRIGGER instances_index_insert AFTER INSERT ON instances
+WHEN (json_extract(new.record, '$.active') = 1
+     OR (json_extract(new.record, '$.deactivationDate') IS NOT NULL
+         AND CASE json_type(new.record, '$.deactivationAnnounced')
+             WHEN 'true' THEN 0
+             WHEN 'false' THEN 1
+             ELSE CAST(ROUND((julianday(json_extract(new.record, '$.updatedAt')) - 2440587.5) * 86400000.0) AS INTEGER) < CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER) END))
+BEGIN
+    INSERT INTO schedule_index (project_id, instance_id, tenant, due_ms, record)
+    VALUES (
+        new.project_id, new.instance_id,
+        COALESCE((SELECT tenant FROM projects WHERE project_id = new.project_id), '?'),
+        CASE WHEN json_extract(new.record, '$.active') = 1 THEN MIN(
+            COALESCE(CAST(ROUND((julianday(json_extract(new.record, '$.updatedAt')) - 2440587.5) * 86400000.0) AS INTEGER), 0),
+            COALESCE(CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER), 9223372036854775807))
+        ELSE CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER) END,
+        json_object('timeZone', json_extract(new.record, '$.timeZone'),
+                    'deactivationDate', json_extract(new.record, '$.deactivationDate'),
+                    'active', json(CASE WHEN json_extract(new.record, '$.active') = 1
+                                   THEN 'true' ELSE 'false' END))
+    )
+    ON CONFLICT (project_id, instance_id) DO UPDATE SET
+        tenant = excluded.tenant, due_ms = excluded.due_ms, record = excluded.record;
+END;
+
+CREATE TRIGGER instances_index_update AFTER UPDATE OF record ON instances
+BEGIN
+    DELETE FROM schedule_index
+    WHERE project_id = new.project_id AND instance_id = new.instance_id
+      AND NOT (json_extract(new.record, '$.active') = 1
+     OR (json_extract(new.record, '$.deactivationDate') IS NOT NULL
+         AND CASE json_type(new.record, '$.deactivationAnnounced')
+             WHEN 'true' THEN 0
+             WHEN 'false' THEN 1
+             ELSE CAST(ROUND((julianday(json_extract(new.record, '$.updatedAt')) - 2440587.5) * 86400000.0) AS INTEGER) < CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER) END));
+    INSERT INTO schedule_index (project_id, instance_id, tenant, due_ms, record)
+    SELECT
+        new.project_id, new.instance_id,
+        COALESCE((SELECT tenant FROM projects WHERE project_id = new.project_id), '?'),
+        CASE WHEN json_extract(new.record, '$.active') = 1 THEN MIN(
+            COALESCE(CAST(ROUND((julianday(json_extract(new.record, '$.updatedAt')) - 2440587.5) * 86400000.0) AS INTEGER), 0),
+            COALESCE(CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER), 9223372036854775807))
+        ELSE CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER) END,
+        json_object('timeZone', json_extract(new.record, '$.timeZone'),
+                    'deactivationDate', json_extract(new.record, '$.deactivationDate'),
+                    'active', json(CASE WHEN json_extract(new.record, '$.active') = 1
+                                   THEN 'true' ELSE 'false' END))
+    WHERE (json_extract(new.record, '$.active') = 1
+     OR (json_extract(new.record, '$.deactivationDate') IS NOT NULL
+         AND CASE json_type(new.record, '$.deactivationAnnounced')
+             WHEN 'true' THEN 0
+             WHEN 'false' THEN 1
+             ELSE CAST(ROUND((julianday(json_extract(new.record, '$.updatedAt')) - 2440587.5) * 86400000.0) AS INTEGER) < CAST(ROUND((julianday(json_extract(new.record, '$.deactivationDate')) - 2440587.5) * 86400000.0) AS INTEGER) END))
     ON CONFLICT (project_id, instance_id) DO UPDATE SET
         tenant = excluded.tenant, due_ms = excluded.due_ms, record = excluded.record;
 END;

@@ -946,7 +946,7 @@ mod prices {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, db::SCHEMA_VERSION);
-        assert_eq!(db::SCHEMA_VERSION, 10);
+        assert_eq!(db::SCHEMA_VERSION, 11);
     }
 
     /// A file written by the version 1 schema is upgraded in place on open: its records

@@ -84,6 +84,7 @@ async fn seeded() -> (EmbeddedStore, InstanceKey) {
                 deactivation_date: None,
                 created_at: now,
                 updated_at: now,
+                deactivation_announced: Some(false),
             },
             &Header::default(),
         )

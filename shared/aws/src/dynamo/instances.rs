@@ -8,8 +8,9 @@ use pricing_core::ids::{InstanceKey, ProjectKey};
 use pricing_core::model::{Instance, Page, PageRequest};
 use pricing_core::ports::{InstanceStore, StoreError, StoreResult};
 use pricing_core::state::Header;
+use pricing_core::time::Timestamp;
 
-use super::keys::{self, APPLIED_SEQ, PK, RECORD, REV, SK};
+use super::keys::{self, APPLIED_SEQ, PK, RECORD, REV, SK, UPDATED_AT};
 use super::projects::page_of;
 use super::quotas::Counter;
 use super::{
@@ -131,22 +132,36 @@ impl InstanceStore for DynamoStore {
         }))
     }
 
-    /// The instance item and its scheduler index entry (`schedule.rs`) in one transaction.
-    async fn put_instance(&self, instance: &Instance) -> StoreResult<()> {
+    /// The instance item and its scheduler index entry (`schedule.rs`) in one transaction,
+    /// if the item's `updated_at` is still what was read (an item written before that
+    /// attribute was kept is replaced once unconditionally: it has none to compare).
+    async fn put_instance(&self, instance: &Instance, if_updated_at: Timestamp) -> StoreResult<()> {
         const OP: &str = "put_instance";
         let put = built(
             OP,
             Put::builder()
                 .table_name(self.table())
                 .set_item(Some(instance_item(OP, instance)?))
-                .condition_expression("attribute_exists(pk)")
+                .condition_expression(
+                    "attribute_exists(pk) AND (#u = :read OR attribute_not_exists(#u))",
+                )
+                .expression_attribute_names("#u", UPDATED_AT)
+                .expression_attribute_values(":read", s(if_updated_at.to_rfc3339()))
                 .build(),
         )?;
         let mut actions = vec![TransactWriteItem::builder().put(put).build()];
         actions.extend(self.index_writes(OP, instance, true).await?);
         match self.transact(OP, actions).await? {
             Ok(()) => Ok(()),
-            Err(reasons) if failed_at(&reasons, 0) => Err(StoreError::NotFound),
+            Err(reasons) if failed_at(&reasons, 0) => {
+                match self.get_instance(&instance.key()).await? {
+                    None => Err(StoreError::NotFound),
+                    Some(_) => Err(StoreError::Conflict(format!(
+                        "instance {} was written since it was read",
+                        instance.key()
+                    ))),
+                }
+            }
             Err(reasons) => Err(StoreError::Unavailable(format!(
                 "{OP}: transaction cancelled: {reasons:?}"
             ))),
@@ -161,5 +176,6 @@ fn instance_item(op: &str, instance: &Instance) -> StoreResult<super::Item> {
         (PK.to_owned(), s(keys::project_pk(&key.project()))),
         (SK.to_owned(), s(keys::instance_sk(&key.instance_id))),
         (RECORD.to_owned(), s(encode(op, instance)?)),
+        (UPDATED_AT.to_owned(), s(instance.updated_at.to_rfc3339())),
     ]))
 }

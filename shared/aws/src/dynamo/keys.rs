@@ -13,6 +13,9 @@ pub(crate) const RECORD: &str = "record";
 pub(crate) const TENANT: &str = "tenant";
 pub(crate) const APPLIED_SEQ: &str = "applied_seq";
 pub(crate) const REV: &str = "rev";
+/// On an instance item: its record's `updatedAt` (RFC 3339), what a replace is
+/// conditional on. Items written before it was kept have none.
+pub(crate) const UPDATED_AT: &str = "updated_at";
 pub(crate) const LAST_SEQ: &str = "last_seq";
 pub(crate) const SEQ: &str = "seq";
 pub(crate) const IDX: &str = "idx";

@@ -187,7 +187,12 @@ impl DynamoStore {
             };
             // A consistent read: the index may be older than the record.
             if let Some(instance) = self.get_instance(&listed.key()).await? {
-                self.put_instance(&instance).await?;
+                // The record as it is; written meanwhile, it was moved by that write.
+                match self.put_instance(&instance, instance.updated_at).await {
+                    Ok(()) => {}
+                    Err(StoreError::Conflict(_) | StoreError::NotFound) => continue,
+                    Err(e) => return Err(e),
+                }
                 tracing::info!(instance = %instance.key(), "moved onto the scheduler's new index");
             }
         }
