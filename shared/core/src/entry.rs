@@ -373,10 +373,15 @@ pub fn parse_entry(v: &Value, ptr: &str, opts: ParseOptions, errors: &mut Errors
                 map: data,
                 ptr: o.ptr_of("data"),
             };
-            match o.get("type").and_then(Value::as_str) {
+            let type_name = o.get("type").and_then(Value::as_str);
+            match type_name {
                 Some("productRegistration") => d.refuse_dot_segment("productId", errors),
                 Some("itemRegistration") => d.refuse_dot_segment("itemId", errors),
                 _ => {}
+            }
+            // No two members of one type are spelt alike, so each list is checked alone.
+            for known in type_name.map_or([&[][..], &[][..]], data_members) {
+                crate::validate::misspelt_members(data, known, &d.ptr, errors);
             }
         }
     }
@@ -413,6 +418,54 @@ pub fn parse_entry(v: &Value, ptr: &str, opts: ParseOptions, errors: &mut Errors
         timestamp,
         kind,
     })
+}
+
+/// The members of each entry type's `data` that are read (its own, and the properties a
+/// registration takes beside them). `data` is lenient about members it does not know, but
+/// one of these spelt another way (`Quantity`, `item_id`) is refused as a misspelt envelope
+/// member is: ignored, it would take what it says with it (a sale of 5 written `Quantity`
+/// counted as a sale of 1).
+fn data_members(type_name: &str) -> [&'static [&'static str]; 2] {
+    match type_name {
+        "productRegistration" => [
+            &["productId", "properties", "metadata", "strict"],
+            &PRODUCT_PROPERTY_KEYS,
+        ],
+        "itemRegistration" => [
+            &[
+                "itemId",
+                "productId",
+                "properties",
+                "metadata",
+                "strict",
+                "quantity",
+            ],
+            &ITEM_PROPERTY_KEYS,
+        ],
+        "itemRemoval" => [&["itemId"], &[]],
+        "instanceMetadata" => [&["patch", "update"], &[]],
+        "itemMetadata" | "itemProperties" => [&["itemId", "patch", "update"], &[]],
+        "productMetadata" | "productProperties" => [&["productId", "patch", "update"], &[]],
+        "itemSale" => [
+            &[
+                "itemId",
+                "quantity",
+                "price",
+                "basePrice",
+                "pool",
+                "currency",
+                "tax",
+                "breakdown",
+                "soldAt",
+            ],
+            &[],
+        ],
+        "itemQuantity" => [&["itemId", "total", "change"], &[]],
+        "itemReservation" => [&["itemId", "productId", "reserved"], &[]],
+        "pricingSchedule" => [&["interval", "times"], &[]],
+        "instanceActions" => [&["actions"], &[]],
+        _ => [&[], &[]],
+    }
 }
 
 fn removed_kind(type_name: &str) -> Option<&'static str> {

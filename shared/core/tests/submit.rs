@@ -474,6 +474,59 @@ fn every_kind_can_be_submitted() {
 }
 
 #[test]
+fn a_misspelt_data_member_is_refused_not_ignored() {
+    // `data` is lenient about members it does not know, but `Quantity` ignored made a sale
+    // of 5 count as 1 (an outside probe found it).
+    let typo = json!({"type": "itemSale", "transactionId": "t1",
+        "data": {"itemId": "A", "Quantity": 5, "price": 10}});
+    let errors = invalid(json!({"entries": [sale("B"), typo]}));
+    assert_eq!(
+        pc(&errors),
+        [("/entries/1/data/Quantity", codes::UNKNOWN_FIELD)]
+    );
+    assert!(
+        errors[0].message.contains("`quantity`"),
+        "{}",
+        errors[0].message
+    );
+    for (type_name, data, member) in [
+        (
+            "itemReservation",
+            json!({"itemId": "A", "Reserved": 3}),
+            "Reserved",
+        ),
+        ("itemQuantity", json!({"itemId": "A", "TOTAL": 3}), "TOTAL"),
+        (
+            "itemSale",
+            json!({"item_id": "A", "itemId": "A", "price": 1}),
+            "item_id",
+        ),
+        (
+            "itemRegistration",
+            json!({"itemId": "A", "productId": "P", "sales_period": {}}),
+            "sales_period",
+        ),
+        (
+            "productRegistration",
+            json!({"productId": "P", "Capacity": 9}),
+            "Capacity",
+        ),
+    ] {
+        let e = json!({"type": type_name, "data": data});
+        let errors = invalid(json!({"entries": [e]}));
+        let pointer = format!("/entries/0/data/{member}");
+        assert!(
+            pc(&errors).contains(&(pointer.as_str(), codes::UNKNOWN_FIELD)),
+            "{type_name}: {errors:?}"
+        );
+    }
+    // Members that resemble nothing known stay lenient.
+    let extra =
+        json!({"type": "itemSale", "data": {"itemId": "A", "price": 1, "channel": "box office"}});
+    assert_eq!(accepted(json!({"entries": [extra]})).entries.len(), 1);
+}
+
+#[test]
 fn a_misspelt_envelope_member_is_refused_not_ignored() {
     // Entries are lenient about members they do not know, but one that is a known member
     // spelt another way would be ignored with what it says: a retry with
