@@ -413,6 +413,19 @@ pub fn parse_entry(v: &Value, ptr: &str, opts: ParseOptions, errors: &mut Errors
         None => parse_kind(type_name, &data?, &o, errors),
     };
     let kind = kind?;
+    // A sale's own time is read as the entry's (the demand estimate, the last sale), so it
+    // has the same bound.
+    if let (EntryKind::ItemSale(sale), Some(now)) = (&kind, opts.now)
+        && sale
+            .sold_at
+            .is_some_and(|t| t.millis() > now.millis() + MAX_FUTURE_SKEW_MS)
+    {
+        errors.push(
+            format!("{}/soldAt", o.ptr_of("data")),
+            codes::FUTURE,
+            "is more than 5 minutes in the future",
+        );
+    }
     (errors.len() == before).then_some(Entry {
         transaction_id,
         timestamp,

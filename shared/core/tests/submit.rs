@@ -474,6 +474,25 @@ fn every_kind_can_be_submitted() {
 }
 
 #[test]
+fn a_sale_time_in_the_future_is_refused_like_an_entry_time() {
+    let at =
+        |t: &str| json!({"type": "itemSale", "data": {"itemId": "A", "price": 10, "soldAt": t}});
+    assert_eq!(
+        pc(&invalid(json!({"entries": [at("2099-01-01T00:00:00Z")]}))),
+        [("/entries/0/data/soldAt", codes::FUTURE)]
+    );
+    let soon = now().0 + chrono::Duration::minutes(4);
+    let soon = Timestamp(soon).to_rfc3339();
+    assert_eq!(accepted(json!({"entries": [at(&soon)]})).entries.len(), 1);
+    assert_eq!(
+        accepted(json!({"entries": [at("2020-01-01T00:00:00Z")]}))
+            .entries
+            .len(),
+        1
+    );
+}
+
+#[test]
 fn a_misspelt_data_member_is_refused_not_ignored() {
     // `data` is lenient about members it does not know, but `Quantity` ignored made a sale
     // of 5 count as 1 (an outside probe found it).
