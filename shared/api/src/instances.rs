@@ -349,7 +349,12 @@ impl InstanceChange {
     /// Applies the change to the record as read, written at `now`; 422 when the record's
     /// deactivation forbids it.
     fn apply(&self, instance: &mut Instance, now: Timestamp) -> ApiResult<()> {
-        if instance.is_deactivated(now) {
+        // Announced: the scheduler saw the date pass, whatever this clock says (a record
+        // active and announced would stay in the scheduler's index for good).
+        let passed = instance.is_deactivated(now)
+            || (instance.deactivation_date.is_some()
+                && pricing_core::lifecycle::deactivation_announced(instance));
+        if passed {
             if self.active == Some(true) {
                 return Err(ApiError::unprocessable(
                     "the instance passed its deactivation date and cannot be activated again",

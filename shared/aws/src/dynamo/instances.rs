@@ -162,8 +162,12 @@ impl InstanceStore for DynamoStore {
                     ))),
                 }
             }
-            Err(reasons) => Err(StoreError::Unavailable(format!(
-                "{OP}: transaction cancelled: {reasons:?}"
+            // Another transaction on the instance item or its index entries at the same
+            // moment (two PUTs at once): read it again and apply the change to what the
+            // other wrote, as after a failed condition.
+            Err(reasons) => Err(StoreError::Conflict(format!(
+                "{OP}: another write of instance {} at the same moment: {reasons:?}",
+                instance.key()
             ))),
         }
     }
