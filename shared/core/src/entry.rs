@@ -383,6 +383,7 @@ pub fn parse_entry(v: &Value, ptr: &str, opts: ParseOptions, errors: &mut Errors
             for known in type_name.map_or([&[][..], &[][..]], data_members) {
                 crate::validate::misspelt_members(data, known, &d.ptr, errors);
             }
+            misspelt_nested_members(type_name.unwrap_or(""), &d, errors);
         }
     }
     let type_name = o.req_str("type", errors);
@@ -478,6 +479,54 @@ fn data_members(type_name: &str) -> [&'static [&'static str]; 2] {
         "pricingSchedule" => [&["interval", "times"], &[]],
         "instanceActions" => [&["actions"], &[]],
         _ => [&[], &[]],
+    }
+}
+
+/// The same for the objects inside `data` that are read member by member: a sale's `tax`
+/// and `breakdown` lines, a quantity's `change`, an item's `priceSettings` (in `data` or
+/// its `properties`): `"Multiplier": 2` would price at the default multiplier of 1.
+fn misspelt_nested_members(type_name: &str, d: &Obj<'_>, errors: &mut Errors) {
+    use crate::validate::misspelt_members;
+    let check = |v: Option<&Value>, known: &[&str], ptr: String, errors: &mut Errors| {
+        if let Some(Value::Object(map)) = v {
+            misspelt_members(map, known, &ptr, errors);
+        }
+    };
+    const PRICE_SETTINGS: [&str; 4] = ["min", "max", "default", "multiplier"];
+    match type_name {
+        "itemSale" => {
+            check(
+                d.get("tax"),
+                &["vatPercent", "amount", "included"],
+                d.ptr_of("tax"),
+                errors,
+            );
+            if let Some(Value::Array(lines)) = d.get("breakdown") {
+                for (i, line) in lines.iter().enumerate() {
+                    let ptr = format!("{}/{i}", d.ptr_of("breakdown"));
+                    check(Some(line), &["component", "amount"], ptr, errors);
+                }
+            }
+        }
+        "itemQuantity" => check(
+            d.get("change"),
+            &["absolute", "relative"],
+            d.ptr_of("change"),
+            errors,
+        ),
+        "itemRegistration" => {
+            check(
+                d.get("priceSettings"),
+                &PRICE_SETTINGS,
+                d.ptr_of("priceSettings"),
+                errors,
+            );
+            if let Some(Value::Object(props)) = d.get("properties") {
+                let ptr = format!("{}/priceSettings", d.ptr_of("properties"));
+                check(props.get("priceSettings"), &PRICE_SETTINGS, ptr, errors);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -530,6 +530,31 @@ fn a_misspelt_data_member_is_refused_not_ignored() {
             json!({"productId": "P", "Capacity": 9}),
             "Capacity",
         ),
+        (
+            "itemSale",
+            json!({"itemId": "A", "price": 1, "tax": {"VatPercent": 20}}),
+            "tax/VatPercent",
+        ),
+        (
+            "itemSale",
+            json!({"itemId": "A", "price": 1, "breakdown": [{"component": "fee", "Amount": 1}]}),
+            "breakdown/0/Amount",
+        ),
+        (
+            "itemQuantity",
+            json!({"itemId": "A", "change": {"Absolute": 3}}),
+            "change/Absolute",
+        ),
+        (
+            "itemRegistration",
+            json!({"itemId": "A", "productId": "P", "priceSettings": {"min": 1, "max": 9, "default": 5, "Multiplier": 2}}),
+            "priceSettings/Multiplier",
+        ),
+        (
+            "itemRegistration",
+            json!({"itemId": "A", "productId": "P", "properties": {"priceSettings": {"min": 1, "max": 9, "default": 5, "multi_plier": 2}}}),
+            "properties/priceSettings/multi_plier",
+        ),
     ] {
         let e = json!({"type": type_name, "data": data});
         let errors = invalid(json!({"entries": [e]}));
