@@ -355,7 +355,8 @@ type Hits = Arc<Mutex<Vec<(String, Value)>>>;
 /// of them with 503 and Retry-After: 1 *after* keeping it (the receiver processed it, the
 /// sender does not know: a receiver-side duplicate under the same webhook-id follows). At
 /// most once per webhook-id: a second 503 would put the next attempt 5 minutes out (the
-/// retry schedule, tested in `webhooks`), which only makes the drain wait.
+/// retry schedule, tested in `webhooks`, which Retry-After lengthens but never shortens),
+/// which only makes the drain wait.
 async fn start_receiver(seed: u64) -> (Hits, std::net::SocketAddr) {
     use axum::http::StatusCode;
     use axum::response::IntoResponse;

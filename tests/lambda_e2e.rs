@@ -652,7 +652,8 @@ async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
     assert!(result.batch_item_failures.is_empty());
     delete_succeeded(&aws, &aws.config.process_queue_url, &event, &receipts, &[]).await;
 
-    // First attempt: 503 with Retry-After: 1 hides the message for a second.
+    // First attempt: 503 with Retry-After: 1 hides the message for the schedule's first
+    // delay, 5 s +-10 % (a Retry-After lengthens the schedule's delay, never shortens it).
     assert_eq!(deliver_once(&aws, &transport, &keys.signer).await, 1);
     assert_eq!(hits.lock().unwrap().len(), 1);
     assert_eq!(
@@ -660,7 +661,7 @@ async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
         0,
         "hidden until the retry is due"
     );
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(5_700)).await;
     assert_eq!(deliver_once(&aws, &transport, &keys.signer).await, 1);
     let got = hits.lock().unwrap().clone();
     assert_eq!(got.len(), 2);

@@ -98,7 +98,14 @@ async fn main() {
         Signer::from_keys(&[StoredKey::generate("bench".into(), now).expect("key")])
             .expect("signer"),
     );
-    let transport = Arc::new(HttpTransport::new(CallbackPolicy::LOCAL).expect("transport"));
+    // As `serve` builds it: one destination (the bench's one receiver) holds at most a
+    // quarter of the pool.
+    let transport = Arc::new(
+        HttpTransport::builder(CallbackPolicy::LOCAL)
+            .places(standalone::serve::places_per_destination(concurrency))
+            .build()
+            .expect("transport"),
+    );
     let (stop, stopped) = watch::channel(false);
     let started = Instant::now();
     let pool = tokio::spawn(standalone::webhooks::run(

@@ -111,7 +111,8 @@ pub struct ServeArgs {
     /// loopback address, `strict` otherwise (the service is reachable from other hosts).
     #[arg(long, value_enum, env = "PRICING_CALLBACK_POLICY")]
     pub callback_policy: Option<CallbackPolicyArg>,
-    /// Webhook deliveries in flight at once.
+    /// Webhook deliveries in flight at once; one destination (a callback URL's origin)
+    /// holds at most a quarter of them.
     #[arg(long, default_value_t = 64)]
     pub delivery_concurrency: usize,
     /// Where `/metrics` (Prometheus text) is served, on a listener of its own: HOST:PORT

@@ -62,8 +62,13 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         queue: store.clone(),
     };
     let policy = callback_policy(args.callback_policy, &[args.listen]);
+    // One destination may hold a quarter of the delivery pool: a receiver that hangs
+    // cannot make every other subscriber wait (docs/webhooks.md, "Attempts").
     let transport = Arc::new(
-        HttpTransport::new(policy).map_err(|e| Error::Setup(format!("HTTP client: {e}")))?,
+        HttpTransport::builder(policy)
+            .places(places_per_destination(args.delivery_concurrency))
+            .build()
+            .map_err(|e| Error::Setup(format!("HTTP client: {e}")))?,
     );
     let auth: Arc<dyn Authenticator> = tokens.clone();
     // The workers' processor; its warm states also serve the API's reads of state.
@@ -247,6 +252,11 @@ async fn serve_metrics(
         std::future::pending(),
     ));
     Ok(Some(addr))
+}
+
+/// Webhook attempts in flight to one destination: a quarter of the delivery pool.
+pub fn places_per_destination(delivery_concurrency: usize) -> usize {
+    (delivery_concurrency / 4).max(1)
 }
 
 /// Connections the `/metrics` listener serves at once (scrapers; within the descriptors the

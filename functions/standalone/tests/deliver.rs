@@ -731,3 +731,67 @@ async fn a_slow_attempts_retry_counts_from_its_end() {
         "an attempt is dated by its start"
     );
 }
+
+/// Holds each attempt until released, answering 204; its destination has one place.
+struct Held {
+    places: std::sync::Arc<pricing_core::webhooks::DestinationPlaces>,
+    release: tokio::sync::Notify,
+}
+
+impl WebhookTransport for Held {
+    async fn post(&self, _request: WebhookRequest) -> Response {
+        self.release.notified().await;
+        status(204)
+    }
+
+    fn take_place(&self, destination: &str) -> Option<pricing_core::webhooks::Place> {
+        self.places.take(destination)
+    }
+}
+
+/// A slow destination whose places are all taken (a receiver that hangs) is not attempted:
+/// the delivery waits 20 to 40 s and the attempt does not count, so the pool's places go to
+/// other destinations (found by an outside probe: one tenant's hung receiver delayed every
+/// other tenant's webhooks by 15 s to 12 minutes).
+#[tokio::test]
+async fn a_destination_without_a_free_place_is_not_attempted_and_nothing_counts() {
+    let f = fixture().await;
+    let (first, second) = (f.delivery(4).await, f.delivery(5).await);
+    let held = Held {
+        // Every attempt in flight counts as slow (the real threshold is 5 s).
+        places: pricing_core::webhooks::DestinationPlaces::slow_after(1, Duration::ZERO),
+        release: tokio::sync::Notify::new(),
+    };
+    let attempt = deliver(&f.store, &held, &f.signer, &first, f.t0);
+    let blocked = async {
+        // The first attempt holds the destination's only place meanwhile.
+        while held.places.in_flight("https://hooks.example.com") == 0 {
+            tokio::task::yield_now().await;
+        }
+        let settle = tokio::time::timeout(
+            Duration::from_secs(5),
+            deliver(&f.store, &held, &f.signer, &second, f.t0),
+        )
+        .await
+        .expect("not attempted: it would wait for a release that comes after")
+        .unwrap();
+        held.release.notify_one();
+        settle
+    };
+    let (done, blocked) = tokio::join!(attempt, blocked);
+    assert_eq!(done.unwrap(), Settle::Done);
+    let Settle::RetryIn(wait) = blocked else {
+        panic!("{blocked:?}")
+    };
+    assert!((20..=40).contains(&wait.as_secs()), "{wait:?}");
+    let waiting = f.store.get_delivery(&second).await.unwrap().unwrap();
+    assert_eq!(waiting.attempt, 0, "no attempt was counted");
+    assert!(waiting.attempts.is_empty());
+    assert_eq!(held.places.in_flight("https://hooks.example.com"), 0);
+    // With its place free again it is attempted.
+    held.release.notify_one();
+    let settle = deliver(&f.store, &held, &f.signer, &second, f.t0)
+        .await
+        .unwrap();
+    assert_eq!(settle, Settle::Done);
+}

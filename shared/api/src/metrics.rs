@@ -325,6 +325,10 @@ impl<T: WebhookTransport> WebhookTransport for Observed<T> {
         ));
         response
     }
+
+    fn take_place(&self, destination: &str) -> Option<pricing_core::webhooks::Place> {
+        self.inner.take_place(destination)
+    }
 }
 
 /// `pricing_core::webhooks::handle` (one message of the webhooks lane), recording the

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use pricing_core::ports::{WebhookRequest, WebhookTransport};
 use pricing_core::webhooks::delivery::Response;
-use pricing_core::webhooks::{CallbackPolicy, check_callback_url};
+use pricing_core::webhooks::{CallbackPolicy, DestinationPlaces, Place, check_callback_url};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use url::Host;
 
@@ -51,6 +51,8 @@ pub struct HttpTransport {
     policy: CallbackPolicy,
     timeout: Duration,
     connect_timeout: Duration,
+    /// Attempts in flight per destination, when limited ([`HttpTransportBuilder::places`]).
+    places: Option<Arc<DestinationPlaces>>,
 }
 
 impl HttpTransport {
@@ -66,6 +68,7 @@ impl HttpTransport {
             timeout: TIMEOUT,
             connect_timeout: CONNECT_TIMEOUT,
             lookup: None,
+            places: None,
         }
     }
 
@@ -164,6 +167,13 @@ impl WebhookTransport for HttpTransport {
     fn post(&self, request: WebhookRequest) -> impl Future<Output = Response> + Send {
         self.send(request)
     }
+
+    fn take_place(&self, destination: &str) -> Option<Place> {
+        match &self.places {
+            Some(places) => places.take(destination),
+            None => Some(Place::unlimited()),
+        }
+    }
 }
 
 /// Configures an [`HttpTransport`].
@@ -172,6 +182,7 @@ pub struct HttpTransportBuilder {
     timeout: Duration,
     connect_timeout: Duration,
     lookup: Option<Lookup>,
+    places: Option<usize>,
 }
 
 impl HttpTransportBuilder {
@@ -199,6 +210,14 @@ impl HttpTransportBuilder {
         self
     }
 
+    /// At most `per_destination` attempts in flight to one destination (a callback URL's
+    /// origin); more are not made now (`pricing_core::webhooks::places`). Default: no
+    /// limit (a Lambda function makes one attempt at a time).
+    pub fn places(mut self, per_destination: usize) -> Self {
+        self.places = Some(per_destination);
+        self
+    }
+
     pub fn build(self) -> Result<HttpTransport, BuildError> {
         let connect_timeout = self.connect_timeout.min(self.timeout);
         let resolver = PolicyResolver {
@@ -222,6 +241,7 @@ impl HttpTransportBuilder {
             policy: self.policy,
             timeout: self.timeout,
             connect_timeout,
+            places: self.places.map(DestinationPlaces::new),
         })
     }
 }

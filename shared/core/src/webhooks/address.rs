@@ -36,6 +36,39 @@ impl CallbackPolicy {
     }
 }
 
+/// Checks a callback URL a subscription is created with: [`check_callback_url`], and the
+/// URL must mean what it shows (the delivery checks only the policy, so subscriptions
+/// stored before these rules keep working).
+pub fn check_new_callback_url(raw: &str, policy: &CallbackPolicy) -> Result<Url, String> {
+    // A URL parser drops these silently (surrounding spaces, tabs and line breaks inside,
+    // zero-width characters in a host), so the webhook would go somewhere other than the
+    // URL the subscription shows.
+    if let Some(c) = raw.chars().find(|&c| dropped_by_parsers(c)) {
+        return Err(format!(
+            "must not contain {} (a URL parser drops it: the webhook would not go to the URL shown)",
+            c.escape_unicode()
+        ));
+    }
+    let url = check_callback_url(raw, policy)?;
+    // `https:/host` and `https:host` parse as `https://host`: the same reason.
+    let prefix = format!("{}://", url.scheme());
+    if !raw
+        .get(..prefix.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(&prefix))
+    {
+        return Err(format!("must start with {prefix}"));
+    }
+    if url.port() == Some(0) {
+        return Err("port 0 is not a port a receiver listens on".into());
+    }
+    if let Some(Host::Domain(name)) = url.host()
+        && let Some(why) = not_a_host_name(name.trim_end_matches('.'))
+    {
+        return Err(format!("host {name} {why}"));
+    }
+    Ok(url)
+}
+
 /// Checks a callback URL against the policy; the message says what is wrong.
 pub fn check_callback_url(raw: &str, policy: &CallbackPolicy) -> Result<Url, String> {
     if raw.len() > MAX_URL_LEN {
@@ -73,6 +106,34 @@ pub fn check_callback_url(raw: &str, policy: &CallbackPolicy) -> Result<Url, Str
     Ok(url)
 }
 
+/// Whitespace, control characters and the invisible ones a URL parser drops or IDNA maps
+/// away (zero-width spaces and joiners, the word joiner, the byte order mark, the soft
+/// hyphen).
+fn dropped_by_parsers(c: char) -> bool {
+    c.is_whitespace()
+        || c.is_control()
+        || matches!(c, '\u{00ad}' | '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
+}
+
+/// Why a (lowercase, ASCII: IDNA has run) host name can never be resolved: a label empty or
+/// longer than 63 characters, or one that starts or ends with `-`; a name longer than 253.
+fn not_a_host_name(name: &str) -> Option<&'static str> {
+    if name.len() > 253 {
+        return Some("is longer than 253 characters");
+    }
+    name.split('.').find_map(|label| {
+        if label.is_empty() {
+            Some("has an empty label")
+        } else if label.len() > 63 {
+            Some("has a label longer than 63 characters")
+        } else if label.starts_with('-') || label.ends_with('-') {
+            Some("has a label that starts or ends with `-`")
+        } else {
+            None
+        }
+    })
+}
+
 fn check_ip(ip: IpAddr, policy: &CallbackPolicy) -> Result<(), String> {
     if policy.allows_address(ip) {
         Ok(())
@@ -83,8 +144,10 @@ fn check_ip(ip: IpAddr, policy: &CallbackPolicy) -> Result<(), String> {
 
 /// Whether `ip` is a public unicast address. Blocked: unspecified, loopback, private,
 /// link-local (and so the instance metadata service), CGNAT, benchmarking, documentation,
-/// reserved, multicast and broadcast ranges; IPv6 unique-local, link-local, and every
-/// address embedding IPv4 (mapped, compatible, NAT64, 6to4, Teredo).
+/// reserved, multicast and broadcast ranges; in IPv6 everything outside global unicast
+/// (2000::/3: so unique-local, link-local and every form embedding IPv4 but 6to4), and
+/// within it 6to4, the IETF protocol assignments (Teredo, benchmarking, ORCHID) and the
+/// documentation ranges.
 pub fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_public_v4(v4),
@@ -110,20 +173,18 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
 
 fn is_public_v6(ip: Ipv6Addr) -> bool {
     let s = ip.segments();
-    let embeds_v4 = ip.to_ipv4_mapped().is_some()
-        || (s[0..6] == [0; 6]) // IPv4-compatible (and ::, ::1)
-        || (s[0] == 0x64 && s[1] == 0xff9b) // NAT64 64:ff9b::/96 and /48
-        || s[0] == 0x2002 // 6to4
-        || (s[0] == 0x2001 && s[1] == 0); // Teredo
-    !(ip.is_unspecified()
-        || ip.is_loopback()
-        || ip.is_multicast()
-        || embeds_v4
-        || (s[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
-        || (s[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
-        || (s[0] & 0xffc0) == 0xfec0 // site-local (deprecated)
-        || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
-        || (s[0] == 0x0100 && s[1..4] == [0; 3])) // discard-only 100::/64
+    // Public unicast is global unicast, 2000::/3. Everything else is not: unspecified,
+    // loopback, IPv4-mapped, -compatible and -translated (`::ffff:0:a.b.c.d`), NAT64
+    // 64:ff9b::/96 and /48, discard-only, unique-local, link-local, site-local, SRv6
+    // 5f00::/16, multicast.
+    let global_unicast = (s[0] & 0xe000) == 0x2000;
+    // 2001::/23: the IETF protocol assignments (Teredo, benchmarking 2001:2::/48, ORCHID);
+    // 2001:db8::/32: documentation.
+    let special_2001 = s[0] == 0x2001 && (s[1] < 0x0200 || s[1] == 0x0db8);
+    global_unicast
+        && !special_2001
+        && s[0] != 0x2002 // 6to4 (embeds IPv4)
+        && (s[0] & 0xfff0) != 0x3ff0 // documentation 3fff::/20 (RFC 9637)
 }
 
 #[cfg(test)]
@@ -131,7 +192,7 @@ mod tests {
     use super::*;
 
     fn strict(url: &str) -> Result<Url, String> {
-        check_callback_url(url, &CallbackPolicy::STRICT)
+        check_new_callback_url(url, &CallbackPolicy::STRICT)
     }
 
     #[test]
@@ -160,9 +221,45 @@ mod tests {
             "https://hooks.example.com/#frag",
             "not a url",
             "/relative",
+            // Found by an outside probe: taken as typed, delivered elsewhere or never.
+            "  https://hooks.example.com/spaces  ",
+            "https://hooks.example.com/cr\r\nlf",
+            "https://hooks.example.com/ta\tb",
+            "https://hooks.example.com/nu\0l",
+            "https:/hooks.example.com/x",
+            "https:hooks.example.com/x",
+            "https://ex\u{200b}ample.com/x",
+            "https://example.com:0/x",
+            "https://a..b.com/x",
+            "https://-a.com/x",
+            "https://[2001:2::1]/x",
+            "https://[3fff::1]/x",
+            "https://[::ffff:0:7f00:1]:9103/x",
         ] {
             assert!(strict(bad).is_err(), "{bad} should be refused");
         }
+        let long_label = format!("https://{}.com/x", "a".repeat(64));
+        assert!(strict(&long_label).is_err());
+        let long_name = format!("https://{}com/x", "a.".repeat(130));
+        assert!(strict(&long_name).is_err());
+        for ok in [
+            "HTTPS://Hooks.Example.com/x",
+            "https://例え.テスト/x",
+            "https://a_b.example.com/x",
+            "https://hooks.example.com./x",
+        ] {
+            assert!(strict(ok).is_ok(), "{ok} should be taken");
+        }
+    }
+
+    /// The delivery checks the policy only: a subscription stored before the syntax rules
+    /// keeps its deliveries (to the URL as parsed), but not an address the policy refuses.
+    #[test]
+    fn a_stored_url_is_checked_for_the_policy_only() {
+        let policy = CallbackPolicy::STRICT;
+        let url = check_callback_url("  https://hooks.example.com/x ", &policy).unwrap();
+        assert_eq!(url.as_str(), "https://hooks.example.com/x");
+        assert!(check_callback_url("https://[3fff::1]/x", &policy).is_err());
     }
 
     #[test]
@@ -180,7 +277,14 @@ mod tests {
 
     #[test]
     fn public_addresses() {
-        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "2a00:1450::1"] {
+        for ip in [
+            "8.8.8.8",
+            "1.1.1.1",
+            "2606:4700:4700::1111",
+            "2a00:1450::1",
+            "2001:4860:4860::8888",
+            "2c0f:fb50::1",
+        ] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
         for ip in [
@@ -196,6 +300,19 @@ mod tests {
             "2001:db8::1",
             "ff02::1",
             "::",
+            // Found by an outside probe (they were taken and connected to).
+            "2001:2::1",
+            "3fff::1",
+            "::ffff:0:7f00:1",
+            "2001:10::1",
+            "5f00::1",
+            "2001::1",
+            "fd00::1",
+            "fe80::1",
+            "::1",
+            "::ffff:127.0.0.1",
+            "64:ff9b:1::1",
+            "100::1",
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }

@@ -10,6 +10,7 @@ use super::delivery::{
     Attempt, AttemptUpdate, Delivery, DeliveryStatus, MAX_ATTEMPTS, Response, Verdict, bounded,
     judge, retry_delay,
 };
+use super::places::deferral;
 use super::sign::signed_request;
 use super::subscription::{Subscription, SubscriptionStatus};
 use crate::jws::Signer;
@@ -62,6 +63,12 @@ where
     let (response, duration_ms) = match usable(subscription.as_ref()) {
         Err(why) => (Response::Error(why.to_owned()), 0),
         Ok((sub, url)) => {
+            // A destination whose places are taken (a receiver that hangs, holding each
+            // for the whole timeout) is not attempted now: the delivery waits, uncounted,
+            // and the pool's places go to the other destinations.
+            let Some(_place) = transport.take_place(&url.origin().ascii_serialization()) else {
+                return Ok(Settle::RetryIn(deferral(webhook_id)));
+            };
             let request = signed_request(signer, sub, &url, &delivery.event, webhook_id, now);
             let started = Instant::now();
             let response = transport.post(request).await;

@@ -308,9 +308,11 @@ pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
 
 /// The delay before the next attempt after `attempts_made` failed ones, or `None` when
 /// that was the last. The schedule's delay gets +-10 % jitter (derived from the webhook
-/// id, so it is reproducible). A Retry-After the receiver sent with 429 or 503 replaces
+/// id, so it is reproducible). A Retry-After the receiver sent with 429 or 503 lengthens
 /// it: the receiver knows when it can take the webhook again (bounded to
-/// [`MIN_RETRY_AFTER`]..=[`MAX_RETRY_AFTER`]); the attempt still counts.
+/// [`MIN_RETRY_AFTER`]..=[`MAX_RETRY_AFTER`]). It never shortens it: the attempt still
+/// counts, and a receiver asking for 1 s again and again would otherwise use up all eight
+/// attempts within seconds and lose the webhook for good (an outside probe saw it).
 pub fn retry_delay(
     attempts_made: u32,
     webhook_id: &str,
@@ -323,7 +325,7 @@ pub fn retry_delay(
     let unit = f64::from(u16::from_be_bytes([digest[0], digest[1]])) / f64::from(u16::MAX);
     let jittered = base.mul_f64(0.9 + 0.2 * unit);
     Some(match retry_after {
-        Some(asked) => asked.clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER),
+        Some(asked) => asked.clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER).max(jittered),
         None => jittered,
     })
 }
@@ -363,13 +365,24 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_replaces_the_schedule_within_bounds() {
+    fn retry_after_lengthens_the_schedule_within_bounds() {
         let d = retry_delay(1, "wh_a", Some(Duration::from_secs(120))).unwrap();
         assert_eq!(d, Duration::from_secs(120));
-        let d = retry_delay(2, "wh_a", Some(Duration::from_secs(2))).unwrap();
-        assert_eq!(d, Duration::from_secs(2));
-        let d = retry_delay(2, "wh_a", Some(Duration::ZERO)).unwrap();
-        assert_eq!(d, MIN_RETRY_AFTER);
+        // Shorter than the schedule: the schedule's (eight quick 429s with `Retry-After: 1`
+        // used to fail a webhook for good within 8 s).
+        let scheduled = retry_delay(2, "wh_a", None).unwrap();
+        for asked in [Duration::from_secs(2), Duration::ZERO] {
+            assert_eq!(retry_delay(2, "wh_a", Some(asked)), Some(scheduled));
+        }
+        let d = retry_delay(1, "wh_a", Some(Duration::ZERO)).unwrap();
+        assert_eq!(
+            d,
+            retry_delay(1, "wh_a", None).unwrap().max(MIN_RETRY_AFTER)
+        );
+        let total: Duration = (1..MAX_ATTEMPTS)
+            .map(|made| retry_delay(made, "wh_a", Some(Duration::from_secs(1))).unwrap())
+            .sum();
+        assert!(total >= Duration::from_secs(24 * 3600), "{total:?}");
         let d = retry_delay(1, "wh_a", Some(Duration::from_secs(999_999))).unwrap();
         assert_eq!(d, MAX_RETRY_AFTER);
         // More seconds than a u64 holds: the longest delay, not the schedule's (found by

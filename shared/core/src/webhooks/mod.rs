@@ -14,12 +14,13 @@ pub mod delivery;
 pub mod dispatch;
 pub mod history;
 pub mod lane;
+pub mod places;
 pub mod secret;
 pub mod sign;
 pub mod subscription;
 pub mod trigger;
 
-pub use address::{CallbackPolicy, check_callback_url, is_public};
+pub use address::{CallbackPolicy, check_callback_url, check_new_callback_url, is_public};
 pub use deliver::{Settle, deliver};
 pub use delivery::{
     Attempt, AttemptUpdate, ClientReport, Delivery, DeliveryStatus, DeliverySummary, MAX_ATTEMPTS,
@@ -28,6 +29,7 @@ pub use delivery::{
 pub use dispatch::{DispatchReport, dispatch};
 pub use history::{EventPage, EventQuery, MAX_EVENTS_EXAMINED, read_events};
 pub use lane::{OVERDUE_GRACE, WebhookSweepReport, handle, sweep};
+pub use places::{DestinationPlaces, Place};
 pub use secret::{ROTATION_GRACE, SubscriptionSecrets, WebhookSecret};
 pub use sign::{envelope, http_date, signed_request, signing_input};
 pub use subscription::{EventType, NewSubscription, Subscription, SubscriptionStatus};

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::address::{CallbackPolicy, check_callback_url};
+use super::address::{CallbackPolicy, check_new_callback_url};
 use super::secret::{SubscriptionSecrets, WebhookSecret};
 use crate::ids::{InstanceId, ProjectId, ProjectKey, SubscriptionId, TenantId};
 use crate::model::Event;
@@ -125,7 +125,7 @@ impl NewSubscription {
                 errors.push("/callbackUrl", codes::REQUIRED, "callbackUrl is required");
                 None
             }
-            Some(Value::String(s)) => match check_callback_url(s, policy) {
+            Some(Value::String(s)) => match check_new_callback_url(s, policy) {
                 Ok(_) => Some(s.clone()),
                 Err(why) => {
                     errors.push("/callbackUrl", codes::FORMAT, format!("callbackUrl {why}"));
