@@ -483,8 +483,9 @@ fn data_members(type_name: &str) -> [&'static [&'static str]; 2] {
 }
 
 /// The same for the objects inside `data` that are read member by member: a sale's `tax`
-/// and `breakdown` lines, a quantity's `change`, an item's `priceSettings` (in `data` or
-/// its `properties`): `"Multiplier": 2` would price at the default multiplier of 1.
+/// and `breakdown` lines, a quantity's `change`, an item's `priceSettings` and a product's
+/// `rounding` (in `data` or its `properties`): `"Multiplier": 2` would price at the
+/// default multiplier of 1.
 fn misspelt_nested_members(type_name: &str, d: &Obj<'_>, errors: &mut Errors) {
     use crate::validate::misspelt_members;
     let check = |v: Option<&Value>, known: &[&str], ptr: String, errors: &mut Errors| {
@@ -514,6 +515,13 @@ fn misspelt_nested_members(type_name: &str, d: &Obj<'_>, errors: &mut Errors) {
             d.ptr_of("change"),
             errors,
         ),
+        "productRegistration" => {
+            check(d.get("rounding"), &["step"], d.ptr_of("rounding"), errors);
+            if let Some(Value::Object(props)) = d.get("properties") {
+                let ptr = format!("{}/rounding", d.ptr_of("properties"));
+                check(props.get("rounding"), &["step"], ptr, errors);
+            }
+        }
         "itemRegistration" => {
             check(
                 d.get("priceSettings"),

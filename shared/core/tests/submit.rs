@@ -555,6 +555,11 @@ fn a_misspelt_data_member_is_refused_not_ignored() {
             json!({"itemId": "A", "productId": "P", "properties": {"priceSettings": {"min": 1, "max": 9, "default": 5, "multi_plier": 2}}}),
             "properties/priceSettings/multi_plier",
         ),
+        (
+            "productRegistration",
+            json!({"productId": "P", "capacity": 9, "rounding": {"Step": 1}}),
+            "rounding/Step",
+        ),
     ] {
         let e = json!({"type": type_name, "data": data});
         let errors = invalid(json!({"entries": [e]}));
