@@ -661,7 +661,7 @@ async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
         0,
         "hidden until the retry is due"
     );
-    tokio::time::sleep(std::time::Duration::from_millis(5_700)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(6_500)).await;
     assert_eq!(deliver_once(&aws, &transport, &keys.signer).await, 1);
     let got = hits.lock().unwrap().clone();
     assert_eq!(got.len(), 2);

@@ -200,7 +200,7 @@ async fn every_attempt_fails_then_the_last_is_dead_lettered() {
 }
 
 #[tokio::test]
-async fn retry_after_sets_the_delay_and_success_ends_it() {
+async fn a_longer_retry_after_sets_the_delay_and_success_ends_it() {
     let f = fixture().await;
     let id = f.delivery(2).await;
     let transport = Scripted::default();
@@ -744,8 +744,8 @@ impl WebhookTransport for Held {
         status(204)
     }
 
-    fn take_place(&self, destination: &str) -> Option<pricing_core::webhooks::Place> {
-        self.places.take(destination)
+    fn take_place(&self, destination: &str, tenant: &str) -> Option<pricing_core::webhooks::Place> {
+        self.places.take(destination, tenant)
     }
 }
 

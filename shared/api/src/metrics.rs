@@ -326,8 +326,8 @@ impl<T: WebhookTransport> WebhookTransport for Observed<T> {
         response
     }
 
-    fn take_place(&self, destination: &str) -> Option<pricing_core::webhooks::Place> {
-        self.inner.take_place(destination)
+    fn take_place(&self, destination: &str, tenant: &str) -> Option<pricing_core::webhooks::Place> {
+        self.inner.take_place(destination, tenant)
     }
 }
 

@@ -344,12 +344,12 @@ pub trait WebhookTransport: Send + Sync + 'static {
         request: WebhookRequest,
     ) -> impl Future<Output = crate::webhooks::delivery::Response> + Send;
 
-    /// A place for an attempt to `destination` (a callback URL's origin), held until the
-    /// attempt is over; `None` when the destination already has as many attempts in flight
-    /// as it may (`crate::webhooks::places`): the attempt is then not made, and the delivery
-    /// is asked again later. Default: no limit.
-    fn take_place(&self, destination: &str) -> Option<crate::webhooks::Place> {
-        let _ = destination;
+    /// A place for an attempt of `tenant` to `destination` (a callback URL's origin), held
+    /// until the attempt is over; `None` when the destination, or the tenant, already has
+    /// as many attempts in flight as it may (`crate::webhooks::places`): the attempt is
+    /// then not made, and the delivery is asked again later. Default: no limit.
+    fn take_place(&self, destination: &str, tenant: &str) -> Option<crate::webhooks::Place> {
+        let _ = (destination, tenant);
         Some(crate::webhooks::Place::unlimited())
     }
 }

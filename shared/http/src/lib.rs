@@ -168,9 +168,9 @@ impl WebhookTransport for HttpTransport {
         self.send(request)
     }
 
-    fn take_place(&self, destination: &str) -> Option<Place> {
+    fn take_place(&self, destination: &str, tenant: &str) -> Option<Place> {
         match &self.places {
-            Some(places) => places.take(destination),
+            Some(places) => places.take(destination, tenant),
             None => Some(Place::unlimited()),
         }
     }
@@ -210,9 +210,10 @@ impl HttpTransportBuilder {
         self
     }
 
-    /// At most `per_destination` attempts in flight to one destination (a callback URL's
-    /// origin); more are not made now (`pricing_core::webhooks::places`). Default: no
-    /// limit (a Lambda function makes one attempt at a time).
+    /// At most `per_destination` attempts in flight to one slow destination (a callback
+    /// URL's origin), and to one tenant's slow destinations together; more are not made
+    /// now (`pricing_core::webhooks::places`). Default: no limit (on AWS an invocation
+    /// takes at most 10 messages, and the function's concurrency is the pool).
     pub fn places(mut self, per_destination: usize) -> Self {
         self.places = Some(per_destination);
         self

@@ -50,13 +50,15 @@ pub fn check_new_callback_url(raw: &str, policy: &CallbackPolicy) -> Result<Url,
         ));
     }
     let url = check_callback_url(raw, policy)?;
-    // `https:/host` and `https:host` parse as `https://host`: the same reason.
+    // `https:/host`, `https:host`, `https:///host` and `https://\\host` all parse as
+    // `https://host`: the same reason.
     let prefix = format!("{}://", url.scheme());
     if !raw
         .get(..prefix.len())
         .is_some_and(|p| p.eq_ignore_ascii_case(&prefix))
+        || raw[prefix.len()..].starts_with(['/', '\\'])
     {
-        return Err(format!("must start with {prefix}"));
+        return Err(format!("must start with {prefix} and the host"));
     }
     if url.port() == Some(0) {
         return Err("port 0 is not a port a receiver listens on".into());
@@ -106,13 +108,32 @@ pub fn check_callback_url(raw: &str, policy: &CallbackPolicy) -> Result<Url, Str
     Ok(url)
 }
 
-/// Whitespace, control characters and the invisible ones a URL parser drops or IDNA maps
-/// away (zero-width spaces and joiners, the word joiner, the byte order mark, the soft
-/// hyphen).
+/// Whitespace, control characters and the invisible ones (Unicode's default-ignorable
+/// code points: zero-width spaces and joiners, variation selectors, the soft hyphen, the
+/// byte order mark, tags ...), which a URL parser or IDNA drops or maps away.
 fn dropped_by_parsers(c: char) -> bool {
     c.is_whitespace()
         || c.is_control()
-        || matches!(c, '\u{00ad}' | '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
+        || matches!(
+            c,
+            '\u{00ad}'
+                | '\u{034f}'
+                | '\u{061c}'
+                | '\u{115f}'..='\u{1160}'
+                | '\u{17b4}'..='\u{17b5}'
+                | '\u{180b}'..='\u{180f}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2060}'..='\u{206f}'
+                | '\u{3164}'
+                | '\u{fe00}'..='\u{fe0f}'
+                | '\u{feff}'
+                | '\u{ffa0}'
+                | '\u{fff0}'..='\u{fff8}'
+                | '\u{1bca0}'..='\u{1bca3}'
+                | '\u{1d173}'..='\u{1d17a}'
+                | '\u{e0000}'..='\u{e0fff}'
+        )
 }
 
 /// Why a (lowercase, ASCII: IDNA has run) host name can never be resolved: a label empty or
@@ -184,7 +205,7 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
     global_unicast
         && !special_2001
         && s[0] != 0x2002 // 6to4 (embeds IPv4)
-        && (s[0] & 0xfff0) != 0x3ff0 // documentation 3fff::/20 (RFC 9637)
+        && !(s[0] == 0x3fff && s[1] < 0x1000) // documentation 3fff::/20 (RFC 9637)
 }
 
 #[cfg(test)]
@@ -235,6 +256,11 @@ mod tests {
             "https://[2001:2::1]/x",
             "https://[3fff::1]/x",
             "https://[::ffff:0:7f00:1]:9103/x",
+            "https://ex\u{34f}ample.com/x",
+            "https://ex\u{fe0f}ample.com/x",
+            "https://ex\u{e0100}ample.com/x",
+            "https:///hooks.example.com/x",
+            "https://\\hooks.example.com/x",
         ] {
             assert!(strict(bad).is_err(), "{bad} should be refused");
         }
@@ -247,6 +273,8 @@ mod tests {
             "https://例え.テスト/x",
             "https://a_b.example.com/x",
             "https://hooks.example.com./x",
+            "https://[3fff:1000::1]/x",
+            "https://[2001:200::1]:8443/x?a=b%20c",
         ] {
             assert!(strict(ok).is_ok(), "{ok} should be taken");
         }

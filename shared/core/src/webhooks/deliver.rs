@@ -66,7 +66,8 @@ where
             // A destination whose places are taken (a receiver that hangs, holding each
             // for the whole timeout) is not attempted now: the delivery waits, uncounted,
             // and the pool's places go to the other destinations.
-            let Some(_place) = transport.take_place(&url.origin().ascii_serialization()) else {
+            let destination = url.origin().ascii_serialization();
+            let Some(_place) = transport.take_place(&destination, delivery.tenant.as_str()) else {
                 return Ok(Settle::RetryIn(deferral(webhook_id)));
             };
             let request = signed_request(signer, sub, &url, &delivery.event, webhook_id, now);
