@@ -389,15 +389,7 @@ pub fn parse_entry(v: &Value, ptr: &str, opts: ParseOptions, errors: &mut Errors
     let type_name = o.req_str("type", errors);
     let transaction_id = o.opt_id::<TransactionId>("transactionId", errors);
     let timestamp = o.opt_timestamp("timestamp", errors);
-    if let (Some(t), Some(now)) = (timestamp, opts.now)
-        && t.millis() > now.millis() + MAX_FUTURE_SKEW_MS
-    {
-        errors.push(
-            o.ptr_of("timestamp"),
-            codes::FUTURE,
-            "is more than 5 minutes in the future",
-        );
-    }
+    refuse_future(timestamp, opts.now, o.ptr_of("timestamp"), errors);
     let type_name = type_name?;
     let data = match o.get("data") {
         Some(d) => object(d, &o.ptr_of("data"), errors),
@@ -416,22 +408,24 @@ pub fn parse_entry(v: &Value, ptr: &str, opts: ParseOptions, errors: &mut Errors
     let kind = kind?;
     // A sale's own time is read as the entry's (the demand estimate, the last sale), so it
     // has the same bound.
-    if let (EntryKind::ItemSale(sale), Some(now)) = (&kind, opts.now)
-        && sale
-            .sold_at
-            .is_some_and(|t| t.millis() > now.millis() + MAX_FUTURE_SKEW_MS)
-    {
-        errors.push(
-            format!("{}/soldAt", o.ptr_of("data")),
-            codes::FUTURE,
-            "is more than 5 minutes in the future",
-        );
+    if let EntryKind::ItemSale(sale) = &kind {
+        let ptr = format!("{}/soldAt", o.ptr_of("data"));
+        refuse_future(sale.sold_at, opts.now, ptr, errors);
     }
     (errors.len() == before).then_some(Entry {
         transaction_id,
         timestamp,
         kind,
     })
+}
+
+/// Records a time more than [`MAX_FUTURE_SKEW_MS`] after `now` (when given: at submission).
+fn refuse_future(t: Option<Timestamp>, now: Option<Timestamp>, ptr: String, errors: &mut Errors) {
+    if let (Some(t), Some(now)) = (t, now)
+        && t.millis() > now.millis() + MAX_FUTURE_SKEW_MS
+    {
+        errors.push(ptr, codes::FUTURE, "is more than 5 minutes in the future");
+    }
 }
 
 /// The members of each entry type's `data` that are read (its own, and the properties a
@@ -493,7 +487,6 @@ fn misspelt_nested_members(type_name: &str, d: &Obj<'_>, errors: &mut Errors) {
             misspelt_members(map, known, &ptr, errors);
         }
     };
-    const PRICE_SETTINGS: [&str; 4] = ["min", "max", "default", "multiplier"];
     match type_name {
         "itemSale" => {
             check(
@@ -525,13 +518,18 @@ fn misspelt_nested_members(type_name: &str, d: &Obj<'_>, errors: &mut Errors) {
         "itemRegistration" => {
             check(
                 d.get("priceSettings"),
-                &PRICE_SETTINGS,
+                &PRICE_SETTINGS_KEYS,
                 d.ptr_of("priceSettings"),
                 errors,
             );
             if let Some(Value::Object(props)) = d.get("properties") {
                 let ptr = format!("{}/priceSettings", d.ptr_of("properties"));
-                check(props.get("priceSettings"), &PRICE_SETTINGS, ptr, errors);
+                check(
+                    props.get("priceSettings"),
+                    &PRICE_SETTINGS_KEYS,
+                    ptr,
+                    errors,
+                );
             }
         }
         _ => {}
@@ -1297,6 +1295,9 @@ fn item_props_partial(map: &Map<String, Value>, ptr: &str, errors: &mut Errors) 
 }
 
 /// Partial checks on a priceSettings fragment: removed and negative fields.
+/// The members of `priceSettings`.
+const PRICE_SETTINGS_KEYS: [&str; 4] = ["min", "max", "default", "multiplier"];
+
 fn price_settings_partial(map: &Map<String, Value>, ptr: &str, errors: &mut Errors) {
     let ps = Obj {
         map,
@@ -1307,7 +1308,7 @@ fn price_settings_partial(map: &Map<String, Value>, ptr: &str, errors: &mut Erro
         "constantPrice was removed in 3.0.0: set min and max to the same value",
         errors,
     );
-    for key in ["min", "max", "default", "multiplier"] {
+    for key in PRICE_SETTINGS_KEYS {
         if ps.get(key).and_then(Value::as_f64).is_some_and(|f| f < 0.0) {
             errors.push(ps.ptr_of(key), codes::RANGE, "must not be negative");
         }
