@@ -296,7 +296,8 @@ impl Resume {
         let encoded = cursor.strip_prefix(RESUME_MARK).ok_or_else(bad)?;
         let json = B64.decode(encoded).map_err(|_| bad())?;
         let resume: Resume = serde_json::from_slice(&json).map_err(|_| bad())?;
-        if resume == Resume::default() {
+        // Every cursor handed out says something, and an offset only into a calculation.
+        if resume == Resume::default() || (resume.offset != 0 && resume.calc.is_none()) {
             return Err(bad());
         }
         Ok(resume)
@@ -347,7 +348,18 @@ async fn prices_page<P: Ports>(
         };
         let mut latest = read(resumed.map_or(0, |(_, offset)| offset)).await?;
         let skip = match (&latest, resumed) {
-            (Some(c), Some((calc, offset))) if &c.calculation_id == calc => offset.min(c.total),
+            // A cut list has prices left after the cut: an offset at or past its end is
+            // not one this listing handed out.
+            (Some(c), Some((calc, offset))) if &c.calculation_id == calc => {
+                if offset >= c.total {
+                    return Err(ApiError::bad_request(format!(
+                        "cursor is not one of this listing: calculation {calc} has {} prices, \
+                         not {offset} and more; use a `next` it returned",
+                        c.total
+                    )));
+                }
+                offset
+            }
             (Some(_), Some(_)) => {
                 latest = read(0).await?;
                 0
@@ -419,6 +431,17 @@ pub async fn instance_prices<P: Ports>(
     if selected.is_empty() {
         if start.index != 0 {
             return Err(bad_cursor());
+        }
+        // The listing continues after an instance it listed: instances are never deleted,
+        // so one the project does not have is a cursor it did not hand out (not the end).
+        if let Some(after) = &start.after {
+            let id = InstanceId::parse(after.as_str()).map_err(|_| bad_cursor())?;
+            app.ports
+                .instances()
+                .get_instance(&project.key().instance(id))
+                .await
+                .map_err(ApiError::store("reading an instance"))?
+                .ok_or_else(bad_cursor)?;
         }
         let listing = PageRequest {
             cursor: start.after.clone(),

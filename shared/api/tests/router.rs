@@ -1618,6 +1618,56 @@ async fn price_matches_calculations_instance_prices_and_history() {
             .await;
         assert_problem(&r, StatusCode::BAD_REQUEST);
     }
+    // A cursor of the right form that this listing cannot have handed out is a 400 too,
+    // not an empty page: after an instance the project does not have, an offset at or
+    // past the end of the calculation's prices (instance i has 2), an offset without one.
+    let forged = |resume: Value| {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        format!("@{}", b64.encode(resume.to_string()))
+    };
+    for (query, resume) in [
+        ("", json!({"after": "zzz"})),
+        ("", json!({"after": "no/id"})),
+        ("", json!({"calc": calculation_id, "offset": 99_999_999})),
+        ("", json!({"calc": calculation_id, "offset": 2})),
+        ("", json!({"offset": 1})),
+        (
+            "instanceId=i&",
+            json!({"calc": calculation_id, "offset": 99_999_999}),
+        ),
+        (
+            "instanceId=i&",
+            json!({"calc": calculation_id, "offset": 2}),
+        ),
+    ] {
+        let url = format!(
+            "/projects/p/instancePrices?{query}cursor={}",
+            forged(resume)
+        );
+        let r = h.call("GET", &url, Some("acme"), None).await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+    }
+    // What such a cursor says when the listing could have handed it out is read as before.
+    for (query, resume) in [
+        ("", json!({"after": "i"})),
+        ("", json!({"calc": calculation_id, "offset": 1})),
+        (
+            "instanceId=i&",
+            json!({"calc": calculation_id, "offset": 1}),
+        ),
+    ] {
+        let url = format!(
+            "/projects/p/instancePrices?{query}cursor={}",
+            forged(resume)
+        );
+        let r = h.call("GET", &url, Some("acme"), None).await;
+        assert_eq!(r.status, StatusCode::OK, "{url}: {:?}", r.body);
+        assert!(
+            !r.body["items"].as_array().expect("items").is_empty(),
+            "{url}"
+        );
+    }
     let r = h
         .call(
             "GET",

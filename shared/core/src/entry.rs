@@ -1261,6 +1261,9 @@ fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &
             // The registration's rule; null unsets the capacity.
             ["capacity"] => match value {
                 Value::Null => {}
+                v if crate::validate::past_max_count(v, false) => {
+                    crate::validate::too_many(ptr.to_owned(), false, errors)
+                }
                 v if crate::validate::non_negative_integer(v).is_some() => {}
                 Value::Number(_) => errors.push(ptr, codes::RANGE, "must be a non-negative integer"),
                 other => errors.push(

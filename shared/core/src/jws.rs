@@ -30,6 +30,11 @@ pub enum JwsError {
     Json,
     #[error("has a header that is not a base64url JSON object naming its \"alg\"")]
     Header,
+    #[error(
+        "has a header naming an extension (\"crit\", or \"b64\" other than true) the \
+         service does not implement: send it without, or as plain JSON"
+    )]
+    Extension,
     #[error("has a signature that is not base64url")]
     Signature,
     #[error("has a payload that names a member twice in one object")]
@@ -484,18 +489,26 @@ pub fn decode_client_jws(jws: &str) -> Result<Value, JwsError> {
     // The header too names each member once (`{"alg":"none","alg":"ES256"}` says two
     // things), and not `alg: none`: an unsecured JWS has an empty signature (RFC 7518
     // section 3.6), which is refused below, so with one it is malformed either way.
-    let named = base64url(header)
-        && B64
-            .decode(header)
-            .ok()
-            .and_then(|b| unique_members(&b).ok())
-            .is_some_and(|h| {
-                h.get("alg")
-                    .and_then(Value::as_str)
-                    .is_some_and(|alg| alg != "none")
-            });
+    let decoded = base64url(header)
+        .then(|| B64.decode(header).ok())
+        .flatten()
+        .and_then(|b| unique_members(&b).ok());
+    let named = decoded.as_ref().is_some_and(|h| {
+        h.get("alg")
+            .and_then(Value::as_str)
+            .is_some_and(|alg| alg != "none")
+    });
     if !named {
         return Err(JwsError::Header);
+    }
+    // No extension is implemented: a `crit` one must be refused (RFC 7515 section
+    // 4.1.11), and `b64: false` (RFC 7797) says the payload is not the base64url the
+    // service read, so a library honouring it would read another entry.
+    let extended = decoded.is_some_and(|h| {
+        h.get("crit").is_some() || h.get("b64").is_some_and(|b| b != &Value::Bool(true))
+    });
+    if extended {
+        return Err(JwsError::Extension);
     }
     if !base64url(signature) || B64.decode(signature).is_err() {
         return Err(JwsError::Signature);

@@ -120,6 +120,34 @@ fn whole_number(v: &Value) -> Option<f64> {
     (f.fract() == 0.0 && f.abs() <= EXACT).then_some(f)
 }
 
+/// The largest count an entry may give (units sold or returned, reserved, in circulation,
+/// a capacity): 2^53 - 1, the largest integer every JSON client reads exactly. The counts
+/// of an item or product are sums of them, and stay far within 64 bits: a count past
+/// this was stored before, and showed as `oversold` 2^64 - 1.
+pub const MAX_COUNT: u64 = (1 << 53) - 1;
+
+/// Whether `v` is a whole number past [`MAX_COUNT`] (in size when `signed`), also one
+/// written as a decimal (`1e20`).
+pub(crate) fn past_max_count(v: &Value, signed: bool) -> bool {
+    v.as_f64()
+        .map(|f| if signed { f.abs() } else { f })
+        .is_some_and(|f| f.fract() == 0.0 && f > MAX_COUNT as f64)
+}
+
+/// The error of a count past [`MAX_COUNT`] at `ptr` (in size when `signed`: a return).
+pub(crate) fn too_many(ptr: String, signed: bool, errors: &mut Errors) {
+    let bound = if signed {
+        format!("from -{MAX_COUNT} to {MAX_COUNT}")
+    } else {
+        format!("at most {MAX_COUNT}")
+    };
+    errors.push(
+        ptr,
+        codes::RANGE,
+        format!("must be {bound} (2^53 - 1, the largest count taken)"),
+    );
+}
+
 /// `v` as a non-negative integer: a JSON integer, or a decimal that is exactly one
 /// (`3.0`).
 pub fn non_negative_integer(v: &Value) -> Option<u64> {
@@ -231,9 +259,13 @@ impl<'a> Obj<'a> {
         }
     }
 
-    /// A non-negative integer.
+    /// A non-negative integer, at most [`MAX_COUNT`] (every such field is a count).
     pub fn opt_u64(&self, key: &str, errors: &mut Errors) -> Option<u64> {
         let v = self.get(key)?;
+        if past_max_count(v, false) {
+            too_many(self.ptr_of(key), false, errors);
+            return None;
+        }
         match non_negative_integer(v) {
             Some(n) => Some(n),
             None if v.is_number() => {
@@ -259,8 +291,13 @@ impl<'a> Obj<'a> {
         self.opt_u64(key, errors)
     }
 
+    /// An integer from -[`MAX_COUNT`] to [`MAX_COUNT`] (every such field is a count).
     pub fn opt_i64(&self, key: &str, errors: &mut Errors) -> Option<i64> {
         let v = self.get(key)?;
+        if past_max_count(v, true) {
+            too_many(self.ptr_of(key), true, errors);
+            return None;
+        }
         match v.as_i64().or(whole_number(v).map(|f| f as i64)) {
             Some(n) => Some(n),
             None => {

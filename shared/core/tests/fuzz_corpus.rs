@@ -106,7 +106,9 @@ fn stored_product_properties_stay_within_the_limit() {
 /// returns counted down from the wrong number. Three sales of `i64::MAX` units (accepted
 /// by the parser) and one return of `i64::MAX` left `sold` at 2^63 instead of
 /// 2 * (2^63 - 1). Now the overflowing sale is rejected (`outOfRange`), as is one whose
-/// revenue leaves 64-bit micro-units.
+/// revenue leaves 64-bit micro-units. Since 2026-11-30 the parser refuses a count past
+/// 2^53 - 1 (400 `range` at submit), so such sales no longer reach the apply step, and
+/// `sold` is still the net of the sales applied (its own bound is tested in `state`).
 #[test]
 fn sold_is_exact_or_the_overflowing_sale_is_refused() {
     use pricing_core::entry::{ParseOptions, parse_entry};
@@ -127,8 +129,11 @@ fn sold_is_exact_or_the_overflowing_sale_is_refused() {
     let mut state = InstanceState::default();
     let mut net: i128 = 0;
     for (i, v) in log.iter().enumerate() {
-        let entry = parse_entry(v, "", ParseOptions::default(), &mut Errors::default())
-            .expect("a valid entry");
+        let Some(entry) = parse_entry(v, "", ParseOptions::default(), &mut Errors::default())
+        else {
+            assert!(i >= 2, "the registrations are valid entries");
+            continue;
+        };
         let accepted = state
             .apply_logged(&entry, i as u64 + 1, &mut Dirty::default())
             .is_ok();

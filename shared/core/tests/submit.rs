@@ -11,7 +11,7 @@ use pricing_core::submit::{
     MAX_ENTRIES_PER_REQUEST, MAX_ENTRY_BYTES, Submission, SubmitError, prepare,
 };
 use pricing_core::time::Timestamp;
-use pricing_core::validate::{Errors, FieldError, codes};
+use pricing_core::validate::{Errors, FieldError, MAX_COUNT, codes};
 use serde_json::{Value, json};
 
 fn ts(s: &str) -> Timestamp {
@@ -255,6 +255,33 @@ fn client_jws_payloads_are_validated() {
 }
 
 #[test]
+fn a_client_jws_naming_a_header_extension_is_refused() {
+    // The service implements no JWS extension: one named critical must be refused (RFC
+    // 7515 section 4.1.11), and `b64: false` (RFC 7797) says the payload is not the
+    // base64url the service read, so a JWS library would read another entry.
+    let good = URL_SAFE_NO_PAD.encode(sale("A").to_string());
+    let jws = |header: &str| format!("{}.{good}.c2ln", URL_SAFE_NO_PAD.encode(header));
+    for header in [
+        r#"{"alg":"ES256","crit":["exp"]}"#,
+        r#"{"alg":"ES256","crit":[]}"#,
+        r#"{"alg":"ES256","b64":false}"#,
+        r#"{"alg":"ES256","b64":false,"crit":["b64"]}"#,
+        r#"{"alg":"ES256","b64":"false"}"#,
+    ] {
+        let errors = invalid(json!({"entries": [sale("B"), jws(header)]}));
+        assert_eq!(pc(&errors), [("/entries/1", codes::FORMAT)], "{header}");
+        assert!(errors[0].message.contains("crit"), "{}", errors[0].message);
+    }
+    // `b64: true` is the default, and other header members are the client's.
+    for header in [
+        r#"{"alg":"ES256","b64":true}"#,
+        r#"{"alg":"ES256","typ":"JWT","kid":"k"}"#,
+    ] {
+        assert_eq!(accepted(json!([jws(header)])).entries[0].jwt, jws(header));
+    }
+}
+
+#[test]
 fn an_explicit_id_may_not_take_the_id_another_entry_derives() {
     // A resubmitted service-signed entry carries `{requestId}#{index}`; where that is the id
     // the request gives another of its entries, that entry would be dropped as a duplicate.
@@ -490,6 +517,57 @@ fn a_sale_time_in_the_future_is_refused_like_an_entry_time() {
             .len(),
         1
     );
+}
+
+#[test]
+fn counts_past_2_pow_53_are_refused_at_their_field() {
+    // A reservation of 2^64 - 1 was accepted, and every item of its product then showed
+    // `oversold: 18446744073709551615` (an outside probe found it). Every count of an
+    // entry has the same bound, so that the sums of an item's and product's counts stay
+    // far within 64 bits.
+    let max = MAX_COUNT;
+    let entries = |n: Value, neg: Value| {
+        json!([
+            {"type": "itemReservation", "data": {"itemId": "A2", "reserved": n}},
+            {"type": "itemReservation", "data": {"productId": "P", "reserved": n}},
+            {"type": "itemQuantity", "data": {"itemId": "A", "total": n}},
+            {"type": "itemQuantity", "data": {"itemId": "A", "change": {"absolute": n}}},
+            {"type": "itemSale", "data": {"itemId": "A", "price": 0, "quantity": n}},
+            {"type": "itemSale", "data": {"itemId": "A", "price": 0, "quantity": neg}},
+            {"type": "productRegistration", "data": {"productId": "P", "capacity": n}},
+            {"type": "itemRegistration", "data": {"itemId": "A", "productId": "P",
+                "dates": {"start": "2026-06-01T00:00:00Z", "end": "2026-07-01T00:00:00Z"},
+                "priceSettings": {"min": 1, "max": 2, "default": 1.5}, "quantity": n}},
+            {"type": "productProperties", "data": {"productId": "P",
+                "patch": [{"op": "replace", "path": "/capacity", "value": n}]}}
+        ])
+    };
+    let fields = [
+        "/0/data/reserved",
+        "/1/data/reserved",
+        "/2/data/total",
+        "/3/data/change/absolute",
+        "/4/data/quantity",
+        "/5/data/quantity",
+        "/6/data/capacity",
+        "/7/data/quantity",
+        "/8/data/patch/0/value",
+    ];
+    let neg = -(max as i64);
+    assert_eq!(accepted(entries(json!(max), json!(neg))).entries.len(), 9);
+    for (n, neg) in [
+        (json!(max + 1), json!(neg - 1)),
+        (json!(u64::MAX), json!(i64::MIN)),
+        (json!(1e20), json!(-1e20)),
+    ] {
+        let errors = invalid(entries(n.clone(), neg));
+        let expected: Vec<_> = fields.iter().map(|f| (*f, codes::RANGE)).collect();
+        assert_eq!(pc(&errors), expected, "{n}");
+        assert!(
+            errors.iter().all(|e| e.message.contains("2^53 - 1")),
+            "{errors:#?}"
+        );
+    }
 }
 
 #[test]

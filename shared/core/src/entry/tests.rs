@@ -1577,12 +1577,21 @@ fn a_negative_quantity_is_a_return() {
         )));
         assert_eq!(s.quantity, expected);
     }
-    assert_eq!(
-        pc(&bad(sale(
-            json!({"itemId": "A", "price": 10, "quantity": 1e19})
-        ))),
-        [("/data/quantity", codes::TYPE)]
-    );
+    // Past 2^53 - 1 units (the bound of every count), also as a decimal.
+    for quantity in [
+        json!(1e19),
+        json!(-1e19),
+        json!(1u64 << 53),
+        json!(u64::MAX),
+    ] {
+        assert_eq!(
+            pc(&bad(sale(
+                json!({"itemId": "A", "price": 10, "quantity": quantity})
+            ))),
+            [("/data/quantity", codes::RANGE)],
+            "{quantity}"
+        );
+    }
     let registration = |capacity: Value| {
         entry(
             "productRegistration",

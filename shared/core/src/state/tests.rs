@@ -9,6 +9,7 @@ use crate::entry::{ParseOptions, parse_entry};
 use crate::model::LogRecord;
 use crate::process::apply_record;
 use crate::time::Period;
+use crate::validate::MAX_COUNT;
 
 fn ts(s: &str) -> Timestamp {
     Timestamp::parse(s).expect("a valid timestamp")
@@ -1007,10 +1008,10 @@ fn sales_and_returns() {
         "{}",
         r.message
     );
-    // The largest return there is: said with its size, not negated past i64.
-    let r = t.err(&sale("A", i64::MIN, 19.99));
+    // The largest return an entry gives (2^53 - 1 units): said with its size.
+    let r = t.err(&sale("A", -(MAX_COUNT as i64), 19.99));
     assert_eq!(
-        r.message, "a return of 9223372036854775808 exceeds the 2 units sold",
+        r.message, "a return of 9007199254740991 exceeds the 2 units sold",
         "{}",
         r.message
     );
@@ -1336,26 +1337,50 @@ fn removed_items_leave_the_product_totals() {
 
 #[test]
 fn an_item_count_is_exact_or_the_sale_is_refused() {
+    // An entry gives at most 2^53 - 1 units: counts at that bound add up exactly.
     let mut t = T::standard();
-    t.ok(&sale("A", i64::MAX, 0.0));
-    t.ok(&sale("A", i64::MAX, 0.0));
+    t.ok(&reserve_item("A", MAX_COUNT));
+    t.ok(&reserve_item("B", MAX_COUNT));
+    t.ok(&reserve_product("P", MAX_COUNT));
+    t.ok(&sale("A", MAX_COUNT as i64, 0.0));
+    let (sold, reserved) = (MAX_COUNT, 3 * MAX_COUNT);
+    assert_eq!(
+        t.product_counts("P"),
+        counts(sold, reserved, 0, sold + reserved - 100)
+    );
+    // The apply step keeps its own bounds whatever it is given: entries past the
+    // parser's bound, as no submitted entry is.
+    let huge_sale = |id: &str, price: f64| {
+        let mut e = sale(id, 1, price);
+        if let EntryKind::ItemSale(s) = &mut e.kind {
+            s.quantity = i64::MAX;
+        }
+        e
+    };
+    let mut t = T::standard();
+    t.ok(&huge_sale("A", 0.0));
+    t.ok(&huge_sale("A", 0.0));
     let sold = t.item("A").sold;
     assert_eq!(sold, 2 * (i64::MAX as u64));
     // A third would pass 2^64 - 1 units: refused, the count stays exact.
     assert_eq!(
-        t.code(&sale("A", i64::MAX, 0.0)),
+        t.code(&huge_sale("A", 0.0)),
         pair(rejection_codes::OUT_OF_RANGE, "/data/quantity")
     );
     assert_eq!(t.item("A").sold, sold);
     // Product totals over several items saturate (a sum for display, never stored).
-    t.ok(&sale("B", i64::MAX, 0.0));
-    t.ok(&reserve_item("B", u64::MAX));
+    t.ok(&huge_sale("B", 0.0));
+    let mut reserve = reserve_item("B", 1);
+    if let EntryKind::ItemReservation { reserved, .. } = &mut reserve.kind {
+        *reserved = u64::MAX;
+    }
+    t.ok(&reserve);
     let c = t.product_counts("P");
     assert_eq!((c.sold, c.reserved, c.available), (u64::MAX, u64::MAX, 0));
     assert!(c.oversold > 0);
     // A revenue past 64-bit micro-units is refused too (`code` checks it changed nothing).
     assert_eq!(
-        t.code(&sale("B", i64::MAX, 1000.0)),
+        t.code(&huge_sale("B", 1000.0)),
         pair(rejection_codes::OUT_OF_RANGE, "/data/quantity")
     );
 }
