@@ -946,3 +946,45 @@ fn the_release_outlives_a_calculation_without_a_capacity() {
     let back = run_after(&b.state, later, &ProjectHistory::default(), &without);
     assert!(explanation(&back, "ga").belief_refuted);
 }
+
+#[test]
+fn early_in_a_period_without_history_more_sales_do_not_make_the_level_surer_than_the_curve() {
+    // At the start, the sales' information on the log level is capped by the curve's
+    // uncertainty (1 / sd^2), however many there are; from 30 % of the period on it is
+    // the weight on a prior curve, unchanged.
+    let cap = 1.0 / (EARLY_CURVE_SD * EARLY_CURVE_SD);
+    for units in [10, 100, 10_000] {
+        let info = early_evidence(EVIDENCE_ON_PRIOR_CURVE, units, 0.0) * units as f64;
+        assert!(info < cap, "{units} units: {info}");
+    }
+    let half_way = early_evidence(EVIDENCE_ON_PRIOR_CURVE, 100, EARLY_SHARE / 2.0);
+    assert!(half_way > early_evidence(EVIDENCE_ON_PRIOR_CURVE, 100, 0.0));
+    assert!(half_way < EVIDENCE_ON_PRIOR_CURVE);
+    for tau in [EARLY_SHARE, 0.5, 1.0] {
+        assert_eq!(
+            early_evidence(EVIDENCE_ON_PRIOR_CURVE, 100, tau),
+            EVIDENCE_ON_PRIOR_CURVE
+        );
+    }
+}
+
+#[test]
+fn an_on_sale_rush_without_history_raises_the_price_but_not_to_three_times_the_belief() {
+    // The user expects 180 units at 60 over 30 days; 60 sell in the first 3 (three times
+    // a flat curve's pace), as in an on-sale rush. Early in a period a rush and three
+    // times the demand look alike: the level read stays within half again the belief,
+    // and the price rises, but by less than a quarter.
+    let mut b = one_item(0.9);
+    sell_daily(&mut b, 20, 3);
+    let (price, e) = price_on(&b, 4);
+    assert!(e.demand_level > 180.0 && e.demand_level < 270.0, "{e:?}");
+    assert!(price > 60.0 && price < 75.0, "{price} ({e:?})");
+    // The same pace kept up past 30 % of the period is read at its full weight (see
+    // strong_early_sales_raise_the_price_and_the_bid_price).
+    for day in 4..=10 {
+        sell(&mut b, "ga", 20, 60.0, day);
+    }
+    let (later, e) = price_on(&b, 11);
+    assert!(e.demand_level > 300.0, "{e:?}");
+    assert!(later > price, "{later} after {price}");
+}
