@@ -8,7 +8,7 @@ Like random_markets.py (its buyer families, capacities, demand ratios and the er
 default and of expectedSales), with 7, 30 or 60 days (60 at 4 prices a day) and the
 shapes: `early` and `early2` (a third of the buyers in the first tenth, or a quarter in
 the first twentieth), `bimodal` and `bimodal2` (an on-sale and a last-minute peak), `flat` and
-`late`. docs/pricing.md ("An on-sale rush without history") records what it showed.
+`late`. docs/pricing.md ("An on-sale rush against a hot market") records what it showed.
 """
 import json, os, random, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

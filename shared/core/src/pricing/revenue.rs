@@ -39,29 +39,6 @@ const RESPONSE_SD: f64 = demand::PRIOR_RESPONSE_SD;
 /// less (see docs/pricing.md).
 const EVIDENCE_ON_PRIOR_CURVE: f64 = 0.35;
 
-/// How uncertain, in log, the share of a period's demand that has passed is at the start
-/// of a period whose booking curve is only the prior, and the share of the period over
-/// which that uncertainty fades (see [`early_evidence`]). An on-sale rush brings a third of
-/// the buyers in the first tenth (the share passed three times the flat curve's, ln 3 =
-/// 1.1); a late surge half of them in the last eighth.
-const EARLY_CURVE_SD: f64 = 1.2;
-const EARLY_SHARE: f64 = 0.3;
-
-/// The weight of the sales against a prior booking curve at elapsed share `tau`, after
-/// `units` sales: early in a period the level the sales show rests on how much of the
-/// demand has passed, which the prior curve does not know and more sales do not tell (a
-/// rush sells fast at first whatever the level). The data's information on the log level
-/// (`evidence * units`) is capped by that uncertainty: `1 / (1 / (evidence * units) +
-/// sd^2)`, with `sd` from [`EARLY_CURVE_SD`] at the start to 0 at [`EARLY_SHARE`] of the
-/// period, when a rush has passed and the curve read from the sales shows it. Without it, an on-sale rush read
-/// as three times the believed demand took the price to its max while the rush lasted,
-/// and the fit then read the buyers thinning out as a low price response
-/// (docs/pricing.md, "An on-sale rush without history").
-fn early_evidence(evidence: f64, units: u64, tau: f64) -> f64 {
-    let sd = EARLY_CURVE_SD * (1.0 - tau / EARLY_SHARE).clamp(0.0, 1.0);
-    evidence / (1.0 + evidence * units as f64 * sd * sd)
-}
-
 /// The deepest cut below the default price the model makes while the booking curve is only
 /// the prior and the user expects to sell most of the capacity (deeper below that: see
 /// [`uninformed_cut`]). The cut rests on the prior price response (b * d = 1.5), which no sale at a
@@ -342,10 +319,6 @@ pub(crate) fn plan_product(
             let (pace, lasting) = match &exposure.pace {
                 Some(p) if source == CurveSource::Prior => (p.factor(), p.horizon(tau)),
                 _ => (1.0, 0.0),
-            };
-            let evidence = match source {
-                CurveSource::Prior => early_evidence(evidence, item.demand.units, tau),
-                CurveSource::Learned | CurveSource::Project => evidence,
             };
             let mut estimate = demand::fit(&prior, &item.demand, &exposure, evidence, start);
             // While buyers come faster than the curve believed, the sales tell more demand,
