@@ -1221,10 +1221,8 @@ fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &
                 codes::REMOVED,
                 "constantPrice was removed in 3.0.0: set min and max to the same value",
             ),
-            ["priceSettings", "min" | "max" | "default" | "multiplier"]
-                if value.as_f64().is_some_and(|f| f < 0.0) =>
-            {
-                errors.push(ptr, codes::RANGE, "must not be negative");
+            ["priceSettings", key] if PRICE_SETTINGS_KEYS.contains(key) => {
+                price_setting(key, value, ptr, errors)
             }
             ["expectedSales"] => errors.push(
                 ptr,
@@ -1312,9 +1310,26 @@ fn price_settings_partial(map: &Map<String, Value>, ptr: &str, errors: &mut Erro
         errors,
     );
     for key in PRICE_SETTINGS_KEYS {
-        if ps.get(key).and_then(Value::as_f64).is_some_and(|f| f < 0.0) {
-            errors.push(ps.ptr_of(key), codes::RANGE, "must not be negative");
+        if let Some(v) = ps.get(key) {
+            price_setting(key, v, &ps.ptr_of(key), errors);
         }
+    }
+}
+
+/// The checks a registration makes on a `priceSettings` member that a patch or an update
+/// can make at submission too: not negative, and a price (`min`, `max`, `default`) with at
+/// most 6 decimals (the registration's rule; found later, it was an `invalidDocument`
+/// rejection at processing).
+fn price_setting(key: &str, value: &Value, ptr: &str, errors: &mut Errors) {
+    let Some(f) = value.as_f64() else {
+        return;
+    };
+    if f < 0.0 {
+        errors.push(ptr, codes::RANGE, "must not be negative");
+    } else if key != "multiplier"
+        && let Err(e) = Money::from_f64(f)
+    {
+        errors.push(ptr, codes::FORMAT, e.to_string());
     }
 }
 

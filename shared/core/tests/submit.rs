@@ -741,3 +741,38 @@ fn resubmitted_entries_are_verified_a_few_times_per_request() {
     let errors = invalid(json!(vec![ours; 17]));
     assert_eq!(pc(&errors), [("/16/Timestamp", codes::UNKNOWN_FIELD)]);
 }
+
+#[test]
+fn a_price_setting_in_a_patch_or_update_has_the_registration_rules() {
+    // `{"op": "replace", "path": "/priceSettings/max", "value": 95.1234567}` passed
+    // submission and was rejected at processing (`invalidDocument`); a negative value in
+    // the same place was a 400 at submission already (an outside probe found it).
+    let patch = |path: &str, value: Value| {
+        json!({"type": "itemProperties", "data": {"itemId": "A",
+            "patch": [{"op": "replace", "path": path, "value": value}]}})
+    };
+    assert_eq!(
+        pc(&invalid(json!({"entries": [
+            patch("/priceSettings/max", json!(95.1234567)),
+            patch("/priceSettings", json!({"min": 1.0000001, "max": 2})),
+            patch("", json!({"priceSettings": {"default": -1}})),
+            {"type": "itemProperties", "data": {"itemId": "A",
+                "update": {"priceSettings": {"min": 0.1234567}}}}
+        ]}))),
+        [
+            ("/entries/0/data/patch/0/value", codes::FORMAT),
+            ("/entries/1/data/patch/0/value/min", codes::FORMAT),
+            (
+                "/entries/2/data/patch/0/value/priceSettings/default",
+                codes::RANGE
+            ),
+            ("/entries/3/data/update/priceSettings/min", codes::FORMAT),
+        ]
+    );
+    // Six decimals, and a multiplier of any precision, as a registration takes them.
+    let ok = accepted(json!({"entries": [
+        patch("/priceSettings/max", json!(95.123456)),
+        patch("/priceSettings/multiplier", json!(1.23456789))
+    ]}));
+    assert_eq!(ok.entries.len(), 2);
+}
