@@ -1295,10 +1295,11 @@ fn item_props_partial(map: &Map<String, Value>, ptr: &str, errors: &mut Errors) 
     }
 }
 
-/// Partial checks on a priceSettings fragment: removed and negative fields.
 /// The members of `priceSettings`.
 const PRICE_SETTINGS_KEYS: [&str; 4] = ["min", "max", "default", "multiplier"];
 
+/// Partial checks on a priceSettings fragment: removed fields, and each member's own
+/// rules ([`price_setting`]).
 fn price_settings_partial(map: &Map<String, Value>, ptr: &str, errors: &mut Errors) {
     let ps = Obj {
         map,
