@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonBody, Path, parse_limit};
+use crate::extract::{Caller, JsonBody, Path, parse_limit, single_valued};
 use crate::instances::owned_instance;
 use crate::paging::{Budget, MAX_PAGE_BYTES, json_len};
 use crate::util::now;
@@ -106,6 +106,8 @@ pub async fn log<P: Ports>(
     Query(query): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
+    // `cursor` is another name of `after`: one of them, once.
+    single_valued(&query, &[&["after", "cursor"], &["limit"]])?;
     let mut after: u64 = 0;
     let mut limit: usize = 100;
     for (k, v) in &query {

@@ -13,15 +13,16 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, Path, parse_limit};
+use crate::extract::{Caller, Path, parse_limit, single_valued};
 use crate::instances::owned_instance;
 use crate::paging::MAX_PAGE_BYTES;
 
 /// The longest `cursor` (event ids are far shorter).
 pub const MAX_CURSOR_LEN: usize = 256;
 
-/// The query: `type` (repeatable), `since`, `until`, `cursor`, `limit`.
+/// The query: `type` (repeatable), `since`, `until`, `cursor`, `limit` (each once).
 fn event_query(query: &[(String, String)]) -> ApiResult<EventQuery> {
+    single_valued(query, &[&["since"], &["until"], &["cursor"], &["limit"]])?;
     let mut q = EventQuery {
         types: Vec::new(),
         since: None,

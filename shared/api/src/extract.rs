@@ -145,8 +145,31 @@ pub fn parse_limit(v: &str) -> Result<usize, ApiError> {
         })
 }
 
-/// `?cursor=&limit=` with limit 1..=1000 (default 100).
+/// Refuses a repeated single-valued query parameter: 400 naming it. Each group lists the
+/// names of one parameter (`&["after", "cursor"]`: two names of one); two names of a group
+/// given together are a 400 naming both. Repeatable parameters (`instanceId` of
+/// instancePrices, `type` of events, `models`) are in no group. Since 2026-11-30; before,
+/// the last value was taken (the first for `productId`), the others ignored.
+pub fn single_valued(query: &[(String, String)], groups: &[&[&str]]) -> Result<(), ApiError> {
+    for names in groups {
+        let mut given = query
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .filter(|k| names.contains(k));
+        if let (Some(first), Some(second)) = (given.next(), given.next()) {
+            return Err(ApiError::bad_request(if first == second {
+                format!("query parameter {first} may be given only once")
+            } else {
+                format!("query parameters {first} and {second} mean the same: give one of them")
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// `?cursor=&limit=` with limit 1..=1000 (default 100), each at most once.
 pub fn page_request(query: &[(String, String)]) -> Result<PageRequest, ApiError> {
+    single_valued(query, &[&["cursor"], &["limit"]])?;
     let mut page = PageRequest {
         cursor: None,
         limit: 100,

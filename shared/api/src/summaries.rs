@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, Path, page_request};
+use crate::extract::{Caller, Path, page_request, single_valued};
 use crate::instances::{load_state, owned_instance};
 use crate::paging::{Budget, MAX_PAGE_BYTES, json_len};
 
@@ -141,6 +141,7 @@ pub async fn list_items<P: Ports>(
     Query(query): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
+    single_valued(&query, &[&["productId"]])?;
     let page = page_request(&query)?;
     let cursor = page
         .cursor

@@ -2738,11 +2738,19 @@ async fn webhook_error_reports_are_validated_kept_and_tenant_isolated() {
 /// The most bytes of one listing page's body: 1 MiB of records plus the envelope.
 const PAGE_BODY_BYTES: usize = 1024 * 1024 + 1024;
 
-/// Follows `next` from `first` (a path with `?`) through every page, checking each one's
+/// Follows `next` from `first` (a path with `?`, maybe with a cursor of its own, which the
+/// next pages replace: a parameter is given once) through every page, checking each one's
 /// size; returns the records in order and the number of pages.
 async fn every_page(h: &Harness, first: &str, cursor_param: &str) -> (Vec<Value>, usize) {
     let mut records = Vec::new();
     let mut pages = 0;
+    let (route, query) = first.split_once('?').expect("a path with ?");
+    let given = format!("{cursor_param}=");
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|p| !p.starts_with(&given))
+        .collect();
+    let rest = format!("{route}?{}", kept.join("&"));
     let mut path = first.to_owned();
     loop {
         let r = h.call("GET", &path, Some("acme"), None).await;
@@ -2757,7 +2765,7 @@ async fn every_page(h: &Harness, first: &str, cursor_param: &str) -> (Vec<Value>
         records.extend(items.iter().cloned());
         pages += 1;
         match r.body["next"].as_str() {
-            Some(next) => path = format!("{first}&{cursor_param}={next}"),
+            Some(next) => path = format!("{rest}&{cursor_param}={next}"),
             None => return (records, pages),
         }
     }
@@ -3320,4 +3328,136 @@ async fn the_openapi_document_is_served_gzip_to_who_accepts_it_and_plain_otherwi
     );
     let inflated = pricing_api::gzip::inflate(&gz);
     assert_eq!(inflated, pricing_api::system::OPENAPI.as_bytes());
+}
+
+/// A single-valued query parameter given twice is a 400 naming it, and so are two names of
+/// one parameter (`after` and `cursor` of the log) given together, on GET and HEAD alike;
+/// a repeatable parameter (`instanceId` of instancePrices) still repeats. (Until
+/// 2026-11-29 the last value won, the first for `productId`, and the others were ignored.)
+#[tokio::test]
+async fn a_single_valued_query_parameter_given_twice_is_a_400_naming_it() {
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    h.instance("acme", "p", "j").await;
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/instances/i/entries",
+            Some("acme"),
+            Some(registrations()),
+        )
+        .await;
+    assert_eq!(r.body["accepted"], 3, "{:?}", r.body);
+    h.process("p", "i").await;
+    let subscription = h.subscription("acme", "/projects/p/subscriptions").await;
+    let entries = "/projects/p/instances/i/entries";
+    let items = "/projects/p/instances/i/items";
+
+    // Once each, the values are taken.
+    let r = h
+        .call("GET", &format!("{entries}?limit=1"), Some("acme"), None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["items"].as_array().map(Vec::len), Some(1));
+    let r = h
+        .call("GET", &format!("{entries}?cursor=1"), Some("acme"), None)
+        .await;
+    assert_eq!(r.body["items"][0]["sequence"], 2, "{:?}", r.body);
+    let r = h
+        .call("GET", &format!("{items}?productId=ga"), Some("acme"), None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+
+    // Given twice (or under both names): 400 naming the parameter(s), whatever the order.
+    let refused = [
+        (format!("{entries}?limit=3&limit=1"), vec!["limit"]),
+        (format!("{entries}?after=1&after=2"), vec!["after"]),
+        (
+            format!("{entries}?after=1&cursor=3"),
+            vec!["after", "cursor"],
+        ),
+        (
+            format!("{entries}?cursor=3&after=1"),
+            vec!["after", "cursor"],
+        ),
+        (
+            format!("{items}?productId=ga&productId=NOPE"),
+            vec!["productId"],
+        ),
+        (
+            format!("{items}?productId=NOPE&productId=ga"),
+            vec!["productId"],
+        ),
+        (format!("{items}?limit=1&limit=2"), vec!["limit"]),
+        ("/projects?limit=1&limit=2".to_owned(), vec!["limit"]),
+        ("/projects?cursor=a&cursor=".to_owned(), vec!["cursor"]),
+        (
+            "/projects/p/instances?limit=1&limit=1".to_owned(),
+            vec!["limit"],
+        ),
+        (
+            "/projects/p/instances/i/products?cursor=a&cursor=b".to_owned(),
+            vec!["cursor"],
+        ),
+        (
+            "/projects/p/instances/i/items/ga-1/priceHistory?limit=1&limit=2".to_owned(),
+            vec!["limit"],
+        ),
+        (
+            "/projects/p/instancePrices?instanceId=i&limit=1&limit=2".to_owned(),
+            vec!["limit"],
+        ),
+        (
+            format!("/projects/p/subscriptions/{subscription}/deliveries?limit=1&limit=2"),
+            vec!["limit"],
+        ),
+        (
+            "/projects/p/instances/i/events?since=2026-01-01T00:00:00Z&since=2027-01-01T00:00:00Z"
+                .to_owned(),
+            vec!["since"],
+        ),
+        (
+            "/projects/p/instances/i/events?until=2027-01-01T00:00:00Z&until=2027-01-01T00:00:00Z"
+                .to_owned(),
+            vec!["until"],
+        ),
+        (
+            "/projects/p/instances/i/events?limit=5&limit=5".to_owned(),
+            vec!["limit"],
+        ),
+    ];
+    for (url, names) in &refused {
+        let r = h.call("GET", url, Some("acme"), None).await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+        let detail = r.body["detail"].as_str().unwrap_or_default();
+        for name in names {
+            assert!(detail.contains(name), "{url}: {detail}");
+        }
+        let r = h.call("HEAD", url, Some("acme"), None).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "HEAD {url}");
+    }
+
+    // Repeatable parameters repeat: instancePrices lists each instance asked for.
+    let url = "/projects/p/instancePrices?instanceId=i&instanceId=j";
+    let r = h.call("GET", url, Some("acme"), None).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let listed: Vec<&str> = r.body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|p| p["instanceId"].as_str())
+        .collect();
+    assert_eq!(listed, ["i", "j"]);
+    let r = h.call("HEAD", url, Some("acme"), None).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/i/events?type=entries.rejected&type=prices.updated",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
 }
