@@ -14,13 +14,10 @@ true demand at that default off by -40, 0 or +40 % (at most 1). Then run, e.g.:
 (docs/pricing.md, "Beyond the suite").
 """
 import json, os, random
-from markets import SHAPES, best_fixed, command_line, pbuy
+from markets import SHAPES, command_line, pbuy, random_buyers, random_errors
 OUT,N=command_line(__doc__,42,30)
 for i in range(N):
-    kind=random.choice(['exponential','logistic','uniform'])
-    if kind=='exponential': w={'type':'exponential','mean':random.choice([30,40,60])}; center=w['mean']*1.5
-    elif kind=='logistic': loc=random.choice([50,70,100]); w={'type':'logistic','location':loc,'scale':loc*random.choice([0.12,0.2])}; center=loc
-    else: lo=random.choice([10,20]); hi=lo+random.choice([60,90]); w={'type':'uniform','low':lo,'high':hi}; center=(lo+hi)/2
+    kind,w,center=random_buyers()
     cap=random.choice([100,200,400])
     shape=random.choice(list(SHAPES))
     ratio=random.choice([0.6,0.9,1.2,1.6])  # demand at ~center relative to capacity
@@ -28,12 +25,5 @@ for i in range(N):
     sc={'name':f'r{i}-{kind}-{shape}-cap{cap}-x{ratio}','days':30,'slotsPerDay':24,'capacity':cap,'expectedSales':1,
         'items':[{'itemId':'ga','priceSettings':{'min':round(center*0.4,2),'max':round(center*2.5,2),'default':center},
                   'arrivals':arrivals,'shape':SHAPES[shape],'willingnessToPay':w}],'pastInstances':3,'runs':200,'seed':1}
-    best=best_fixed(OUT,sc)['ga']
-    derr=random.choice([-0.25,-0.1,0,0.1,0.3])
-    berr=random.choice([-0.4,0,0.4])
-    d=round(best*(1+derr),2)
-    truth=arrivals*pbuy(w,d)/cap
-    sc['items'][0]['priceSettings']['default']=d
-    sc['expectedSales']=round(min(1,truth*(1+berr)),4)
-    sc['name']+=f'-d{derr:+}-b{berr:+}'
+    random_errors(OUT,sc)
     json.dump(sc,open(os.path.join(OUT,f'{i:02d}.json'),'w'))

@@ -12,7 +12,7 @@ the first twentieth), `bimodal` and `bimodal2` (an on-sale and a last-minute pea
 """
 import json, os, random, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from markets import best_fixed, command_line, pbuy
+from markets import command_line, pbuy, random_buyers, random_errors
 SHAPES = {
  'early': [[0, 5], [0.1, 5], [0.25, 1], [1, 0.6]],
  'early2': [[0, 8], [0.05, 8], [0.1, 1], [1, 1]],
@@ -23,10 +23,7 @@ SHAPES = {
 }
 OUT, N = command_line(__doc__, 7, 30)
 for i in range(N):
-    kind = random.choice(['exponential', 'logistic', 'uniform'])
-    if kind == 'exponential': w = {'type': 'exponential', 'mean': random.choice([30, 40, 60])}; center = w['mean'] * 1.5
-    elif kind == 'logistic': loc = random.choice([50, 70, 100]); w = {'type': 'logistic', 'location': loc, 'scale': loc * random.choice([0.12, 0.2])}; center = loc
-    else: lo = random.choice([10, 20]); hi = lo + random.choice([60, 90]); w = {'type': 'uniform', 'low': lo, 'high': hi}; center = (lo + hi) / 2
+    kind, w, center = random_buyers()
     cap = random.choice([100, 200, 400])
     shape = random.choice(['early', 'early2', 'bimodal', 'bimodal2', 'early', 'bimodal', 'flat', 'late'])
     ratio = random.choice([0.6, 0.9, 1.2, 1.6])
@@ -35,12 +32,5 @@ for i in range(N):
     sc = {'name': f'q{i}-{kind}-{shape}-cap{cap}-x{ratio}-{days}d', 'days': days, 'slotsPerDay': 24 if days < 60 else 4, 'capacity': cap, 'expectedSales': 1,
           'items': [{'itemId': 'ga', 'priceSettings': {'min': round(center * 0.4, 2), 'max': round(center * 2.5, 2), 'default': center},
                      'arrivals': arrivals, 'shape': SHAPES[shape], 'willingnessToPay': w}], 'pastInstances': 3, 'runs': 200, 'seed': 1}
-    best = best_fixed(OUT, sc)['ga']
-    derr = random.choice([-0.25, -0.1, 0, 0.1, 0.3])
-    berr = random.choice([-0.4, 0, 0.4])
-    d = round(best * (1 + derr), 2)
-    truth = arrivals * pbuy(w, d) / cap
-    sc['items'][0]['priceSettings']['default'] = d
-    sc['expectedSales'] = round(min(1, truth * (1 + berr)), 4)
-    sc['name'] += f'-d{derr:+}-b{berr:+}'
+    random_errors(OUT, sc)
     json.dump(sc, open(os.path.join(OUT, f'{i:02d}.json'), 'w'))

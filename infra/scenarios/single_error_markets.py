@@ -16,7 +16,7 @@ default at the best fixed price and the true demand at it 40 % above, or 40 % be
 (docs/pricing.md, "One error at a time").
 """
 import json, os, random
-from markets import SHAPES, best_fixed, command_line, pbuy
+from markets import SHAPES, best_fixed, command_line, pbuy, random_buyers
 
 # (name, default off the best fixed price, true demand over the belief)
 ERRORS = [('default-25-below', -0.25, 1.0), ('default-30-above', 0.30, 1.0),
@@ -24,19 +24,7 @@ ERRORS = [('default-25-below', -0.25, 1.0), ('default-30-above', 0.30, 1.0),
 
 OUT, N = command_line(__doc__, 5, 32)
 for i in range(N):
-    kind = random.choice(['exponential', 'logistic', 'uniform'])
-    if kind == 'exponential':
-        w = {'type': 'exponential', 'mean': random.choice([30, 40, 60])}
-        center = w['mean'] * 1.5
-    elif kind == 'logistic':
-        loc = random.choice([50, 70, 100])
-        w = {'type': 'logistic', 'location': loc, 'scale': loc * random.choice([0.12, 0.2])}
-        center = loc
-    else:
-        lo = random.choice([10, 20])
-        hi = lo + random.choice([60, 90])
-        w = {'type': 'uniform', 'low': lo, 'high': hi}
-        center = (lo + hi) / 2
+    kind, w, center = random_buyers()
     cap = random.choice([100, 200, 400])
     shape = random.choice(list(SHAPES))
     ratio = random.choice([0.6, 0.9, 1.2, 1.6])
