@@ -931,13 +931,9 @@ pub fn product_props_from_doc(
         None => None,
     };
     let rounding = match o.opt_obj("rounding", errors) {
-        Some(r) => match r.opt_money("step", true, errors) {
-            Some(s) if s.micros() == 0 => {
-                errors.push(r.ptr_of("step"), codes::RANGE, "must be positive");
-                None
-            }
-            other => other,
-        },
+        Some(r) => r
+            .get("step")
+            .and_then(|v| rounding_step(v, &r.ptr_of("step"), errors)),
         None => None,
     }
     .map(|step| Rounding { step })
@@ -957,7 +953,50 @@ pub fn product_props_from_doc(
     })
 }
 
+/// A `rounding.step`: a price (at most 6 decimals) more than 0.
+fn rounding_step(v: &Value, ptr: &str, errors: &mut Errors) -> Option<Money> {
+    let Some(f) = v.as_f64() else {
+        errors.push(ptr, codes::TYPE, "must be a number");
+        return None;
+    };
+    match Money::from_f64(f) {
+        Ok(m) if m.micros() > 0 => Some(m),
+        Ok(_) => {
+            errors.push(ptr, codes::RANGE, "must be positive");
+            None
+        }
+        Err(e) => {
+            errors.push(ptr, codes::FORMAT, e.to_string());
+            None
+        }
+    }
+}
+
+/// The largest values of a pricing model's parameters: far past any sensible setting, and
+/// small enough that the models' arithmetic stays finite (a timeBased step of 1e308 made
+/// the interpolation NaN, priced at the item's min).
+const MAX_STEP_CHANGE: f64 = 100.0;
+const MAX_MODEL_MULTIPLIER: f64 = 1_000.0;
+const MAX_SENSITIVITY: f64 = 10.0;
+const MAX_CURVE: f64 = 10.0;
+const MAX_DAYS_BEFORE: f64 = 36_525.0;
+
+/// The members each model's object reads, and those of its steps and tiers.
+fn model_members(type_name: &str) -> &'static [&'static str] {
+    match type_name {
+        "pace" => &["type", "sensitivity", "curve", "maxStepChange"],
+        "timeBased" => &["type", "steps", "maxStepChange"],
+        "tiers" => &["type", "tiers", "maxStepChange"],
+        _ => &["type", "maxStepChange"],
+    }
+}
+
+/// Parses and checks a product's `pricingModel` member by member: each error at its own
+/// pointer (`.../pricingModel/tiers/1/upToSoldPercent`), and a known member spelt another
+/// way (`maxstepchange`, `uptoSoldPercent`) is an `unknownField` naming the one meant:
+/// ignored, it would drop a cap or turn a tier into a catch-all.
 fn pricing_model(v: &Value, ptr: &str, errors: &mut Errors) -> Option<PricingModel> {
+    use crate::validate::misspelt_members;
     let value = match v {
         Value::String(s) => serde_json::json!({ "type": s }),
         Value::Object(_) => v.clone(),
@@ -970,8 +1009,105 @@ fn pricing_model(v: &Value, ptr: &str, errors: &mut Errors) -> Option<PricingMod
             return None;
         }
     };
-    let model: PricingModel = match serde_json::from_value(value) {
-        Ok(m) => m,
+    let before = errors.len();
+    let map = value.as_object()?;
+    let type_name = map.get("type").and_then(Value::as_str).unwrap_or_default();
+    misspelt_members(map, model_members(type_name), ptr, errors);
+    // Each number at its pointer, within (low, high] or [low, high].
+    let number =
+        |v: Option<&Value>, at: String, low: f64, open: bool, high: f64, errors: &mut Errors| {
+            let Some(v) = v else { return };
+            match v.as_f64() {
+                None => errors.push(at, codes::TYPE, "must be a number"),
+                Some(f) if (open && f <= low) || f < low || f > high => {
+                    let from = if open { "more than" } else { "at least" };
+                    errors.push(
+                        at,
+                        codes::RANGE,
+                        format!("must be {from} {low} and at most {high}"),
+                    )
+                }
+                Some(_) => {}
+            }
+        };
+    let at = |key: &str| format!("{ptr}/{key}");
+    number(
+        map.get("maxStepChange"),
+        at("maxStepChange"),
+        0.0,
+        true,
+        MAX_STEP_CHANGE,
+        errors,
+    );
+    number(
+        map.get("sensitivity"),
+        at("sensitivity"),
+        0.0,
+        false,
+        MAX_SENSITIVITY,
+        errors,
+    );
+    number(map.get("curve"), at("curve"), 0.0, true, MAX_CURVE, errors);
+    for (list, members) in [
+        ("steps", &["daysBefore", "multiplier"][..]),
+        ("tiers", &["upToSoldPercent", "multiplier"][..]),
+    ] {
+        if !model_members(type_name).contains(&list) {
+            continue;
+        }
+        match map.get(list) {
+            Some(Value::Array(rows)) if !rows.is_empty() => {
+                for (i, row) in rows.iter().enumerate() {
+                    let row_ptr = format!("{ptr}/{list}/{i}");
+                    let Value::Object(row) = row else {
+                        errors.push(row_ptr, codes::TYPE, "must be an object");
+                        continue;
+                    };
+                    misspelt_members(row, members, &row_ptr, errors);
+                    let field = |key: &str| format!("{row_ptr}/{key}");
+                    number(
+                        row.get("multiplier"),
+                        field("multiplier"),
+                        0.0,
+                        false,
+                        MAX_MODEL_MULTIPLIER,
+                        errors,
+                    );
+                    number(
+                        row.get("daysBefore"),
+                        field("daysBefore"),
+                        0.0,
+                        false,
+                        MAX_DAYS_BEFORE,
+                        errors,
+                    );
+                    number(
+                        row.get("upToSoldPercent"),
+                        field("upToSoldPercent"),
+                        0.0,
+                        false,
+                        100.0,
+                        errors,
+                    );
+                    for key in members.iter().filter(|k| **k != "upToSoldPercent") {
+                        if !row.contains_key(*key) {
+                            errors.push(field(key), codes::REQUIRED, "is required");
+                        }
+                    }
+                }
+            }
+            Some(Value::Array(_)) => {
+                errors.push(at(list), codes::RANGE, "needs at least one entry")
+            }
+            Some(_) => errors.push(at(list), codes::TYPE, "must be an array"),
+            None => errors.push(at(list), codes::REQUIRED, "is required"),
+        }
+    }
+    if errors.len() > before {
+        return None;
+    }
+    match serde_json::from_value(value) {
+        Ok(model) => Some(model),
         Err(e) => {
             errors.push(
                 ptr,
@@ -980,71 +1116,9 @@ fn pricing_model(v: &Value, ptr: &str, errors: &mut Errors) -> Option<PricingMod
                     "is not a valid pricing model (revenue, pace, timeBased, tiers, fixed): {e}"
                 ),
             );
-            return None;
-        }
-    };
-    let bad = |what: &str, errors: &mut Errors| {
-        errors.push(ptr, codes::RANGE, what.to_owned());
-    };
-    let step_ok = |m: &Option<f64>| m.is_none_or(|s| s > 0.0 && s.is_finite());
-    match &model {
-        PricingModel::Pace {
-            sensitivity,
-            curve,
-            max_step_change,
-        } => {
-            if !(*sensitivity >= 0.0 && *curve > 0.0 && step_ok(max_step_change)) {
-                bad(
-                    "pace needs sensitivity >= 0, curve > 0, maxStepChange > 0",
-                    errors,
-                );
-                return None;
-            }
-        }
-        PricingModel::TimeBased {
-            steps,
-            max_step_change,
-        } => {
-            if steps.is_empty()
-                || steps
-                    .iter()
-                    .any(|s| s.days_before < 0.0 || s.multiplier < 0.0)
-                || !step_ok(max_step_change)
-            {
-                bad(
-                    "timeBased needs steps with daysBefore >= 0 and multiplier >= 0",
-                    errors,
-                );
-                return None;
-            }
-        }
-        PricingModel::Tiers {
-            tiers,
-            max_step_change,
-        } => {
-            if tiers.is_empty()
-                || tiers.iter().any(|t| {
-                    t.multiplier < 0.0
-                        || t.up_to_sold_percent
-                            .is_some_and(|p| !(0.0..=100.0).contains(&p))
-                })
-                || !step_ok(max_step_change)
-            {
-                bad(
-                    "tiers needs tiers with multiplier >= 0 and upToSoldPercent in 0..100",
-                    errors,
-                );
-                return None;
-            }
-        }
-        PricingModel::Fixed { max_step_change } | PricingModel::Revenue { max_step_change } => {
-            if !step_ok(max_step_change) {
-                bad("maxStepChange must be > 0", errors);
-                return None;
-            }
+            None
         }
     }
-    Some(model)
 }
 
 /// Which document a change targets; decides the checks on patch values.
@@ -1235,7 +1309,7 @@ fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &
             // The whole document: its checked fields are checked inside it.
             [] => {
                 if let Some(map) = value.as_object() {
-                    for key in ["schedule", "expectedSales", "capacity"] {
+                    for key in ["schedule", "expectedSales", "capacity", "pricingModel", "rounding"] {
                         if let Some(v) = map.get(key) {
                             check_value_at(&format!("/{key}"), v, &format!("{ptr}/{key}"), kind, errors);
                         }
@@ -1247,6 +1321,24 @@ fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &
                 codes::REMOVED,
                 "product schedules were removed in 3.0.0: use a pricingSchedule entry for the instance",
             ),
+            // The registration's rules (found later, they were `invalidDocument`
+            // rejections at processing); null unsets the model.
+            ["pricingModel"] if !value.is_null() => {
+                pricing_model(value, ptr, errors);
+            }
+            ["rounding"] => match value {
+                Value::Object(map) => {
+                    crate::validate::misspelt_members(map, &["step"], ptr, errors);
+                    if let Some(step) = map.get("step") {
+                        rounding_step(step, &format!("{ptr}/step"), errors);
+                    }
+                }
+                Value::Null => {}
+                _ => errors.push(ptr, codes::TYPE, "must be an object"),
+            },
+            ["rounding", "step"] => {
+                rounding_step(value, ptr, errors);
+            }
             ["expectedSales"] => match value.as_f64() {
                 Some(f) if (0.0..=1.0).contains(&f) => {}
                 Some(f) if f > 1.0 && f.fract() == 0.0 => errors.push(

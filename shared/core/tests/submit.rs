@@ -776,3 +776,125 @@ fn a_price_setting_in_a_patch_or_update_has_the_registration_rules() {
     ]}));
     assert_eq!(ok.entries.len(), 2);
 }
+
+#[test]
+fn a_pricing_model_is_checked_member_by_member_at_each_members_pointer() {
+    // An outside probe found `{"type": "pace", "maxstepchange": 0.1}` stored without its
+    // cap, and a tier written `uptoSoldPercent` stored as a catch-all placed first; range
+    // errors pointed at the whole model, and a timeBased multiplier of 1e308 priced at
+    // the item's min (its interpolation overflowed).
+    let product = |model: Value| {
+        json!({"type": "productRegistration",
+            "data": {"productId": "P", "capacity": 10, "pricingModel": model}})
+    };
+    assert_eq!(
+        pc(&invalid(json!({"entries": [
+            product(json!({"type": "pace", "maxstepchange": 0.1})),
+            product(json!({"type": "tiers", "tiers": [
+                {"uptoSoldPercent": 20, "multiplier": 0.8},
+                {"upToSoldPercent": 150, "multiplier": 1.5}]})),
+            product(json!({"type": "pace", "Sensitivity": 2, "curve": 0})),
+            product(json!({"type": "timeBased", "steps": [
+                {"daysBefore": 0, "multiplier": 1e308}, {"days_before": 3, "multiplier": 1}]})),
+            product(json!({"type": "timeBased", "steps": []})),
+            product(json!({"type": "tiers", "tiers": [{"multiplier": "x"}], "maxStepChange": 0})),
+            product(json!({"type": "pace", "sensitivity": 1e308})),
+        ]}))),
+        [
+            (
+                "/entries/0/data/pricingModel/maxstepchange",
+                codes::UNKNOWN_FIELD
+            ),
+            (
+                "/entries/1/data/pricingModel/tiers/0/uptoSoldPercent",
+                codes::UNKNOWN_FIELD
+            ),
+            (
+                "/entries/1/data/pricingModel/tiers/1/upToSoldPercent",
+                codes::RANGE
+            ),
+            (
+                "/entries/2/data/pricingModel/Sensitivity",
+                codes::UNKNOWN_FIELD
+            ),
+            ("/entries/2/data/pricingModel/curve", codes::RANGE),
+            (
+                "/entries/3/data/pricingModel/steps/0/multiplier",
+                codes::RANGE
+            ),
+            (
+                "/entries/3/data/pricingModel/steps/1/days_before",
+                codes::UNKNOWN_FIELD
+            ),
+            (
+                "/entries/3/data/pricingModel/steps/1/daysBefore",
+                codes::REQUIRED
+            ),
+            ("/entries/4/data/pricingModel/steps", codes::RANGE),
+            ("/entries/5/data/pricingModel/maxStepChange", codes::RANGE),
+            (
+                "/entries/5/data/pricingModel/tiers/0/multiplier",
+                codes::TYPE
+            ),
+            ("/entries/6/data/pricingModel/sensitivity", codes::RANGE),
+        ]
+    );
+    // Every model at its limits, and by name.
+    let ok = accepted(json!({"entries": [
+        product(json!({"type": "pace", "sensitivity": 10, "curve": 10, "maxStepChange": 100})),
+        product(json!({"type": "timeBased", "steps": [
+            {"daysBefore": 36525, "multiplier": 1000}, {"daysBefore": 0, "multiplier": 0}]})),
+        product(json!({"type": "tiers", "tiers": [
+            {"upToSoldPercent": 100, "multiplier": 1000}, {"multiplier": 0}]})),
+        product(json!("fixed")),
+        product(json!({"type": "revenue", "maxStepChange": 0.25})),
+    ]}));
+    assert_eq!(ok.entries.len(), 5);
+}
+
+#[test]
+fn a_pricing_model_or_rounding_in_a_product_patch_has_the_registration_rules() {
+    // `{"op": "replace", "path": "/pricingModel", "value": "bogus"}` and a rounding step
+    // of 0 passed submission and were rejected at processing (`invalidDocument`), where
+    // the same values in a registration were a 400 (an outside probe found it).
+    let patch = |path: &str, value: Value| {
+        json!({"type": "productProperties", "data": {"productId": "P",
+            "patch": [{"op": "replace", "path": path, "value": value}]}})
+    };
+    assert_eq!(
+        pc(&invalid(json!({"entries": [
+            patch("/pricingModel", json!("bogus")),
+            patch("/pricingModel", json!({"type": "pace", "maxstepchange": 0.1})),
+            patch("/rounding", json!({"step": 0})),
+            patch("/rounding/step", json!(0.0000001)),
+            patch("", json!({"rounding": {"Step": 1}, "pricingModel": {"type": "tiers", "tiers": []}})),
+            {"type": "productProperties", "data": {"productId": "P",
+                "update": {"pricingModel": {"type": "pace", "curve": -1}}}},
+        ]}))),
+        [
+            ("/entries/0/data/patch/0/value", codes::FORMAT),
+            (
+                "/entries/1/data/patch/0/value/maxstepchange",
+                codes::UNKNOWN_FIELD
+            ),
+            ("/entries/2/data/patch/0/value/step", codes::RANGE),
+            ("/entries/3/data/patch/0/value", codes::FORMAT),
+            (
+                "/entries/4/data/patch/0/value/pricingModel/tiers",
+                codes::RANGE
+            ),
+            (
+                "/entries/4/data/patch/0/value/rounding/Step",
+                codes::UNKNOWN_FIELD
+            ),
+            ("/entries/5/data/update/pricingModel/curve", codes::RANGE),
+        ]
+    );
+    let ok = accepted(json!({"entries": [
+        patch("/pricingModel", json!("pace")),
+        patch("/pricingModel", Value::Null),
+        patch("/rounding", json!({"step": 0.5})),
+        patch("/rounding/step", json!(1)),
+    ]}));
+    assert_eq!(ok.entries.len(), 4);
+}

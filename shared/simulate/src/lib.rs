@@ -115,7 +115,13 @@ pub fn parse_model(value: Value) -> Result<PricingModel, String> {
             errors
                 .list
                 .first()
-                .map_or("is not a valid pricing model".into(), |e| e.message.clone())
+                .map_or("is not a valid pricing model".into(), |e| {
+                    // The member at fault, below the model (`tiers/0/multiplier`).
+                    match e.pointer.strip_prefix("/pricingModel/") {
+                        Some(member) => format!("{member} {}", e.message),
+                        None => e.message.clone(),
+                    }
+                })
         })
 }
 

@@ -51,7 +51,10 @@ fn models_parse_by_name_and_as_custom_json() {
     assert!(err(&["surge"], &[], false).contains("unknown model `surge`"));
     assert!(err(&["current"], &[], false).contains("needs a log"));
     assert!(err(&["fixed", "fixed"], &[], false).contains("listed twice"));
-    assert!(err(&[], &[r#"x={"type":"tiers","tiers":[]}"#], false).contains("tiers needs"));
+    assert!(
+        err(&[], &[r#"x={"type":"tiers","tiers":[]}"#], false)
+            .contains("tiers needs at least one entry")
+    );
     assert!(err(&[], &["nolabel"], false).contains("LABEL=JSON"));
     assert!(err(&[], &[], false).contains("no models"));
     assert_eq!(

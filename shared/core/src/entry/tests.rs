@@ -398,32 +398,34 @@ fn pricing_models_by_name_and_by_object() {
         .map(|(p, c)| (p.to_owned(), c.to_owned()))
         .collect::<Vec<_>>()
     };
-    let at = |code: &str| vec![("/data/pricingModel".to_owned(), code.to_owned())];
-    assert_eq!(bad_model(json!("surge")), at(codes::FORMAT));
-    assert_eq!(bad_model(json!(3)), at(codes::TYPE));
+    let at =
+        |member: &str, code: &str| vec![(format!("/data/pricingModel{member}"), code.to_owned())];
+    assert_eq!(bad_model(json!("surge")), at("", codes::FORMAT));
+    assert_eq!(bad_model(json!(3)), at("", codes::TYPE));
+    // Each range error at its parameter.
     assert_eq!(
         bad_model(json!({"type": "pace", "sensitivity": -1})),
-        at(codes::RANGE)
+        at("/sensitivity", codes::RANGE)
     );
     assert_eq!(
         bad_model(json!({"type": "pace", "curve": 0})),
-        at(codes::RANGE)
+        at("/curve", codes::RANGE)
     );
     assert_eq!(
         bad_model(json!({"type": "fixed", "maxStepChange": 0})),
-        at(codes::RANGE)
+        at("/maxStepChange", codes::RANGE)
     );
     assert_eq!(
         bad_model(json!({"type": "timeBased", "steps": []})),
-        at(codes::RANGE)
+        at("/steps", codes::RANGE)
     );
     assert_eq!(
         bad_model(json!({"type": "timeBased", "steps": [{"daysBefore": 1, "multiplier": -0.5}]})),
-        at(codes::RANGE)
+        at("/steps/0/multiplier", codes::RANGE)
     );
     assert_eq!(
         bad_model(json!({"type": "tiers", "tiers": [{"upToSoldPercent": 120, "multiplier": 1}]})),
-        at(codes::RANGE)
+        at("/tiers/0/upToSoldPercent", codes::RANGE)
     );
 }
 

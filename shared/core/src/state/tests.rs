@@ -972,8 +972,10 @@ fn product_properties_patches() {
         json!([{"op": "copy", "from": "/capacity", "path": "/expectedSales"}]),
         // A negative capacity is refused at submission; only applying tells this one.
         json!([{"op": "copy", "from": "/rounding", "path": "/capacity"}]),
-        json!([{"op": "replace", "path": "/pricingModel", "value": {"type": "pace", "curve": 0}}]),
-        json!([{"op": "replace", "path": "/pricingModel", "value": "surge"}]),
+        // A model set by a patch is checked at submission; one copied from elsewhere in
+        // the document only when applied.
+        json!([{"op": "copy", "from": "/capacity", "path": "/pricingModel"}]),
+        json!([{"op": "copy", "from": "/rounding", "path": "/pricingModel"}]),
         json!([{"op": "replace", "path": "/recalculation", "value": {"soldPercentStep": 0}}]),
         json!([{"op": "copy", "from": "/capacity", "path": "/schedule"}]),
         json!([{"op": "replace", "path": "", "value": 5}]),
