@@ -177,6 +177,10 @@ struct ProductCtx {
     prepared: Prepared,
     step: Money,
     max_step_change: Option<f64>,
+    /// The product set `maxStepChange` itself: an item's first calculation is capped
+    /// against its default price as its settings make it (the price it had until then),
+    /// not left free. The revenue model's own cap leaves a first price free.
+    caps_first_price: bool,
 }
 
 impl ProductCtx {
@@ -190,6 +194,7 @@ impl ProductCtx {
             },
             step: Rounding::default().step,
             max_step_change: None,
+            caps_first_price: false,
         }
     }
 }
@@ -303,6 +308,7 @@ pub fn calculate_explaining(
                     } => Some(revenue::DEFAULT_MAX_STEP_CHANGE),
                     model => models::max_step_change(model),
                 },
+                caps_first_price: models::max_step_change(&p.properties.pricing_model).is_some(),
             }
         })
         .collect();
@@ -599,8 +605,22 @@ fn model_price(
     let mut value = raw;
     let mut max_step_change = None;
     // `maxStepChange` is relative to the previous price: from 0 it would hold the price
-    // at 0 for good, so a previous price of 0 caps nothing.
-    let prev_capping = prev.filter(|p| *p > Money::ZERO);
+    // at 0 for good, so a previous price of 0 caps nothing. An item never priced had its
+    // default price as its settings make it (what webhooks and the history show as its
+    // price until now), so a product's own `maxStepChange` caps its first move from it.
+    let prev_capping = prev
+        .or_else(|| {
+            ctx.caps_first_price.then(|| {
+                bounded(
+                    rounding::scale(ps.default, ps.multiplier),
+                    ps,
+                    ctx.step,
+                    None,
+                )
+                .0
+            })
+        })
+        .filter(|p| *p > Money::ZERO);
     if let (Some(limit), Some(prev)) = (ctx.max_step_change, prev_capping) {
         let (capped, applied) = rounding::cap_step_change(value, prev, limit);
         if applied {

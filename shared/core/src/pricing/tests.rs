@@ -388,7 +388,8 @@ fn max_step_change_caps_against_the_previous_price() {
         })
     );
     assert_eq!(price(&c, "down"), money("45"));
-    // No previous price: nothing to cap against. Nor a previous price of 0: a fraction
+    // No previous price: its default as its settings make it (80: the cap does not
+    // bite; see the test below). Nor does a previous price of 0: a fraction
     // of it is 0, and the price stayed at 0 for good (found by an outside probe after a
     // tiers model with multiplier 0).
     assert_eq!(price(&c, "first"), money("80"));
@@ -412,6 +413,68 @@ fn max_step_change_caps_against_the_previous_price() {
     assert!(p.explanation.max_step_change.is_some());
     assert_eq!(p.explanation.bound.map(|b| b.bound), Some(Bound::Max));
     assert!(p.changed);
+}
+
+#[test]
+fn a_products_own_max_step_change_caps_an_items_first_price_against_its_default() {
+    // Found by an outside probe: a 10 % cap let an item's first calculation move it from
+    // its default of 50 to 21.76, where an item whose first record was its kept default
+    // was capped at 45.
+    let mut b = Builder::new();
+    let half = |max_step_change| PricingModel::Tiers {
+        tiers: vec![Tier {
+            up_to_sold_percent: None,
+            multiplier: 0.5,
+        }],
+        max_step_change,
+    };
+    b.product(
+        "capped",
+        Product {
+            model: half(Some(0.1)),
+            ..Product::default()
+        },
+    );
+    b.product(
+        "free",
+        Product {
+            model: half(None),
+            ..Product::default()
+        },
+    );
+    b.item("a", "capped", Item::default());
+    b.item(
+        "scaled",
+        "capped",
+        Item {
+            multiplier: 1.2, // its default as its settings make it: 60
+            ..Item::default()
+        },
+    );
+    b.item("b", "free", Item::default());
+    let c = calculate(
+        &b.state,
+        true,
+        Trigger::Schedule,
+        ts(NOW),
+        &BTreeMap::new(),
+        &[],
+    );
+    assert_eq!(price(&c, "a"), money("45"));
+    assert_eq!(
+        c.get(&id("a")).unwrap().explanation.max_step_change,
+        Some(StepCap {
+            limit: 0.1,
+            previous_price: money("50"),
+            from: money("25"),
+            to: money("45")
+        })
+    );
+    assert_eq!(c.get(&id("a")).unwrap().previous_price, None);
+    assert_eq!(price(&c, "scaled"), money("54"));
+    // Without a cap of the product's own, the first price is free.
+    assert_eq!(price(&c, "b"), money("25"));
+    assert_eq!(c.get(&id("b")).unwrap().explanation.max_step_change, None);
 }
 
 fn eligibility_state() -> Builder {
