@@ -101,6 +101,23 @@ pub async fn create<P: Ports>(
     let rule = parse_rule(&body)?;
     let key = instance.key();
     let state = crate::instances::load_state(&app, &key).await?;
+    // A removed item is gone for good (its id cannot be registered again), so a new rule
+    // naming one could never apply. An item not registered yet may still come.
+    for (member, item) in [
+        ("itemId", &rule.item_id),
+        ("sourceItemId", &rule.source_item_id),
+    ] {
+        if state.items.get(item).is_some_and(|i| i.removed) {
+            return Err(ApiError::unprocessable(format!(
+                "item {item} was removed permanently: the rule could never apply"
+            ))
+            .with_errors(vec![pricing_core::validate::FieldError {
+                pointer: format!("/{member}"),
+                code: "itemRemoved".to_owned(),
+                message: format!("item {item} was removed permanently"),
+            }]));
+        }
+    }
     for conflicts in 0.. {
         let set = app
             .ports

@@ -1467,6 +1467,20 @@ async fn price_matches_calculations_instance_prices_and_history() {
         )
         .await;
     assert_problem(&r, StatusCode::BAD_REQUEST);
+    // A removed item is gone for good: a new rule naming it could never apply (an
+    // outside probe found such rules created, 201).
+    for (body, member) in [
+        (
+            json!({"itemId": "a", "sourceItemId": "gone"}),
+            "/sourceItemId",
+        ),
+        (json!({"itemId": "gone", "sourceItemId": "a"}), "/itemId"),
+    ] {
+        let r = h.call("POST", path, Some("acme"), Some(body)).await;
+        assert_problem(&r, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(r.body["errors"][0]["pointer"], member, "{:?}", r.body);
+        assert_eq!(r.body["errors"][0]["code"], "itemRemoved", "{:?}", r.body);
+    }
     let r = h.call("GET", path, Some("acme"), None).await;
     assert_eq!(r.body["items"].as_array().unwrap().len(), 1);
     let r = h
