@@ -63,6 +63,11 @@ pub fn check_new_callback_url(raw: &str, policy: &CallbackPolicy) -> Result<Url,
     if url.port() == Some(0) {
         return Err("port 0 is not a port a receiver listens on".into());
     }
+    if let Some(why) = rewritten_by_parsers(&raw[prefix.len()..], &url) {
+        return Err(format!(
+            "{why} (a URL parser rewrites it: the webhook would not go to the URL shown)"
+        ));
+    }
     if let Some(Host::Domain(name)) = url.host()
         && let Some(why) = not_a_host_name(name.trim_end_matches('.'))
     {
@@ -134,6 +139,46 @@ fn dropped_by_parsers(c: char) -> bool {
                 | '\u{1d173}'..='\u{1d17a}'
                 | '\u{e0000}'..='\u{e0fff}'
         )
+}
+
+/// What of a URL (`rest`: after `scheme://`) a URL parser reads as something else than it
+/// shows, if anything: a `\` (read as `/`: `https://example.com\@10.0.0.1/` goes to
+/// example.com), an `@` in the host part (an empty user name, dropped), an IPv4 address
+/// not written in its usual four decimal parts (`0x7f.1` is 127.0.0.1), a host name with
+/// percent escapes (decoded), and a path segment `.` or `..` (resolved away:
+/// `/ok/x/../y` is `/ok/y`).
+fn rewritten_by_parsers(rest: &str, url: &Url) -> Option<String> {
+    if rest.contains('\\') {
+        return Some("must not contain `\\`".into());
+    }
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, after) = rest.split_at(end);
+    if authority.contains('@') {
+        return Some("must not contain `@` before the path".into());
+    }
+    let host = match authority.rfind(':') {
+        // A port after the host (an IPv6 literal's colons are inside brackets).
+        Some(i) if !authority[i..].contains(']') => &authority[..i],
+        _ => authority,
+    };
+    match url.host() {
+        Some(Host::Ipv4(ip)) if host != ip.to_string() => {
+            return Some(format!("host {host} is read as the IPv4 address {ip}"));
+        }
+        Some(Host::Domain(name)) if host.contains('%') => {
+            return Some(format!("host {host} is read as {name}"));
+        }
+        _ => {}
+    }
+    let path = &after[..after.find(['?', '#']).unwrap_or(after.len())];
+    let dot = |segment: &str| {
+        let plain = segment.to_ascii_lowercase().replace("%2e", ".");
+        plain == "." || plain == ".."
+    };
+    if path.split('/').any(dot) {
+        return Some("must not have a path segment `.` or `..`".into());
+    }
+    None
 }
 
 /// Why a (lowercase, ASCII: IDNA has run) host name can never be resolved: a label empty or
@@ -261,6 +306,17 @@ mod tests {
             "https://ex\u{e0100}ample.com/x",
             "https:///hooks.example.com/x",
             "https://\\hooks.example.com/x",
+            // Found by an outside probe: taken as typed, delivered elsewhere.
+            "https://example.com\\@93.184.216.34/h",
+            "https://hooks.example.com\\ok",
+            "https://hooks.example.com/ok/x/../y/./z",
+            "https://hooks.example.com/ok/%2E%2e/y",
+            "https://hooks.example.com/ok/.",
+            "https://@hooks.example.com/ok",
+            "https://0x5d.0xb8.0xd8.0x22/in",
+            "https://1572395042/in",
+            "https://93.184.216.034/in",
+            "https://hooks.ex%61mple.com/x",
         ] {
             assert!(strict(bad).is_err(), "{bad} should be refused");
         }
@@ -275,6 +331,9 @@ mod tests {
             "https://hooks.example.com./x",
             "https://[3fff:1000::1]/x",
             "https://[2001:200::1]:8443/x?a=b%20c",
+            "https://93.184.216.34:8443/in?next=../x&at=a@b",
+            "https://hooks.example.com/a.b/..c/.d",
+            "https://hooks.example.com",
         ] {
             assert!(strict(ok).is_ok(), "{ok} should be taken");
         }
