@@ -104,20 +104,37 @@ async fn create_in_scope<P: Ports>(
     Ok((StatusCode::CREATED, Json(view)))
 }
 
+/// A scope's subscriptions in id order, paged as every listing is (`?cursor=&limit=`): the
+/// cursor is the last id of the previous page, so a page after a deletion goes on from
+/// where it was. A scope holds at most 20, so without `limit` a listing is one page.
 async fn list_scope<P: Ports>(
     app: &App<P>,
     project: &ProjectKey,
     instance: Option<&InstanceId>,
+    query: &[(String, String)],
 ) -> ApiResult<Json<Value>> {
-    let items = app
+    let page = page_request(query)?;
+    let mut items = app
         .ports
         .subscriptions()
         .list_subscriptions(project, instance)
         .await
         .map_err(ApiError::store("listing subscriptions"))?;
-    let items: Vec<Value> = items.iter().map(subscription_view).collect();
-    // A scope holds at most 20: one page.
-    Ok(Json(json!({ "items": items, "next": null })))
+    items.sort_by(|a, b| a.subscription_id.as_str().cmp(b.subscription_id.as_str()));
+    let rest: Vec<&Subscription> = items
+        .iter()
+        .filter(|s| {
+            page.cursor
+                .as_deref()
+                .is_none_or(|c| s.subscription_id.as_str() > c)
+        })
+        .collect();
+    let shown = &rest[..rest.len().min(page.limit)];
+    let next = (shown.len() < rest.len())
+        .then(|| shown.last().map(|s| s.subscription_id.as_str().to_owned()))
+        .flatten();
+    let items: Vec<Value> = shown.iter().map(|s| subscription_view(s)).collect();
+    Ok(Json(json!({ "items": items, "next": next })))
 }
 
 /// POST /projects/{projectId}/subscriptions: a project-level subscription.
@@ -136,9 +153,10 @@ pub async fn list_project_level<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
     Path(project_id): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
     let project = owned_project(&app, &caller, &project_id).await?;
-    list_scope(&app, &project.key(), None).await
+    list_scope(&app, &project.key(), None, &query).await
 }
 
 /// POST /projects/{projectId}/instances/{instanceId}/subscriptions.
@@ -164,9 +182,16 @@ pub async fn list_instance_level<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
     Path((project_id, instance_id)): Path<(String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
-    list_scope(&app, &instance.key().project(), Some(&instance.instance_id)).await
+    list_scope(
+        &app,
+        &instance.key().project(),
+        Some(&instance.instance_id),
+        &query,
+    )
+    .await
 }
 
 /// DELETE /projects/{projectId}/subscriptions/{subscriptionId}: either level.

@@ -2433,6 +2433,40 @@ async fn the_21st_subscription_of_a_scope_is_a_422_naming_the_limit() {
         );
         let r = h.call("GET", scope, Some("acme"), None).await;
         assert_eq!(r.body["items"].as_array().unwrap().len(), 20);
+        assert_eq!(r.body["next"], Value::Null);
+        // Paged as every listing (an outside probe found `limit` and `cursor` ignored):
+        // pages of 7 go through all 20 once, in id order (ULIDs: creation order to the
+        // millisecond).
+        let mut seen = Vec::new();
+        let mut url = format!("{scope}?limit=7");
+        loop {
+            let r = h.call("GET", &url, Some("acme"), None).await;
+            assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+            let page = r.body["items"].as_array().unwrap();
+            assert!(page.len() <= 7);
+            seen.extend(
+                page.iter()
+                    .map(|s| s["subscriptionId"].as_str().unwrap().to_owned()),
+            );
+            match r.body["next"].as_str() {
+                Some(next) => url = format!("{scope}?limit=7&cursor={next}"),
+                None => break,
+            }
+        }
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(seen, sorted);
+        for bad in [
+            "?limit=0",
+            "?limit=1001",
+            "?limit=2&limit=3",
+            "?cursor=a&cursor=b",
+        ] {
+            let r = h
+                .call("GET", &format!("{scope}{bad}"), Some("acme"), None)
+                .await;
+            assert_problem(&r, StatusCode::BAD_REQUEST);
+        }
         // Deleting one makes room again.
         let r = h
             .call(
