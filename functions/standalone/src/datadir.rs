@@ -223,7 +223,7 @@ pub struct NewClient {
 }
 
 impl Clients {
-    fn path(dir: &Path) -> PathBuf {
+    pub fn path(dir: &Path) -> PathBuf {
         dir.join(CLIENTS_FILE)
     }
 

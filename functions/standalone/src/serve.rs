@@ -49,6 +49,10 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     let signer = Arc::new(Signer::from_keys(&keys).map_err(|e| Error::Setup(e.to_string()))?);
     let tokens = Arc::new(LocalTokens::new(&token_secret(&args.data)?));
     let (clients, created) = Clients::load_or_create(&args.data)?;
+    // Its secret is kept only hashed and shown once, below: a start that fails before
+    // that (its port taken) removes the client again, so the next start makes and shows
+    // a new one (found by an outside probe: the client was kept, never shown, unusable).
+    let unshown = UnshownClient(created.is_some().then(|| Clients::path(&args.data)));
     let database = args.data.join(DATABASE_FILE);
     private_database(&database)?;
     let store =
@@ -173,6 +177,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         let _ = writeln!(out, "listening on http://{addr}");
         let _ = out.flush();
     }
+    unshown.shown();
     let limits = http_limits(&args);
     tracing::info!(%addr, data = %args.data.display(), retention = %retention.describe(), max_connections = limits.max_connections, "service started");
 
@@ -193,6 +198,26 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The clients file a first start created, until the new client's secret is shown: dropped
+/// before that (the start failed), it removes the file.
+struct UnshownClient(Option<std::path::PathBuf>);
+
+impl UnshownClient {
+    fn shown(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for UnshownClient {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take()
+            && let Err(e) = std::fs::remove_file(&path)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "could not remove the unshown OAuth client");
+        }
+    }
 }
 
 /// Starts the `/metrics` listener (crate::metrics) unless it is `off`; its address. The

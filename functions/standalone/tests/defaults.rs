@@ -412,3 +412,46 @@ fn a_shutdown_waits_for_requests_in_flight_a_few_seconds_only() {
     assert!(status.success(), "{status}");
     drop(slow);
 }
+
+/// A first start that fails before it shows the new OAuth client (its port taken) leaves
+/// no client behind: the client's secret is kept only hashed and shown once, so a client
+/// never shown could never be used (an outside probe found it kept). The next start makes
+/// a new one and shows it.
+#[test]
+fn a_first_start_that_fails_shows_its_client_on_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = taken.local_addr().unwrap().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_standalone"))
+        .args([
+            "serve",
+            "--listen",
+            &listen,
+            "--metrics-listen",
+            "off",
+            "--data",
+        ])
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("start standalone");
+    assert!(
+        !out.status.success(),
+        "the start should fail: the port is taken"
+    );
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(!printed.contains("client_secret="), "{printed}");
+    assert!(
+        !data.join("clients.json").exists(),
+        "the unshown client was kept"
+    );
+    drop(taken);
+    let service = Serve::start(&data, "127.0.0.1:0", &[]);
+    assert!(
+        service.lines.iter().any(|l| l.contains("client_secret=")),
+        "{:?}",
+        service.lines
+    );
+    assert!(data.join("clients.json").exists());
+}
