@@ -76,7 +76,27 @@ fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
 }
 
 async fn token(State(endpoint): State<Arc<TokenEndpoint>>, request: Request) -> Response {
-    let headers = request.headers().clone();
+    let (mut parts, body) = request.into_parts();
+    // A media type is case-insensitive (RFC 9110 section 8.3.1); the form extractor
+    // matches it as written, so `APPLICATION/X-WWW-FORM-URLENCODED` was refused.
+    let is_form = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| {
+            essence
+                .trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        });
+    if is_form {
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/x-www-form-urlencoded"),
+        );
+    }
+    let headers = parts.headers.clone();
+    let request = Request::from_parts(parts, body);
     let form = tokio::time::timeout(
         endpoint.body_timeout,
         Form::<TokenForm>::from_request(request, &()),
@@ -104,6 +124,17 @@ async fn token(State(endpoint): State<Arc<TokenEndpoint>>, request: Request) -> 
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "invalid_request",
                 "the form is too large",
+            );
+        }
+        // A form that does not read: a parameter given twice (RFC 6749 section 3.2), say.
+        Err(rejection) if is_form => {
+            return oauth_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                &format!(
+                    "the form does not read (each parameter at most once): {}",
+                    rejection.body_text()
+                ),
             );
         }
         Err(_) => {
@@ -167,10 +198,14 @@ async fn token(State(endpoint): State<Arc<TokenEndpoint>>, request: Request) -> 
                 "expires_in": TOKEN_TTL_SECS,
             }))
             .into_response();
+            // RFC 6749 section 5.1: neither kept by caches nor by HTTP/1.0 ones.
             response.headers_mut().insert(
                 header::CACHE_CONTROL,
                 header::HeaderValue::from_static("no-store"),
             );
+            response
+                .headers_mut()
+                .insert(header::PRAGMA, header::HeaderValue::from_static("no-cache"));
             response
         }
         Err(e) => {
@@ -264,10 +299,32 @@ mod tests {
                     .expect("a request"),
                 StatusCode::METHOD_NOT_ALLOWED,
             ),
+            // A media type in capitals is the same media type (an outside probe found
+            // it refused).
+            (
+                Request::post("/oauth2/token")
+                    .header(
+                        header::CONTENT_TYPE,
+                        "APPLICATION/X-WWW-FORM-URLENCODED; charset=UTF-8",
+                    )
+                    .body(Body::from(good.clone()))
+                    .expect("a request"),
+                StatusCode::OK,
+            ),
+            // A parameter given twice (RFC 6749 section 3.2).
+            (
+                form(format!("{good}&grant_type=client_credentials"), None),
+                StatusCode::BAD_REQUEST,
+            ),
         ];
         for (request, status) in cases {
             let response = router.clone().oneshot(request).await.expect("an answer");
             assert_eq!(response.status(), status);
+            if status == StatusCode::OK {
+                // RFC 6749 section 5.1.
+                assert_eq!(response.headers()["cache-control"], "no-store");
+                assert_eq!(response.headers()["pragma"], "no-cache");
+            }
             assert_eq!(
                 response.headers().get("api-version").map(|v| v.as_bytes()),
                 Some(pricing_core::API_VERSION.as_bytes()),

@@ -43,10 +43,20 @@ pub fn tenant_of(tenant: Option<&str>, sub: Option<&str>) -> Result<TenantId, Ap
 
 /// The bearer token of a request.
 pub fn bearer(parts: &Parts) -> Result<&str, ApiError> {
-    let value = parts
+    let mut given = parts
         .headers
-        .get(axum::http::header::AUTHORIZATION)
+        .get_all(axum::http::header::AUTHORIZATION)
+        .iter();
+    let value = given
+        .next()
         .ok_or_else(|| ApiError::unauthorized("an Authorization: Bearer token is required"))?;
+    // Two credentials say two things (RFC 6750 section 3.1: one method, once); the first
+    // one won, so a valid token followed by any other header passed.
+    if given.next().is_some() {
+        return Err(ApiError::unauthorized(
+            "give one Authorization header, not several",
+        ));
+    }
     let value = value
         .to_str()
         .map_err(|_| ApiError::unauthorized("the Authorization header is not ASCII"))?;

@@ -85,6 +85,18 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
                     .to_ascii_lowercase()
             });
         let (limit, timeout) = (app.limits.max_body_bytes, app.limits.body_timeout);
+        // A body declared larger than the limit is refused before it is read (and before
+        // a client that asked `Expect: 100-continue` is told to send it).
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit as u64) {
+            return Err(ApiError::too_large(format!(
+                "the body may hold at most {limit} bytes"
+            )));
+        }
         let bytes = tokio::time::timeout(timeout, axum::body::to_bytes(req.into_body(), limit))
             .await
             .map_err(|_| ApiError::body_timeout(timeout))?

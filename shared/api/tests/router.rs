@@ -299,6 +299,34 @@ async fn unauthenticated_requests_get_401_with_bearer_challenge() {
         r.headers["www-authenticate"],
         "Bearer error=\"invalid_token\""
     );
+    // Two Authorization headers: refused whichever comes first (an outside probe found
+    // the first one taken, so a valid token followed by any other header passed).
+    let valid = format!("Bearer {}", h.token("acme"));
+    for pair in [
+        [valid.as_str(), "Bearer junk"],
+        ["Bearer junk", valid.as_str()],
+    ] {
+        let req = Request::builder()
+            .uri("/projects")
+            .header("authorization", pair[0])
+            .header("authorization", pair[1])
+            .body(Body::empty())
+            .unwrap();
+        let r = h.raw(req).await;
+        assert_problem(&r, StatusCode::UNAUTHORIZED);
+        assert!(
+            r.body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("one Authorization")
+        );
+    }
+    let req = Request::builder()
+        .uri("/projects")
+        .header("authorization", valid.as_str())
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(h.raw(req).await.status, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -1024,6 +1052,17 @@ async fn limits_are_4xx() {
         )
         .await;
     assert_problem(&r, StatusCode::PAYLOAD_TOO_LARGE);
+    // A body declared larger than the limit: refused before a byte of it is read (an
+    // outside probe saw `100 Continue`, then a 408 when the client waited).
+    let req = Request::builder()
+        .method("POST")
+        .uri("/projects/p/instances/i/entries")
+        .header("authorization", format!("Bearer {}", h.token("acme")))
+        .header("content-type", "application/json")
+        .header("content-length", (6u64 << 20).to_string())
+        .body(Body::from("{}"))
+        .unwrap();
+    assert_problem(&h.raw(req).await, StatusCode::PAYLOAD_TOO_LARGE);
     let req = Request::builder()
         .method("POST")
         .uri("/projects/p/instances/i/entries")
