@@ -78,6 +78,33 @@ pub fn dp_pieces(s: &Scenario) -> usize {
     ((s.total_arrivals() / DP_ARRIVALS_PER_PIECE).ceil() as usize).max(DP_MIN_PIECES)
 }
 
+/// The units the DP tracks: the capacity, or fewer when the buyers cannot take them all.
+/// The buyers are Poisson of mean `arrivals`: more than `arrivals + 10 sd + 20` come with
+/// a probability under 1e-23, so units beyond that never sell and the optimum is the
+/// same (a product of capacity 2^53 - 1 made `simulate log` ask for 72 PB and abort).
+pub fn dp_units(capacity: u64, arrivals: f64) -> u64 {
+    let most = (arrivals.max(0.0) + 10.0 * arrivals.max(0.0).sqrt() + 20.0).ceil();
+    capacity.min(most as u64)
+}
+
+/// Most steps (units tracked x time pieces) of the optimum's DP: about 10 ns each in a
+/// release build, so at most about 40 s of one core.
+pub const MAX_DP_STEPS: f64 = 4.0e9;
+
+/// Refuses a scenario whose optimum would take longer than [`MAX_DP_STEPS`] to compute:
+/// the message says why, for the caller to name the capacity.
+pub fn check_dp_size(s: &Scenario) -> Result<(), String> {
+    let units = dp_units(s.capacity, s.total_arrivals());
+    let steps = units as f64 * dp_pieces(s) as f64;
+    if steps > MAX_DP_STEPS {
+        return Err(format!(
+            "with {:.0} buyers expected, the optimal policy's DP would take {steps:.2e} steps ({units} units x 2 time pieces per buyer); at most {MAX_DP_STEPS:.0e} (about 40 s): lower the capacity or the arrivals",
+            s.total_arrivals()
+        ));
+    }
+    Ok(())
+}
+
 /// Time cut into pieces of equal expected arrivals (all items together): `arrivals[k * n +
 /// i]` is the expected buyers of item i in piece k.
 pub struct Grid {
@@ -189,7 +216,8 @@ pub fn fixed_revenue_dp(s: &Scenario, pieces: usize, prices: &[f64]) -> f64 {
 /// V(0, capacity) of `-dV/dt = sum_i lambda_i gain_i(V(x) - V(x - 1))`, V(T, x) = 0,
 /// backwards over the grid's pieces by Heun's method.
 fn dp(grid: &Grid, capacity: u64, gain: impl Fn(usize, f64) -> f64) -> f64 {
-    let c = usize::try_from(capacity).unwrap_or(usize::MAX);
+    let arrivals: f64 = grid.arrivals.iter().sum();
+    let c = usize::try_from(dp_units(capacity, arrivals)).unwrap_or(usize::MAX);
     let mut v = vec![0.0f64; c + 1];
     let mut slope = vec![0.0f64; c + 1];
     let mut trial = vec![0.0f64; c + 1];

@@ -222,7 +222,7 @@ impl Scenario {
             }
             parsed.push(item);
         }
-        Ok(Scenario {
+        let scenario = Scenario {
             name,
             period_ms: (days * MILLIS_PER_DAY as f64).round() as i64,
             slots,
@@ -237,7 +237,9 @@ impl Scenario {
                 .map_or(DEFAULT_RUNS, |n| n as u32),
             seed: root.opt_u64("seed", 0, b.max_seed)?.unwrap_or(DEFAULT_SEED),
             context: Context::default(),
-        })
+        };
+        crate::references::check_dp_size(&scenario).map_err(|e| root.error("capacity", e))?;
+        Ok(scenario)
     }
 
     /// Expected buyers of all items over the period.

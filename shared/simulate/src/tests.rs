@@ -518,3 +518,55 @@ fn dp_timing_and_convergence() {
         );
     }
 }
+
+#[test]
+fn the_dp_tracks_only_the_units_the_buyers_can_take() {
+    // An outside probe: `simulate log` on a product of capacity 2^53 - 1 asked for 72 PB
+    // and aborted. Units beyond what the buyers can take never sell: the optimum is the
+    // same, computed on a few hundred units.
+    assert_eq!(dp_units(9_007_199_254_740_991, 100.0), 220);
+    assert_eq!(dp_units(50, 100.0), 50);
+    assert_eq!(dp_units(u64::MAX, 0.0), 20);
+    let wtp = json!({"type": "exponential", "mean": 40});
+    let mut huge = one_item(1_000, 100.0, wtp.clone(), (1.0, 200.0, 50.0));
+    huge.capacity = 9_007_199_254_740_991;
+    let ample = one_item(1_000, 100.0, wtp, (1.0, 200.0, 50.0));
+    let pieces = dp_pieces(&ample);
+    let (a, b) = (
+        optimal_revenue(&huge, pieces),
+        optimal_revenue(&ample, pieces),
+    );
+    assert!(rel(a, b) < 1e-12, "{a} against {b}");
+    // Tracked in full (150 < 220), a capacity the buyers rarely reach (more than 150 of
+    // a mean of 100: about 1e-5) earns all but a trace of the same.
+    let rare = one_item(
+        150,
+        100.0,
+        json!({"type": "exponential", "mean": 40}),
+        (1.0, 200.0, 50.0),
+    );
+    let c = optimal_revenue(&rare, pieces);
+    assert!(c <= a * (1.0 + 1e-9) && rel(a, c) < 1e-4, "{a} against {c}");
+}
+
+#[test]
+fn a_scenario_whose_optimum_would_take_hours_is_refused_at_its_capacity() {
+    // Capacity and buyers of 1,000,000 each are within each field's bound, but the DP
+    // takes units x 2 pieces per buyer: 2e12 steps, hours (an outside probe ran it 14
+    // minutes, silent, before stopping it).
+    let market = |capacity: u64, arrivals: f64| {
+        json!({
+            "name": "big", "days": 30, "capacity": capacity, "expectedSales": 1,
+            "items": [{"itemId": "a", "priceSettings": {"min": 1, "max": 100, "default": 50},
+                       "arrivals": arrivals, "shape": [[0, 1], [1, 1]],
+                       "willingnessToPay": {"type": "exponential", "mean": 40}}],
+        })
+    };
+    let err = Scenario::from_json(&market(1_000_000, 1_000_000.0))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("capacity") && err.contains("DP"), "{err}");
+    // A large capacity that the buyers cannot take is no cost: taken.
+    assert!(Scenario::from_json(&market(1_000_000, 10_000.0)).is_ok());
+    assert!(Scenario::from_json(&market(20_000, 100_000.0)).is_ok());
+}

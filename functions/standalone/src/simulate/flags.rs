@@ -66,7 +66,7 @@ pub fn scenario_from_flags(args: &MarketArgs) -> Result<Scenario, Error> {
         )));
     }
     let item_id = ItemId::parse(FLAG_ITEM).map_err(|e| fail(e.to_string()))?;
-    Ok(Scenario {
+    let scenario = Scenario {
         name: "flags".into(),
         period_ms: i64::from(args.days) * MILLIS_PER_DAY,
         slots,
@@ -85,5 +85,8 @@ pub fn scenario_from_flags(args: &MarketArgs) -> Result<Scenario, Error> {
         runs: DEFAULT_RUNS,
         seed: DEFAULT_SEED,
         context: Context::default(),
-    })
+    };
+    pricing_simulate::references::check_dp_size(&scenario)
+        .map_err(|e| fail(format!("--capacity: {e}")))?;
+    Ok(scenario)
 }

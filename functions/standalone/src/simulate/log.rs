@@ -503,7 +503,7 @@ fn product_market(
     let period_ms = end - start;
     let start = pricing_core::time::Timestamp::from_millis(start)
         .ok_or_else(|| fail("the sales period is out of range"))?;
-    report.scenario = Some(Scenario {
+    let scenario = Scenario {
         name: format!("log product {product_id}"),
         period_ms,
         slots: schedule_slots(state.header.schedule.as_ref(), period_ms),
@@ -519,7 +519,10 @@ fn product_market(
             product: template,
             own_model: Some(product.properties.pricing_model.clone()),
         },
-    });
+    };
+    pricing_simulate::references::check_dp_size(&scenario)
+        .map_err(|e| fail(format!("product {product_id} (capacity {capacity}): {e}")))?;
+    report.scenario = Some(scenario);
     Ok(report)
 }
 
