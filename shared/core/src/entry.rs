@@ -1031,23 +1031,20 @@ fn pricing_model(v: &Value, ptr: &str, errors: &mut Errors) -> Option<PricingMod
             }
         };
     let at = |key: &str| format!("{ptr}/{key}");
-    number(
-        map.get("maxStepChange"),
-        at("maxStepChange"),
-        0.0,
-        true,
-        MAX_STEP_CHANGE,
-        errors,
-    );
-    number(
-        map.get("sensitivity"),
-        at("sensitivity"),
-        0.0,
-        false,
-        MAX_SENSITIVITY,
-        errors,
-    );
-    number(map.get("curve"), at("curve"), 0.0, true, MAX_CURVE, errors);
+    // (member, low, low excluded, high)
+    let model_numbers = [
+        ("maxStepChange", 0.0, true, MAX_STEP_CHANGE),
+        ("sensitivity", 0.0, false, MAX_SENSITIVITY),
+        ("curve", 0.0, true, MAX_CURVE),
+    ];
+    for (key, low, open, high) in model_numbers {
+        number(map.get(key), at(key), low, open, high, errors);
+    }
+    let row_numbers = [
+        ("multiplier", 0.0, false, MAX_MODEL_MULTIPLIER),
+        ("daysBefore", 0.0, false, MAX_DAYS_BEFORE),
+        ("upToSoldPercent", 0.0, false, 100.0),
+    ];
     for (list, members) in [
         ("steps", &["daysBefore", "multiplier"][..]),
         ("tiers", &["upToSoldPercent", "multiplier"][..]),
@@ -1065,30 +1062,10 @@ fn pricing_model(v: &Value, ptr: &str, errors: &mut Errors) -> Option<PricingMod
                     };
                     misspelt_members(row, members, &row_ptr, errors);
                     let field = |key: &str| format!("{row_ptr}/{key}");
-                    number(
-                        row.get("multiplier"),
-                        field("multiplier"),
-                        0.0,
-                        false,
-                        MAX_MODEL_MULTIPLIER,
-                        errors,
-                    );
-                    number(
-                        row.get("daysBefore"),
-                        field("daysBefore"),
-                        0.0,
-                        false,
-                        MAX_DAYS_BEFORE,
-                        errors,
-                    );
-                    number(
-                        row.get("upToSoldPercent"),
-                        field("upToSoldPercent"),
-                        0.0,
-                        false,
-                        100.0,
-                        errors,
-                    );
+                    for (key, low, open, high) in row_numbers {
+                        number(row.get(key), field(key), low, open, high, errors);
+                    }
+                    // A tier without upToSoldPercent catches all; the rest are required.
                     for key in members.iter().filter(|k| **k != "upToSoldPercent") {
                         if !row.contains_key(*key) {
                             errors.push(field(key), codes::REQUIRED, "is required");
