@@ -30,7 +30,8 @@ async function call(method, path, params, payload) {
     if (v !== undefined && v !== null && v !== '') url.searchParams.set(k, v);
   }
   const t = token();
-  if (!t) throw new ApiError(401, { title: 'Not signed in' }, path);
+  // No request was sent: the sign-in page replaces the page (see token()).
+  if (!t) throw new ApiError(401, { title: 'Not signed in: sign in again' }, path);
   const headers = { authorization: `Bearer ${t}`, accept: 'application/json' };
   if (payload !== undefined) headers['content-type'] = 'application/json';
   const response = await fetch(url, {

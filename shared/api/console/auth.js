@@ -20,7 +20,13 @@ export function token() {
   const claims = decodeClaims(t);
   if (claims?.exp && claims.exp * 1000 <= Date.now()) {
     sessionStorage.removeItem(KEY);
+    sessionStorage.removeItem(HOSTED_KEY);
     notice = 'Your token expired. Sign in again.';
+    // Sign out at once, not at the next navigation: an action on the page (a next page,
+    // Apply, Run) found the token expired and showed "The API answered 401" while the
+    // page still looked signed in. After this call, so that a render asking for the token
+    // is not re-entered.
+    queueMicrotask(changed);
     return null;
   }
   return t;

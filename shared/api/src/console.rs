@@ -154,7 +154,7 @@ pub fn with_sign_in<S: Clone + Send + Sync + 'static>(sign_in: Option<HostedSign
         Some(s) => s.json(),
     };
     let config = axum::body::Bytes::from(config.to_string());
-    let (p1, p2, p3) = (policy.clone(), policy.clone(), policy);
+    let (p1, p2, p3, p4) = (policy.clone(), policy.clone(), policy.clone(), policy);
     Router::new()
         .route(
             "/console/config.json",
@@ -163,7 +163,9 @@ pub fn with_sign_in<S: Clone + Send + Sync + 'static>(sign_in: Option<HostedSign
         // Relative asset URLs resolve under `/console/`, whatever prefix the API has.
         .route(
             "/console",
-            get(|| async { Redirect::permanent("console/") }),
+            get(move || async move {
+                secure(Redirect::permanent("console/").into_response(), p4.clone())
+            }),
         )
         .route(
             "/console/",
@@ -181,8 +183,11 @@ pub fn with_sign_in<S: Clone + Send + Sync + 'static>(sign_in: Option<HostedSign
 
 fn serve(path: &str, policy: HeaderValue, headers: &HeaderMap) -> Response {
     let Some(asset) = ASSETS.iter().find(|a| a.path == path) else {
-        return crate::error::ApiError::not_found(format!("the console has no file {path}"))
-            .into_response();
+        return secure(
+            crate::error::ApiError::not_found(format!("the console has no file {path}"))
+                .into_response(),
+            policy,
+        );
     };
     secure(
         crate::gzip::respond(asset.gz, asset.content_type, headers),
@@ -383,6 +388,9 @@ mod tests {
         let r = get("/console").await;
         assert_eq!(r.status(), StatusCode::PERMANENT_REDIRECT);
         assert_eq!(r.headers()[header::LOCATION], "console/");
+        // Every answer of the console's routes has its security headers (an outside probe
+        // found them on the 200s only).
+        assert_eq!(r.headers()[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
         let r = get("/console/").await;
         assert_eq!(r.status(), StatusCode::OK);
         assert!(
@@ -401,6 +409,11 @@ mod tests {
             assert_eq!(
                 r.headers()[header::CONTENT_TYPE],
                 "application/problem+json",
+                "{missing}"
+            );
+            assert_eq!(
+                r.headers()[header::CONTENT_SECURITY_POLICY],
+                CONTENT_SECURITY_POLICY,
                 "{missing}"
             );
         }

@@ -94,12 +94,20 @@ function period(x) {
  *  time is the sale's soldAt, else the entry's timestamp, else when it was received. */
 async function sales(p, i, itemId) {
   const out = [];
+  // An entry the service rejected (a return of more than was sold, say) stays in the log
+  // but was never applied: its sequence is in an entries.rejected event, and it is not a
+  // sale (shown as one, the table disagreed with the item's sold count).
+  const rejected = new Set();
+  for (const e of await all(`${instancePath(p, i)}/events`, { type: 'entries.rejected' })) {
+    for (const x of e.data?.errors ?? []) rejected.add(x.sequence);
+  }
   let after = 0;
   for (;;) {
     const r = await get(`${instancePath(p, i)}/entries`, { after, limit: 1000 });
     for (const e of r.items) {
       const entry = payload(e.jwt);
       if (entry?.type !== 'itemSale' || entry.data?.itemId !== itemId) continue;
+      if (rejected.has(e.sequence)) continue;
       const when = entry.data.soldAt ?? entry.timestamp ?? e.receivedAt;
       out.push({ t: Date.parse(when) / 1000, quantity: entry.data.quantity ?? 1, price: entry.data.price,
         currency: entry.data.currency, transactionId: e.transactionId, sequence: e.sequence });

@@ -47,7 +47,10 @@ export async function productPage({ p, i, x }) {
     }
   }
   section.append(h('h2', {}, `Items (${fmt.int(itemIds.length)})`),
-    h('ul', { class: 'columns' }, itemIds.slice(0, 1000).map((id) => h('li', {}, link(route.item(p, i, id), id)))),
-    itemIds.length > 1000 ? h('p', { class: 'muted' }, 'The first 1,000 are listed; the instance page pages through all of them (filter by product).') : null);
+    h('ul', { class: 'columns' }, itemIds.slice(0, 1000).map((id) => h('li', {}, link(route.item(p, i, id), id)))));
+  // (The DOM's own append writes a null as the text "null".)
+  if (itemIds.length > 1000) {
+    section.append(h('p', { class: 'muted' }, 'The first 1,000 are listed; the instance page pages through all of them (filter by product).'));
+  }
   return section;
 }

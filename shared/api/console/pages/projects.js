@@ -18,7 +18,10 @@ async function more(list, section, cursor) {
   if (!projects.items.length && !cursor) {
     list.append(h('p', {}, 'No projects yet. Create one with POST /projects (README, walk-through).'));
   }
-  await Promise.all(projects.items.map(async (p) => list.append(await projectCard(p))));
+  // Built at once, shown in the API's order (appended as each finished, the order changed
+  // from one load to the next).
+  const cards = await Promise.all(projects.items.map((p) => projectCard(p)));
+  list.append(...cards);
   section.querySelector('.more-projects')?.remove();
   if (projects.next) {
     section.append(h('button', { type: 'button', class: 'more-projects', onclick: () => more(list, section, projects.next) }, 'More projects'));

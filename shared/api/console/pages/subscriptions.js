@@ -26,6 +26,9 @@ export async function subscriptionsPage({ p, i }) {
   if (!subs.length) section.append(h('p', {}, 'No subscriptions: this instance\'s events reach nobody. Subscribe with POST .../subscriptions.'));
   const cards = await Promise.all(subs.map((s) => subscriptionCard(p, i, s, rejectedRows)));
   section.append(...cards);
+  // The cards fill the rows as their delivery logs arrive: newest first, whatever came back
+  // first (the order changed from one load to the next).
+  rejectedRows.sort((a, b) => (b.createdAt ?? '').localeCompare(a.createdAt ?? '') || a.webhookId.localeCompare(b.webhookId));
   rejected.append(rejectedRows.length
     ? table(null, ['Created', 'Webhook id', 'Subscription', 'Status', { label: 'Attempts', num: true }, 'Receiver answered'],
       rejectedRows.map((d) => [h('td', {}, fmt.date(d.createdAt)), h('td', {}, h('code', {}, d.webhookId)), h('td', {}, d.subscriptionId),
