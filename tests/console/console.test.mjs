@@ -562,6 +562,16 @@ test('a token that expires while a page is open signs out at the next action', a
   await page.locator('main[data-ready="subscriptions"]').waitFor();
 });
 
+test('an address that does not decode says so', async () => {
+  // An outside probe: `#/p/%E0%A4%A/...` threw an uncaught URIError and left the previous
+  // page showing.
+  await page.evaluate(() => { location.hash = '#/p/%E0%A4%A/i/day-1'; });
+  await page.locator('main[data-ready="invalid"]').waitFor();
+  await page.getByRole('heading', { name: 'Not a valid address' }).waitFor();
+  await page.goto(`${base}/console/#/p/festival/i/day-1/subscriptions`);
+  await page.locator('main[data-ready="subscriptions"]').waitFor();
+});
+
 test('sign out, then sign in with a pasted token', async () => {
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByRole('heading', { name: 'Sign in' }).waitFor();

@@ -20,8 +20,20 @@ signOutButton.addEventListener('click', signOutByUser);
 onChange(render);
 window.addEventListener('hashchange', render);
 
+/** A path segment of the address, decoded; null when it does not decode (`%E0%A4%A`). */
+function decode(segment) {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return null;
+  }
+}
+
 function parse(hash) {
-  const parts = hash.split('?')[0].replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+  const parts = hash.split('?')[0].replace(/^#\/?/, '').split('/').filter(Boolean).map(decode);
+  // An address that does not decode names no page: said so, not an uncaught error that
+  // left the previous page showing.
+  if (parts.includes(null)) return { page: 'invalid' };
   if (parts[0] === 'simulate' && parts.length === 1) return { page: 'simulation' };
   if (parts[0] === 'p' && parts[2] === 'i' && parts.length >= 4) {
     const [p, i] = [parts[1], parts[3]];
@@ -32,6 +44,12 @@ function parse(hash) {
     if (parts[4] === 'rejections') return { page: 'rejections', p, i };
   }
   return { page: 'projects' };
+}
+
+function invalidPage() {
+  return h('section', { class: 'invalid' },
+    h('h1', {}, 'Not a valid address'),
+    h('p', {}, 'A part of this address is not valid percent-encoding. ', link('#/', 'Go to the projects'), '.'));
 }
 
 function breadcrumbs(r) {
@@ -71,7 +89,7 @@ async function render() {
   const r = parse(location.hash);
   breadcrumbs(r);
   main.replaceChildren(h('p', { class: 'muted', 'aria-busy': 'true' }, 'Loading…'));
-  const pages = { projects: projectsPage, instance: instancePage, item: itemPage, product: productPage, subscriptions: subscriptionsPage, rejections: rejectionsPage, simulation: simulationPage };
+  const pages = { projects: projectsPage, instance: instancePage, item: itemPage, product: productPage, subscriptions: subscriptionsPage, rejections: rejectionsPage, simulation: simulationPage, invalid: invalidPage };
   let content;
   try {
     content = await pages[r.page](r);

@@ -51,6 +51,7 @@ export async function rejectionsPage({ p, i }) {
     more.disabled = true;
     section.setAttribute('aria-busy', 'true');
     const before = state.rows;
+    let failed = false;
     try {
       for (let n = 0; n < MAX_READS && !state.done && state.rows === before; n++) {
         const r = await page(path, {
@@ -77,6 +78,7 @@ export async function rejectionsPage({ p, i }) {
         state.done = !r.next;
       }
     } catch (err) {
+      failed = true;
       errorSlot.replaceChildren(errorBox(err));
     }
     if (mine !== state.generation) return;
@@ -84,10 +86,13 @@ export async function rejectionsPage({ p, i }) {
     tableEl.hidden = state.rows === 0;
     more.hidden = state.done;
     more.disabled = false;
-    summary.textContent = state.done
-      ? (state.rows ? `${state.rows} rejected entries in ${state.events} entries.rejected events; all read.`
-        : 'No rejected entries in this time range.')
-      : `${state.rows} rejected entries in ${state.events} events so far; the API has more (Load more reads on).`;
+    // A read that failed says so, not that the API has more (Load more tries again).
+    summary.textContent = failed
+      ? `${state.rows} rejected entries in ${state.events} events read before the error above; Load more tries again.`
+      : state.done
+        ? (state.rows ? `${state.rows} rejected entries in ${state.events} entries.rejected events; all read.`
+          : 'No rejected entries in this time range.')
+        : `${state.rows} rejected entries in ${state.events} events so far; the API has more (Load more reads on).`;
     summary.dataset.rows = String(state.rows);
     summary.dataset.done = String(state.done);
     announce(summary.textContent);
