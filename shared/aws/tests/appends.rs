@@ -754,3 +754,67 @@ async fn drain_rounds_read_the_next_round_while_one_commits_and_deduplicate_acro
     println!("{rounds} drain transactions; inbox reads while one was in flight: {reads}");
     assert!(reads > 0, "the next round is read while a round commits");
 }
+
+/// Makes each TransactWriteItems take `delay` before it is sent (a slow region, a
+/// throttled table).
+#[derive(Debug, Clone)]
+struct Slow {
+    delay: Duration,
+}
+
+impl Intercept for Slow {
+    fn name(&self) -> &'static str {
+        "Slow"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if call_of(context.request()).0 == "TransactWriteItems" {
+            std::thread::sleep(self.delay);
+        }
+        Ok(())
+    }
+}
+
+/// An outside review: API Gateway answers a request that takes 30 s with a 503 of its own,
+/// and a leased append had no deadline, so it could commit after that 503, and the client's
+/// retry stored its entries without ids twice. Past 20 s an append starts no commit: here
+/// its two chunk transactions take 11 s each, so the third (the commit) is not sent, the
+/// append fails and nothing is stored; the next append goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_past_its_deadline_commits_nothing() {
+    let stack = Stack::new("appends-deadline").await;
+    let store = stack.store();
+    let run = Run::new("appends-deadline");
+    let key = run.key("p", "i");
+    // 200 entries with ids: three chunks of at most 97 markers.
+    let entries: Vec<NewEntry> = (0..200)
+        .map(|n| new_entry(Some(&format!("d-{n}")), n))
+        .collect();
+    let config = aws_sdk_dynamodb::config::Builder::from(&stack.sdk)
+        .interceptor(Slow {
+            delay: Duration::from_secs(11),
+        })
+        .build();
+    let slow = DynamoStore::new(
+        aws_sdk_dynamodb::Client::from_conf(config),
+        &stack.config.table_name,
+    );
+    let started = Instant::now();
+    let err = slow
+        .append(&key, entries.clone())
+        .await
+        .expect_err("past its deadline the append fails");
+    println!("after {:?}: {err}", started.elapsed());
+    assert!(err.to_string().contains("deadline"), "{err}");
+    assert_eq!(store.last_sequence(&key).await.expect("last"), 0);
+    assert_eq!(log_len(&store, &key).await, 0, "nothing of it reads back");
+    // The retry, at the normal pace, stores every entry once.
+    let out = store.append(&key, entries).await.expect("retry");
+    assert_eq!(out.len(), 200);
+    assert_eq!(log_len(&store, &key).await, 200);
+}

@@ -75,6 +75,12 @@ const MARKER_OVERHEAD: usize = 120;
 const LEASE: Duration = Duration::from_secs(10);
 /// How long an append waits for another append's lease to end (released or expired).
 const LEASE_WAIT: Duration = Duration::from_secs(12);
+/// After this (from the start of the append) an append starts no transaction that would
+/// commit it, and fails (503, nothing stored): API Gateway answers a request that takes
+/// 30 s, cold start included, with a 503 of its own, and an append committed after that
+/// would be stored twice by the client's retry (entries without ids). The same bound as a
+/// queued append's (`inbox::QUEUE_WAIT`).
+const APPEND_DEADLINE: Duration = Duration::from_secs(20);
 /// Attributes: the lease id on `LOG` and `T#…` items; its expiry (ms) on `LOG`.
 const LEASE_ID: &str = "lease";
 const LEASE_UNTIL: &str = "lease_until";
@@ -106,7 +112,7 @@ impl EntryLog for DynamoStore {
         // The first attempt of a one-transaction append does not read the markers: their
         // conditions say whether an id is stored.
         let mut read_markers = false;
-        while attempt < MAX_ATTEMPTS {
+        while attempt < MAX_ATTEMPTS && started.elapsed() < APPEND_DEADLINE {
             let head = self.log_head(OP, &pk).await?;
             let now = now_ms();
             if head.leased_at(now) && inbox::fits(&entries) {
@@ -161,14 +167,18 @@ impl EntryLog for DynamoStore {
                 // A leased append plans with the markers read.
                 read_markers = true;
                 continue;
-            } else if self.append_leased(&pk, &head, &writes).await? {
+            } else if self
+                .append_leased(&pk, &head, &writes, started + APPEND_DEADLINE)
+                .await?
+            {
                 return Ok(plan);
             }
             tracing::debug!(pk, attempt, "append lost a race; again");
             backoff(attempt).await;
         }
         Err(StoreError::Unavailable(format!(
-            "append to {pk}: still contended after {attempt} attempts"
+            "append to {pk}: still contended after {attempt} attempts ({} ms)",
+            started.elapsed().as_millis()
         )))
     }
 
@@ -649,6 +659,7 @@ impl DynamoStore {
         pk: &str,
         head: &LogHead,
         writes: &[Write<'_>],
+        deadline: Instant,
     ) -> StoreResult<bool> {
         let lease = format!("a_{}", ulid::Ulid::new());
         if !self
@@ -657,7 +668,9 @@ impl DynamoStore {
         {
             return Ok(false);
         }
-        let result = self.write_chunks(pk, head.last, &lease, writes).await;
+        let result = self
+            .write_chunks(pk, head.last, &lease, writes, deadline)
+            .await;
         if !matches!(result, Ok(true)) {
             // Lost to another writer, or failed: nothing of it is visible either way.
             tracing::debug!(
@@ -756,12 +769,20 @@ impl DynamoStore {
         last: u64,
         lease: &str,
         writes: &[Write<'_>],
+        deadline: Instant,
     ) -> StoreResult<bool> {
         const OP: &str = "append (leased)";
         let mut start = 0;
         while start < writes.len() {
             let (end, segments) = chunk_end(writes, start);
             let committing = end == writes.len();
+            // Past the deadline nothing is committed: the chunks written stay invisible
+            // (`dirty`: the next append deletes them), and the caller answers 503.
+            if Instant::now() >= deadline {
+                return Err(StoreError::Unavailable(format!(
+                    "append to {pk}: past its deadline before its commit; nothing stored"
+                )));
+            }
             let condition = format!("lease = :lease AND {}", last_condition(last));
             let update = if committing {
                 self.head_update(pk, last)
