@@ -572,6 +572,22 @@ test('an address that does not decode says so', async () => {
   await page.locator('main[data-ready="subscriptions"]').waitFor();
 });
 
+test('a service that cannot be reached is said so', async () => {
+  // An outside probe: with the service down each page showed only "Error: Failed to fetch".
+  const refused = (route) => route.abort('connectionrefused');
+  const errorsBefore = problems.length;
+  await page.route(/\/projects(\?|$)/, refused);
+  await page.goto(`${base}/console/#/`);
+  await page.locator('main[data-ready="projects"]').waitFor();
+  assert.match(await page.locator('main .error').textContent(), /cannot be reached; try again/);
+  await page.unroute(/\/projects(\?|$)/, refused);
+  // The browser logs the refused request; nothing else.
+  const logged = problems.splice(errorsBefore);
+  assert.ok(logged.every((p) => /ERR_CONNECTION_REFUSED|Failed to load resource/.test(p)), logged.join('\n'));
+  await page.goto(`${base}/console/#/p/festival/i/day-1/subscriptions`);
+  await page.locator('main[data-ready="subscriptions"]').waitFor();
+});
+
 test('sign out, then sign in with a pasted token', async () => {
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByRole('heading', { name: 'Sign in' }).waitFor();

@@ -5,6 +5,9 @@ import { token, signOut } from './auth.js';
 
 export const API = new URL('../', document.baseURI);
 
+/** How long a request may wait for the API's answer (a simulation takes a few seconds). */
+const ANSWER_WITHIN_MS = 60_000;
+
 export class ApiError extends Error {
   constructor(status, problem, path) {
     super(problem?.detail || problem?.title || `HTTP ${status}`);
@@ -34,13 +37,24 @@ async function call(method, path, params, payload) {
   if (!t) throw new ApiError(401, { title: 'Not signed in: sign in again' }, path);
   const headers = { authorization: `Bearer ${t}`, accept: 'application/json' };
   if (payload !== undefined) headers['content-type'] = 'application/json';
-  const response = await fetch(url, {
-    method,
-    headers,
-    body: payload === undefined ? undefined : JSON.stringify(payload),
-    cache: 'no-store',
-    credentials: 'omit', // no cookies; and a 401's Basic challenge opens no browser dialog
-  });
+  let response;
+  try {
+    response = await fetch(url, {
+      method,
+      headers,
+      body: payload === undefined ? undefined : JSON.stringify(payload),
+      cache: 'no-store',
+      credentials: 'omit', // no cookies; and a 401's Basic challenge opens no browser dialog
+      // A service that hangs ends the wait with a message, not "Loading…" for good.
+      signal: AbortSignal.timeout(ANSWER_WITHIN_MS),
+    });
+  } catch (err) {
+    // No answer at all ("Failed to fetch" said little): the service is down or unreachable.
+    const what = err?.name === 'TimeoutError'
+      ? `The service did not answer within ${ANSWER_WITHIN_MS / 1000} s`
+      : `The service at ${API.origin} cannot be reached`;
+    throw new Error(`${what}; try again.`);
+  }
   const body = await response.json().catch(() => null);
   if (response.status === 401) {
     signOut('Your session ended (the token expired or was refused). Sign in again.');

@@ -9,7 +9,10 @@ const SIZES = [25, 100, 500];
 
 export async function instancePage({ p, i }) {
   const base = instancePath(p, i);
-  const [d, prices] = await Promise.all([get(base), latestPrices(p, i)]);
+  // In parallel, but the details' answer speaks first: for an unknown instance its 404,
+  // not the prices call's 400 (which names the instanceId it was given).
+  const [d, prices] = await Promise.all([get(base), latestPrices(p, i).catch((e) => e)]);
+  if (prices instanceof Error) throw prices;
   const products = d.productsNext ? await all(`${base}/products`) : d.products;
   const { appliedSequence, lastSequence } = d.processing;
   const main = (d.meta?.dates ?? []).find((x) => (x.tags ?? []).includes('main'));
