@@ -1010,41 +1010,39 @@ fn pricing_model(v: &Value, ptr: &str, errors: &mut Errors) -> Option<PricingMod
         }
     };
     let before = errors.len();
-    let map = value.as_object()?;
-    let type_name = map.get("type").and_then(Value::as_str).unwrap_or_default();
-    misspelt_members(map, model_members(type_name), ptr, errors);
-    // Each number at its pointer, within (low, high] or [low, high].
-    let number =
-        |v: Option<&Value>, at: String, low: f64, open: bool, high: f64, errors: &mut Errors| {
-            let Some(v) = v else { return };
-            match v.as_f64() {
-                None => errors.push(at, codes::TYPE, "must be a number"),
-                Some(f) if (open && f <= low) || f < low || f > high => {
-                    let from = if open { "more than" } else { "at least" };
-                    errors.push(
-                        at,
-                        codes::RANGE,
-                        format!("must be {from} {low} and at most {high}"),
-                    )
-                }
-                Some(_) => {}
+    let model = Obj {
+        map: value.as_object()?,
+        ptr: ptr.to_owned(),
+    };
+    let type_name = model
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    misspelt_members(model.map, model_members(type_name), ptr, errors);
+    // A number member (null counts as absent, as everywhere in `data`) within its range:
+    // (low, low excluded, high).
+    let in_range =
+        |o: &Obj<'_>, key: &str, (low, open, high): (f64, bool, f64), errors: &mut Errors| {
+            let Some(f) = o.opt_f64(key, errors) else {
+                return;
+            };
+            if (open && f <= low) || f < low || f > high {
+                let from = if open { "more than" } else { "at least" };
+                errors.push(
+                    o.ptr_of(key),
+                    codes::RANGE,
+                    format!("must be {from} {low} and at most {high}"),
+                );
             }
         };
-    let at = |key: &str| format!("{ptr}/{key}");
-    // (member, low, low excluded, high)
-    let model_numbers = [
-        ("maxStepChange", 0.0, true, MAX_STEP_CHANGE),
-        ("sensitivity", 0.0, false, MAX_SENSITIVITY),
-        ("curve", 0.0, true, MAX_CURVE),
-    ];
-    for (key, low, open, high) in model_numbers {
-        number(map.get(key), at(key), low, open, high, errors);
-    }
-    let row_numbers = [
-        ("multiplier", 0.0, false, MAX_MODEL_MULTIPLIER),
-        ("daysBefore", 0.0, false, MAX_DAYS_BEFORE),
-        ("upToSoldPercent", 0.0, false, 100.0),
-    ];
+    in_range(
+        &model,
+        "maxStepChange",
+        (0.0, true, MAX_STEP_CHANGE),
+        errors,
+    );
+    in_range(&model, "sensitivity", (0.0, false, MAX_SENSITIVITY), errors);
+    in_range(&model, "curve", (0.0, true, MAX_CURVE), errors);
     for (list, members) in [
         ("steps", &["daysBefore", "multiplier"][..]),
         ("tiers", &["upToSoldPercent", "multiplier"][..]),
@@ -1052,32 +1050,34 @@ fn pricing_model(v: &Value, ptr: &str, errors: &mut Errors) -> Option<PricingMod
         if !model_members(type_name).contains(&list) {
             continue;
         }
-        match map.get(list) {
+        match model.get(list) {
             Some(Value::Array(rows)) if !rows.is_empty() => {
                 for (i, row) in rows.iter().enumerate() {
-                    let row_ptr = format!("{ptr}/{list}/{i}");
-                    let Value::Object(row) = row else {
-                        errors.push(row_ptr, codes::TYPE, "must be an object");
+                    let Some(row) = object(row, &format!("{ptr}/{list}/{i}"), errors) else {
                         continue;
                     };
-                    misspelt_members(row, members, &row_ptr, errors);
-                    let field = |key: &str| format!("{row_ptr}/{key}");
-                    for (key, low, open, high) in row_numbers {
-                        number(row.get(key), field(key), low, open, high, errors);
-                    }
+                    misspelt_members(row.map, members, &row.ptr, errors);
+                    in_range(
+                        &row,
+                        "multiplier",
+                        (0.0, false, MAX_MODEL_MULTIPLIER),
+                        errors,
+                    );
+                    in_range(&row, "daysBefore", (0.0, false, MAX_DAYS_BEFORE), errors);
+                    in_range(&row, "upToSoldPercent", (0.0, false, 100.0), errors);
                     // A tier without upToSoldPercent catches all; the rest are required.
                     for key in members.iter().filter(|k| **k != "upToSoldPercent") {
-                        if !row.contains_key(*key) {
-                            errors.push(field(key), codes::REQUIRED, "is required");
+                        if !row.has(key) {
+                            errors.push(row.ptr_of(key), codes::REQUIRED, "is required");
                         }
                     }
                 }
             }
             Some(Value::Array(_)) => {
-                errors.push(at(list), codes::RANGE, "needs at least one entry")
+                errors.push(model.ptr_of(list), codes::RANGE, "needs at least one entry")
             }
-            Some(_) => errors.push(at(list), codes::TYPE, "must be an array"),
-            None => errors.push(at(list), codes::REQUIRED, "is required"),
+            Some(_) => errors.push(model.ptr_of(list), codes::TYPE, "must be an array"),
+            None => errors.push(model.ptr_of(list), codes::REQUIRED, "is required"),
         }
     }
     if errors.len() > before {

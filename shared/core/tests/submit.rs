@@ -848,8 +848,10 @@ fn a_pricing_model_is_checked_member_by_member_at_each_members_pointer() {
             {"upToSoldPercent": 100, "multiplier": 1000}, {"multiplier": 0}]})),
         product(json!("fixed")),
         product(json!({"type": "revenue", "maxStepChange": 0.25})),
+        // null is absent, as everywhere in `data` (and as the model's parser reads it).
+        product(json!({"type": "pace", "maxStepChange": null})),
     ]}));
-    assert_eq!(ok.entries.len(), 5);
+    assert_eq!(ok.entries.len(), 6);
 }
 
 #[test]
