@@ -518,6 +518,12 @@ impl<'m, V> Aligned<'m, V> {
     }
 }
 
+/// An item's default price as its settings make it (times its multiplier, within its
+/// bounds, rounded to the product's `step`): its price until its first calculation.
+fn default_as_set(ps: &crate::entry::PriceSettings, step: Money) -> Money {
+    bounded(rounding::scale(ps.default, ps.multiplier), ps, step, None).0
+}
+
 /// The price of an item this calculation does not price: its previous price, else its
 /// default price as its settings make it (times its multiplier, within its bounds,
 /// rounded to the product's `step`), so that a price never published before is on the
@@ -532,10 +538,7 @@ fn kept_price(
     let ps = &item.properties.price_settings;
     let (price, source) = match prev {
         Some(p) => (p, KeptSource::PreviousPrice),
-        None => {
-            let scaled = rounding::scale(ps.default, ps.multiplier);
-            (bounded(scaled, ps, step, None).0, KeptSource::DefaultPrice)
-        }
+        None => (default_as_set(ps, step), KeptSource::DefaultPrice),
     };
     let mut explanation = Explanation::kept(Kept {
         reason,
@@ -609,17 +612,7 @@ fn model_price(
     // default price as its settings make it (what webhooks and the history show as its
     // price until now), so a product's own `maxStepChange` caps its first move from it.
     let prev_capping = prev
-        .or_else(|| {
-            ctx.caps_first_price.then(|| {
-                bounded(
-                    rounding::scale(ps.default, ps.multiplier),
-                    ps,
-                    ctx.step,
-                    None,
-                )
-                .0
-            })
-        })
+        .or_else(|| ctx.caps_first_price.then(|| default_as_set(ps, ctx.step)))
         .filter(|p| *p > Money::ZERO);
     if let (Some(limit), Some(prev)) = (ctx.max_step_change, prev_capping) {
         let (capped, applied) = rounding::cap_step_change(value, prev, limit);
