@@ -388,13 +388,34 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
+/// Waits until the instance's inbox holds `n` requests (at most 15 s, well within a
+/// queued caller's wait).
+async fn until_queued(stack: &Stack, pk: &str, n: usize) {
+    let deadline = now_ms() + 15_000;
+    while queued(stack, pk).await != n {
+        assert!(now_ms() < deadline, "{n} requests never queued");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Updates the log head (`LOG`) with `expression`, whose one value `:u` is `value`.
+async fn set_log_head(stack: &Stack, pk: &str, expression: &str, value: u64) {
+    stack
+        .dynamodb()
+        .update_item()
+        .table_name(&stack.config.table_name)
+        .key("pk", AttributeValue::S(pk.to_owned()))
+        .key("sk", AttributeValue::S("LOG".to_owned()))
+        .update_expression(expression)
+        .expression_attribute_values(":u", AttributeValue::N(value.to_string()))
+        .send()
+        .await
+        .expect("update the log head");
+}
+
 /// Holds the log head's lease as a drainer that died would (until `for_ms` from now).
 async fn hold_lease(stack: &Stack, key: &InstanceKey, for_ms: u64) {
-    let until = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_millis() as u64
-        + for_ms;
+    let until = now_ms() + for_ms;
     stack
         .dynamodb()
         .update_item()
@@ -493,29 +514,30 @@ async fn one_entry_appends_at_once_are_committed_together_gapless_and_deduplicat
 async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline() {
     let (stack, store, key, pk) = instance_with_one_entry("appends-queued").await;
 
-    // A drainer died holding the lease for 1.5 s, and two shards of its inbox hold 250
-    // answered requests each whose callers died before reading them (more than a page of
-    // the drain's query), and one request whose caller's deadline passed: the append
-    // queues (its item is there while it waits), and drains itself once the lease
-    // expired, without committing the expired one.
+    // A drainer died holding the lease, and two shards of its inbox hold 250 answered
+    // requests each whose callers died before reading them (more than a page of the
+    // drain's query), and one request whose caller's deadline passed: the append queues
+    // (its item is there while it waits), and drains itself once the lease expired,
+    // without committing the expired one. The lease is cut short only once the append
+    // is seen queued, so that a slow emulator cannot let it expire first.
     let leftovers = |shard: u32| if shard < 2 { 250 } else { 0 };
     for shard in 0..2 {
         answered_leftovers(&stack, &format!("{pk}#Q{shard}"), leftovers(shard)).await;
     }
     expired_request(&stack, &format!("{pk}#Q0")).await;
-    hold_lease(&stack, &key, 1_500).await;
-    let (out, queued_meanwhile) = tokio::join!(
-        store.append(&key, vec![new_entry(Some("queued"), 1)]),
-        async {
-            tokio::time::sleep(Duration::from_millis(700)).await;
-            queued(&stack, &pk).await
-        }
-    );
-    assert_eq!(
-        queued_meanwhile,
-        2 * 250 + 2,
-        "the append waited in the inbox"
-    );
+    hold_lease(&stack, &key, 60_000).await;
+    let append = async {
+        let out = store.append(&key, vec![new_entry(Some("queued"), 1)]).await;
+        (out, now_ms())
+    };
+    let expire_once_queued = async {
+        until_queued(&stack, &pk, 2 * 250 + 2).await;
+        let lease_end = now_ms() + 500;
+        set_log_head(&stack, &pk, "SET lease_until = :u", lease_end).await;
+        lease_end
+    };
+    let ((out, answered_at), lease_end) = tokio::join!(append, expire_once_queued);
+    assert!(answered_at >= lease_end, "drained once the lease expired");
     let out = out.expect("drained after the lease expired");
     assert_eq!(out, vec![AppendOutcome::Accepted { sequence: 2 }]);
     let log = store.read(&key, 0, 10).await.expect("read");
@@ -551,37 +573,33 @@ async fn a_queued_append_outlives_a_dead_drainer_and_withdraws_at_its_deadline()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_appends_leave_the_lease_to_a_large_append_that_waits_for_it() {
     let (stack, store, key, pk) = instance_with_one_entry("appends-want").await;
-    // A drain holds the lease for 0.3 s, and a large append has marked that it waits for
-    // the lease until 2 s from now (`want`, as it does while a drain holds it).
-    hold_lease(&stack, &key, 300).await;
-    let until = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_millis() as u64
-        + 2_000;
-    stack
-        .dynamodb()
-        .update_item()
-        .table_name(&stack.config.table_name)
-        .key("pk", AttributeValue::S(pk.clone()))
-        .key("sk", AttributeValue::S("LOG".to_owned()))
-        .update_expression("SET want = :u")
-        .expression_attribute_values(":u", AttributeValue::N(until.to_string()))
-        .send()
-        .await
-        .expect("want");
-    // A small append queues; once the drain's lease is over it still does not take the
-    // lease while the large append waits for it, and it is drained after that.
-    let (small, still_queued) = tokio::join!(
-        store.append(&key, vec![new_entry(Some("small"), 1)]),
-        async {
-            tokio::time::sleep(Duration::from_millis(1_000)).await;
-            queued(&stack, &pk).await
-        }
-    );
-    assert_eq!(
-        still_queued, 1,
-        "queued, not drained, while a large append waits"
+    // A drain holds the lease, so a small append queues. Then the drain gives the lease
+    // up while a large append has marked that it waits for it (`want`, as it does while a
+    // drain holds it, here until 1.5 s from then): the queued append still does not take
+    // the lease, and is drained once the large append's wait is over. The lease is given
+    // up only once the append is seen queued, so that a slow emulator cannot let it
+    // expire first.
+    hold_lease(&stack, &key, 60_000).await;
+    let append = async {
+        let outcome = store.append(&key, vec![new_entry(Some("small"), 1)]).await;
+        (outcome, now_ms())
+    };
+    let release_once_queued = async {
+        until_queued(&stack, &pk, 1).await;
+        let until = now_ms() + 1_500;
+        set_log_head(
+            &stack,
+            &pk,
+            "SET want = :u REMOVE lease, lease_until",
+            until,
+        )
+        .await;
+        until
+    };
+    let ((small, answered_at), until) = tokio::join!(append, release_once_queued);
+    assert!(
+        answered_at >= until,
+        "drained only once the large append's wait is over ({answered_at} < {until})"
     );
     assert_eq!(
         small.expect("the small append"),
