@@ -654,6 +654,9 @@ async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
 
     // First attempt: 503 with Retry-After: 1 hides the message for the schedule's first
     // delay, 5 s +-10 % (a Retry-After lengthens the schedule's delay, never shortens it).
+    // Timed from before the attempt, so that a slow answer to a later receive cannot
+    // shorten what is measured.
+    let waited = std::time::Instant::now();
     assert_eq!(deliver_once(&aws, &transport, &keys.signer).await, 1);
     assert_eq!(hits.lock().unwrap().len(), 1);
     assert_eq!(
@@ -663,7 +666,6 @@ async fn webhooks_flow_through_the_delivery_handler_on_the_emulator() {
     );
     // Polled: the retry shows once its delay has passed (5.5 s at most), and a loaded
     // machine may take a little longer to show it.
-    let waited = std::time::Instant::now();
     while hits.lock().unwrap().len() < 2 {
         assert!(
             waited.elapsed() < std::time::Duration::from_secs(30),

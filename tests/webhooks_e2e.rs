@@ -254,6 +254,37 @@ async fn shop(client: &Client, instance: InstanceRequest) {
         .expect("201");
 }
 
+/// The project `shop` with a subscription to `instance.deactivated` at `http://ADDR/ok`,
+/// and then its instance `gig` (`active` or not) deactivated 3 s from now. The subscription
+/// comes first: an event that finds none when it is dispatched is never sent.
+async fn deactivated_soon(client: &Client, addr: SocketAddr, active: bool) {
+    client
+        .create_project(&ProjectRequest::id("shop"))
+        .await
+        .expect("201");
+    client
+        .create_subscription(
+            "shop",
+            &to(
+                format!("http://{addr}/ok"),
+                &[EventType::InstanceDeactivated],
+            ),
+        )
+        .await
+        .expect("201");
+    let now = pricing_core::time::Timestamp::now();
+    let soon = pricing_core::time::Timestamp::from_millis(now.millis() + 3000).unwrap();
+    let instance = InstanceRequest {
+        active: Some(active),
+        deactivation_date: Some(soon.to_rfc3339()),
+        ..InstanceRequest::id("gig")
+    };
+    client
+        .create_instance("shop", &instance)
+        .await
+        .expect("201");
+}
+
 /// A subscription request to `url` for `events` (all when empty).
 fn to(url: String, events: &[EventType]) -> SubscriptionRequest {
     SubscriptionRequest {
@@ -748,28 +779,7 @@ async fn a_deactivation_is_announced_once() {
     let token = token(&data, "hooks");
     let client = api(&service.base, &token);
     let (receiver, addr) = start_receiver().await;
-    let now = pricing_core::time::Timestamp::now();
-    let soon = pricing_core::time::Timestamp::from_millis(now.millis() + 2000).unwrap();
-    shop(
-        &client,
-        InstanceRequest {
-            active: Some(true),
-            deactivation_date: Some(soon.to_rfc3339()),
-            ..InstanceRequest::id("gig")
-        },
-    )
-    .await;
-    client
-        .create_instance_subscription(
-            "shop",
-            "gig",
-            &to(
-                format!("http://{addr}/ok"),
-                &[EventType::InstanceDeactivated],
-            ),
-        )
-        .await
-        .expect("201");
+    deactivated_soon(&client, addr, true).await;
     let hit = wait_hit(&receiver, "/ok", "instance.deactivated", |h| {
         h.json()["type"] == "instance.deactivated"
     })
@@ -791,28 +801,7 @@ async fn an_inactive_instance_is_announced_too() {
     let token = token(&data, "hooks");
     let client = api(&service.base, &token);
     let (receiver, addr) = start_receiver().await;
-    let now = pricing_core::time::Timestamp::now();
-    let soon = pricing_core::time::Timestamp::from_millis(now.millis() + 2000).unwrap();
-    shop(
-        &client,
-        InstanceRequest {
-            active: Some(false),
-            deactivation_date: Some(soon.to_rfc3339()),
-            ..InstanceRequest::id("gig")
-        },
-    )
-    .await;
-    client
-        .create_instance_subscription(
-            "shop",
-            "gig",
-            &to(
-                format!("http://{addr}/ok"),
-                &[EventType::InstanceDeactivated],
-            ),
-        )
-        .await
-        .expect("201");
+    deactivated_soon(&client, addr, false).await;
     let hit = wait_hit(&receiver, "/ok", "instance.deactivated", |h| {
         h.json()["type"] == "instance.deactivated"
     })

@@ -607,7 +607,9 @@ async fn a_deactivation_date_that_passed_is_announced_whatever_was_written_since
     use pricing_core::ports::{ActiveInstances, EventStore};
     let h = harness();
     h.project("acme", "p").await;
-    let soon = Timestamp(Timestamp::now().0 + chrono::Duration::milliseconds(300));
+    // Soon enough for a quick test, late enough that the POST of an active instance is
+    // checked before it on a loaded machine.
+    let soon = Timestamp(Timestamp::now().0 + chrono::Duration::milliseconds(1_500));
     let r = h
         .call(
             "POST",
@@ -626,7 +628,8 @@ async fn a_deactivation_date_that_passed_is_announced_whatever_was_written_since
         )
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    let left = (soon.0 - Timestamp::now().0).to_std().unwrap_or_default();
+    tokio::time::sleep(left + Duration::from_millis(100)).await;
     let r = h
         .call(
             "PUT",
