@@ -202,21 +202,23 @@ pub async fn calculate<P: Ports>(
         }
     };
     let mut calculations = Vec::with_capacity(instances.len());
+    let mut messages = Vec::with_capacity(instances.len());
     for instance in instances {
         let calculation_id = format!("calc_{}", ulid::Ulid::new());
-        app.ports
-            .queue()
-            .send(&Message::Recalculate {
-                key: instance.key(),
-                calculation_id: calculation_id.clone(),
-                trigger: Trigger::Request,
-                metadata: metadata.clone(),
-            })
-            .await
-            .map_err(ApiError::store("enqueueing a calculation"))?;
         calculations
             .push(json!({"instanceId": instance.instance_id, "calculationId": calculation_id}));
+        messages.push(Message::Recalculate {
+            key: instance.key(),
+            calculation_id,
+            trigger: Trigger::Request,
+            metadata: metadata.clone(),
+        });
     }
+    app.ports
+        .queue()
+        .send_all(&messages)
+        .await
+        .map_err(ApiError::store("enqueueing the calculations"))?;
     tracing::info!(project = %project.project_id, count = calculations.len(), "calculations requested");
     Ok((
         StatusCode::ACCEPTED,

@@ -19,6 +19,7 @@ use std::time::Duration;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{
     MessageSystemAttributeName, MessageSystemAttributeNameForSends, MessageSystemAttributeValue,
+    SendMessageBatchRequestEntry,
 };
 use pricing_core::model::{Lane, Message};
 use pricing_core::ports::{Received, StoreResult, WorkQueue};
@@ -111,18 +112,57 @@ fn whole_seconds(d: Duration) -> i32 {
     i32::try_from(secs.min(MAX_VISIBILITY_SECS)).unwrap_or(i32::MAX)
 }
 
+/// The JSON body of `message`.
+fn encode(message: &Message) -> StoreResult<String> {
+    serde_json::to_string(message).map_err(|e| {
+        pricing_core::ports::StoreError::Failed(format!("send: encoding the message: {e}"))
+    })
+}
+
+/// The `AWSTraceHeader` attribute carrying the trace header `trace`.
+fn trace_attribute(trace: &str) -> StoreResult<MessageSystemAttributeValue> {
+    MessageSystemAttributeValue::builder()
+        .data_type("String")
+        .string_value(trace)
+        .build()
+        .map_err(|e| pricing_core::ports::StoreError::Failed(format!("send: trace header: {e}")))
+}
+
+/// Messages per SendMessageBatch call (the API's limit).
+const SEND_BATCH: usize = 10;
+/// Bytes of message bodies per SendMessageBatch call: the API takes 256 KiB a batch,
+/// attributes included.
+const SEND_BATCH_BYTES: usize = 192 * 1024;
+/// SendMessageBatch calls of one [`SqsQueue::send_all_traced`] in flight at once.
+const SEND_CONCURRENCY: usize = 8;
+
+/// `bodies` cut into consecutive batches of at most [`SEND_BATCH`] messages and
+/// [`SEND_BATCH_BYTES`] bytes (a body larger than that alone in its batch: SQS judges it).
+fn batches(bodies: &[String]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, body) in bodies.iter().enumerate() {
+        if i > start && (i - start == SEND_BATCH || bytes + body.len() > SEND_BATCH_BYTES) {
+            out.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes += body.len();
+    }
+    if start < bodies.len() {
+        out.push(start..bodies.len());
+    }
+    out
+}
+
 impl SqsQueue {
     /// Sends `message` with the X-Ray trace header `trace` as its `AWSTraceHeader` (none:
     /// no trace). [`WorkQueue::send`] passes the invocation's own ([`trace_header`]).
     pub async fn send_traced(&self, message: &Message, trace: Option<&str>) -> StoreResult<()> {
-        let body = serde_json::to_string(message).map_err(|e| {
-            pricing_core::ports::StoreError::Failed(format!("send: encoding the message: {e}"))
-        })?;
         let mut req = self
             .client
             .send_message()
             .queue_url(&*self.url)
-            .message_body(body);
+            .message_body(encode(message)?);
         if self.fifo {
             req = req
                 .message_group_id(message.group())
@@ -131,16 +171,91 @@ impl SqsQueue {
         if let Some(trace) = trace {
             req = req.message_system_attributes(
                 MessageSystemAttributeNameForSends::AwsTraceHeader,
-                MessageSystemAttributeValue::builder()
-                    .data_type("String")
-                    .string_value(trace)
-                    .build()
-                    .map_err(|e| {
-                        pricing_core::ports::StoreError::Failed(format!("send: trace header: {e}"))
-                    })?,
+                trace_attribute(trace)?,
             );
         }
         req.send().await.map_err(|e| store_error("send", e))?;
+        Ok(())
+    }
+
+    /// Sends every one of `messages` as [`SqsQueue::send_traced`] would, in SendMessageBatch
+    /// calls of up to ten, several at once: a thousand calculations are a hundred calls,
+    /// not a thousand one after the other. A message a batch refuses for a reason on SQS's
+    /// side is sent again alone; one refused as the sender's fault is an error.
+    pub async fn send_all_traced(
+        &self,
+        messages: &[&Message],
+        trace: Option<&str>,
+    ) -> StoreResult<()> {
+        use futures_util::StreamExt;
+        let bodies = messages
+            .iter()
+            .map(|m| encode(m))
+            .collect::<StoreResult<Vec<String>>>()?;
+        let sent: Vec<StoreResult<()>> = futures_util::stream::iter(batches(&bodies))
+            .map(|range| self.send_batch(messages, &bodies, range, trace))
+            .buffer_unordered(SEND_CONCURRENCY)
+            .collect()
+            .await;
+        sent.into_iter().collect()
+    }
+
+    /// One SendMessageBatch of `messages[range]`, whose bodies are `bodies[range]`.
+    async fn send_batch(
+        &self,
+        messages: &[&Message],
+        bodies: &[String],
+        range: std::ops::Range<usize>,
+        trace: Option<&str>,
+    ) -> StoreResult<()> {
+        let mut req = self.client.send_message_batch().queue_url(&*self.url);
+        for i in range {
+            let mut entry = SendMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .message_body(&bodies[i]);
+            if self.fifo {
+                entry = entry
+                    .message_group_id(messages[i].group())
+                    .message_deduplication_id(ulid::Ulid::new().to_string());
+            }
+            if let Some(trace) = trace {
+                entry = entry.message_system_attributes(
+                    MessageSystemAttributeNameForSends::AwsTraceHeader,
+                    trace_attribute(trace)?,
+                );
+            }
+            req = req.entries(entry.build().map_err(|e| {
+                pricing_core::ports::StoreError::Failed(format!("send (batch): {e}"))
+            })?);
+        }
+        let out = req
+            .send()
+            .await
+            .map_err(|e| store_error("send (batch)", e))?;
+        for failed in out.failed() {
+            let refused = || {
+                format!(
+                    "send (batch): message {} refused: {} {}",
+                    failed.id(),
+                    failed.code(),
+                    failed.message().unwrap_or_default()
+                )
+            };
+            let message = failed
+                .id()
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| messages.get(i))
+                .ok_or_else(|| pricing_core::ports::StoreError::Failed(refused()))?;
+            if failed.sender_fault() {
+                return Err(pricing_core::ports::StoreError::Failed(refused()));
+            }
+            tracing::warn!(
+                code = failed.code(),
+                "a batch refused a message; sent alone"
+            );
+            self.send_traced(message, trace).await?;
+        }
         Ok(())
     }
 }
@@ -240,6 +355,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sends_are_cut_into_batches_of_ten_messages_and_at_most_192_kib() {
+        let small = |n: usize| vec!["x".repeat(100); n];
+        assert_eq!(batches(&[]), Vec::<std::ops::Range<usize>>::new());
+        assert_eq!(batches(&small(1)), vec![0..1]);
+        assert_eq!(batches(&small(10)), vec![0..10]);
+        assert_eq!(batches(&small(23)), vec![0..10, 10..20, 20..23]);
+        // 8 KiB of metadata each (the most a calculation carries): ten still fit.
+        assert_eq!(
+            batches(&vec!["m".repeat(8 * 1024 + 200); 11]),
+            vec![0..10, 10..11]
+        );
+        // Large bodies: as many as fit, and one over the limit alone.
+        let big = vec!["b".repeat(70 * 1024); 4];
+        assert_eq!(batches(&big), vec![0..2, 2..4]);
+        let huge = vec!["h".repeat(300 * 1024), "s".to_owned(), "t".to_owned()];
+        assert_eq!(batches(&huge), vec![0..1, 1..3]);
+    }
+
+    #[test]
     fn visibility_is_rounded_up_to_whole_seconds() {
         assert_eq!(whole_seconds(Duration::ZERO), 0);
         assert_eq!(whole_seconds(Duration::from_millis(1)), 1);
@@ -293,5 +427,20 @@ impl Queues {
 impl pricing_core::ports::Enqueue for Queues {
     async fn send(&self, message: &Message) -> StoreResult<()> {
         WorkQueue::send(self.lane(message.lane()), message).await
+    }
+
+    /// Each lane's messages in batches ([`SqsQueue::send_all_traced`]), the lanes at once.
+    async fn send_all(&self, messages: &[Message]) -> StoreResult<()> {
+        let trace = trace_header();
+        let of = |lane: Lane| -> Vec<&Message> {
+            messages.iter().filter(|m| m.lane() == lane).collect()
+        };
+        let (process, recalc, webhooks) = (of(Lane::Process), of(Lane::Recalc), of(Lane::Webhooks));
+        let (a, b, c) = tokio::join!(
+            self.process.send_all_traced(&process, trace.as_deref()),
+            self.recalc.send_all_traced(&recalc, trace.as_deref()),
+            self.webhooks.send_all_traced(&webhooks, trace.as_deref()),
+        );
+        a.and(b).and(c)
     }
 }

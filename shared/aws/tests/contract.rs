@@ -197,3 +197,93 @@ async fn all_contracts_on_one_stack() {
         Box::pin(pricing_contract::tenant_isolation_contract(&store)),
     );
 }
+
+/// Counts the SQS calls by operation (`SendMessage`, `SendMessageBatch`, ...).
+#[derive(Debug, Clone, Default)]
+struct SqsCalls(std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, usize>>>);
+
+impl aws_sdk_sqs::config::Intercept for SqsCalls {
+    fn name(&self) -> &'static str {
+        "SqsCalls"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &aws_sdk_sqs::config::interceptors::BeforeTransmitInterceptorContextRef<'_>,
+        _: &aws_sdk_sqs::config::RuntimeComponents,
+        _: &mut aws_sdk_sqs::config::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        let target = context
+            .request()
+            .headers()
+            .get("x-amz-target")
+            .unwrap_or("");
+        let operation = target.strip_prefix("AmazonSQS.").unwrap_or(target);
+        *self
+            .0
+            .lock()
+            .expect("calls")
+            .entry(operation.to_owned())
+            .or_default() += 1;
+        Ok(())
+    }
+}
+
+/// `Queues::send_all` (a project-wide calculatePrices) sends each lane's messages in
+/// SendMessageBatch calls of ten, not one SendMessage per message, and every message
+/// reaches its lane's queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_all_sends_each_lanes_messages_in_batches_of_ten() {
+    use pricing_core::model::Message;
+    use pricing_core::pricing::Trigger;
+    use pricing_core::ports::{Enqueue, WorkQueue};
+    let stack = Stack::new("batches").await;
+    let calls = SqsCalls::default();
+    let config = aws_sdk_sqs::config::Builder::from(&stack.sdk)
+        .interceptor(calls.clone())
+        .build();
+    let queues = pricing_aws::Queues::new(&aws_sdk_sqs::Client::from_conf(config), &stack.config);
+    let run = pricing_contract::fixtures::Run::new("batches");
+    let recalc = |n: usize| Message::Recalculate {
+        key: run.key("p", &format!("i{n}")),
+        calculation_id: format!("calc_{n}"),
+        trigger: Trigger::Request,
+        metadata: Some(serde_json::json!({"pad": "x".repeat(8_000)})),
+    };
+    let mut messages: Vec<Message> = (0..25).map(recalc).collect();
+    messages.extend((0..12).map(|n| Message::ProcessInstance {
+        key: run.key("p", &format!("i{n}")),
+    }));
+    messages.extend((0..11).map(|n| Message::Deliver {
+        webhook_id: run.webhook_id(&format!("d{n}")),
+    }));
+    queues.send_all(&messages).await.expect("send_all");
+    let counted = calls.0.lock().expect("calls").clone();
+    assert_eq!(counted.get("SendMessage"), None, "{counted:?}");
+    assert_eq!(
+        counted.get("SendMessageBatch"),
+        Some(&(3 + 2 + 2)),
+        "{counted:?}"
+    );
+    // Every message on its lane's queue.
+    for (queue, lane) in [
+        (&queues.recalc, pricing_core::model::Lane::Recalc),
+        (&queues.process, pricing_core::model::Lane::Process),
+        (&queues.webhooks, pricing_core::model::Lane::Webhooks),
+    ] {
+        let mut want: Vec<&Message> = messages.iter().filter(|m| m.lane() == lane).collect();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !want.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "{want:?} never came");
+            for r in queue
+                .receive(10, Duration::from_secs(60))
+                .await
+                .expect("receive")
+            {
+                queue.ack(&r.receipt).await.expect("ack");
+                let at = want.iter().position(|m| **m == r.message);
+                want.remove(at.expect("a message sent, once"));
+            }
+        }
+    }
+}

@@ -267,8 +267,9 @@ async fn queue_suite<Q: WorkQueue>(
 
 /// The lanes: messages of the webhooks lane (`Deliver`, `Trigger`) sent through `sender`
 /// are received from `webhooks` and never from `work`; instance work (`ProcessInstance`)
-/// is received from `work` and never from `webhooks`. Both queues acknowledge other runs'
-/// messages when they receive them: give the suite queues no one else consumes.
+/// is received from `work` and never from `webhooks`, whether sent one by one or together
+/// (`send_all`). Both queues acknowledge other runs' messages when they receive them: give
+/// the suite queues no one else consumes.
 pub async fn webhook_lane_contract<E, W, H>(sender: &E, work: &W, webhooks: &H, timing: QueueTiming)
 where
     E: Enqueue,
@@ -299,6 +300,25 @@ where
         "the webhooks queue",
     )
     .await;
+    // Many at once (`send_all`): more than an SQS batch holds of each lane, mixed.
+    let work_many: Vec<Message> = (0..12)
+        .map(|n| process(&run.key("p", &format!("many-{n}"))))
+        .collect();
+    let deliveries: Vec<Message> = (0..11)
+        .map(|n| Message::Deliver {
+            webhook_id: run.webhook_id(&format!("many-{n}")),
+        })
+        .collect();
+    let mixed: Vec<Message> = work_many
+        .iter()
+        .zip(&deliveries)
+        .flat_map(|(w, d)| [w.clone(), d.clone()])
+        .chain(work_many[11..].iter().cloned())
+        .collect();
+    sender.send_all(&mixed).await.expect("send_all");
+    sender.send_all(&[]).await.expect("send_all of none");
+    collect(work, &run, &work_many, timing, "the work queue").await;
+    collect(webhooks, &run, &deliveries, timing, "the webhooks queue").await;
     sleep(timing.slack).await;
     collect(work, &run, &[], timing, "the work queue").await;
     collect(webhooks, &run, &[], timing, "the webhooks queue").await;

@@ -367,6 +367,17 @@ pub struct Received {
 /// [`WorkQueue`] is one; on AWS a router sends each kind of message to its own queue.
 pub trait Enqueue: Send + Sync + 'static {
     fn send(&self, message: &Message) -> impl Future<Output = StoreResult<()>> + Send;
+    /// Sends every one of `messages`, as [`Enqueue::send`] would one by one (an adapter
+    /// may send them in batches, and in any order). On an error some of them may have been
+    /// sent: each message is work that is safe to do twice.
+    fn send_all(&self, messages: &[Message]) -> impl Future<Output = StoreResult<()>> + Send {
+        async move {
+            for message in messages {
+                self.send(message).await?;
+            }
+            Ok(())
+        }
+    }
 }
 
 impl<Q: WorkQueue> Enqueue for Q {
