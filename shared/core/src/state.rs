@@ -587,15 +587,23 @@ impl InstanceState {
                 }
             }
         };
-        for item in self.items.values().filter(|i| !i.removed) {
+        // A removed item's units sold stay sold: they keep taking the product's capacity
+        // (and, under a legacy capacity, the part of its quantity they took). Its
+        // reservations and the rest of its quantity can no longer be sold, so they hold
+        // nothing.
+        for item in self.items.values() {
             let same = matches!(&run, Some((id, _)) if **id == item.product_id);
             if !same && let Some(done) = run.replace((&item.product_id, ProductTotals::default())) {
                 add(&mut totals, done);
             }
             if let Some((_, t)) = &mut run {
                 t.sold = t.sold.saturating_add(item.sold);
-                t.reserved = t.reserved.saturating_add(item.reserved);
-                if let Some(q) = item.legacy_quantity {
+                let (reserved, quantity) = match item.removed {
+                    false => (item.reserved, item.legacy_quantity),
+                    true => (0, item.legacy_quantity.map(|q| q.min(item.sold))),
+                };
+                t.reserved = t.reserved.saturating_add(reserved);
+                if let Some(q) = quantity {
                     t.legacy_capacity = Some(t.legacy_capacity.unwrap_or(0).saturating_add(q));
                 }
             }

@@ -381,8 +381,8 @@ fn removed_items_refuse_everything() {
     for e in &entries {
         assert_eq!(t.code(e), removed, "{}", e.kind.type_name());
     }
-    // Removed items leave the product's counts.
-    assert_eq!(t.product_counts("P"), counts(0, 0, 100, 0));
+    // A removed item's units sold stay sold: they keep their share of the capacity.
+    assert_eq!(t.product_counts("P"), counts(2, 0, 98, 0));
 }
 
 #[test]
@@ -1325,14 +1325,20 @@ fn legacy_quantities_set_up_a_missing_capacity() {
 }
 
 #[test]
-fn removed_items_leave_the_product_totals() {
+fn a_removed_items_units_sold_keep_the_capacity_they_took_and_its_reservations_are_freed() {
+    // An early-bird item removed when its phase ends: the tickets it sold are still sold,
+    // so its siblings cannot sell those seats again (they used to come back, and the
+    // siblings' prices fell as if the venue were empty). What it had reserved can no
+    // longer be sold, so it holds nothing.
     let mut t = T::standard();
     t.ok(&sale("A", 30, 1.0));
     t.ok(&reserve_item("A", 5));
     t.ok(&sale("B", 10, 1.0));
     assert_eq!(t.product_counts("P"), counts(40, 5, 55, 0));
     t.ok(&removal("A"));
-    assert_eq!(t.product_counts("P"), counts(10, 0, 90, 0));
+    assert_eq!(t.product_counts("P"), counts(40, 0, 60, 0));
+    let totals = t.s.product_totals();
+    assert_eq!(t.s.item_counts(t.item("B"), &totals).available, 60);
     // The removed record keeps its own counts for the audit trail.
     assert_eq!((t.item("A").sold, t.item("A").reserved), (30, 5));
 }
