@@ -235,8 +235,8 @@ impl aws_sdk_sqs::config::Intercept for SqsCalls {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_all_sends_each_lanes_messages_in_batches_of_ten() {
     use pricing_core::model::Message;
-    use pricing_core::pricing::Trigger;
     use pricing_core::ports::{Enqueue, WorkQueue};
+    use pricing_core::pricing::Trigger;
     let stack = Stack::new("batches").await;
     let calls = SqsCalls::default();
     let config = aws_sdk_sqs::config::Builder::from(&stack.sdk)

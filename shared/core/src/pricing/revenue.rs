@@ -207,6 +207,34 @@ struct Market {
     max: f64,
     /// Share of the booking curve still to come.
     remaining: f64,
+    /// The units the item itself has left when it has its own total in circulation
+    /// (`itemQuantity`: the total less its sold and reserved): it sells no more than these,
+    /// whatever its product has left.
+    left: Option<f64>,
+}
+
+impl Market {
+    /// The units the item is expected to sell from now on at `price`: the believed demand,
+    /// at most the units it has left.
+    fn sales_at(&self, price: f64) -> f64 {
+        let demand = self.estimate.demand(self.default, self.remaining, price);
+        self.left.map_or(demand, |left| demand.min(left))
+    }
+
+    /// The lowest price at which the believed demand fits the item's own units left (none
+    /// without a total, or when its demand fits them at any price): below it the item
+    /// would turn buyers away at a price it could raise for free.
+    fn own_floor(&self) -> Option<f64> {
+        let left = self.left?;
+        if left <= 0.0 {
+            return Some(f64::INFINITY);
+        }
+        let at_default = self
+            .estimate
+            .demand(self.default, self.remaining, self.default);
+        (at_default > left)
+            .then(|| self.default + (at_default / left).ln() / self.estimate.response.max(1e-12))
+    }
 }
 
 impl AsRef<Market> for Market {
@@ -336,9 +364,15 @@ pub(crate) fn plan_product(
                 market: Market {
                     estimate,
                     default,
-                    min: ps.min.to_f64(),
+                    // A free item (default 0) is read at the smallest default above 0, and
+                    // its prices from there: read from 0, that default's price response
+                    // (1.5 / 1e-6) had its buyers take a free ticket 4.5 times as often.
+                    min: ps.min.to_f64().max(default - ps.default.to_f64()),
                     max: ps.max.to_f64(),
                     remaining: remaining + (pace - 1.0) * curve.mass(tau, tau + lasting),
+                    left: item
+                        .total
+                        .map(|t| t.saturating_sub(item.sold.saturating_add(item.reserved)) as f64),
                 },
                 demand_left: remaining,
                 pace,
@@ -393,7 +427,7 @@ pub(crate) fn plan_product(
                 time_left: 1.0 - s.tau,
                 demand_left: s.demand_left,
                 recent_pace: s.pace,
-                remaining_demand: m.estimate.demand(m.default, m.remaining, price),
+                remaining_demand: m.sales_at(price),
                 bid_price,
                 expected_sales: expected,
                 sells_out: expected >= units_left as f64 - 0.5,
@@ -577,6 +611,7 @@ fn cut_floors(items: &[Solving<'_>], capacity: f64, units_left: f64) -> Vec<f64>
                 ..s.market.estimate
             },
             remaining: 1.0,
+            left: s.item.total.map(|t| t as f64),
             ..s.market
         })
         .collect();
@@ -730,12 +765,12 @@ fn solve<M: AsRef<Market>>(items: &[M], units_left: f64) -> (f64, f64) {
         for s in items.iter().map(AsRef::as_ref) {
             let b = s.estimate.response.max(1e-12);
             let raw = lambda + 1.0 / b;
-            let max = s.max.max(s.min);
-            let d = s
-                .estimate
-                .demand(s.default, s.remaining, raw.clamp(s.min, max));
+            let price = item_price(s, lambda);
+            let d = s.sales_at(price);
             total += d;
-            if raw > s.min && raw < max {
+            // Where the price follows lambda: at no bound, and not held by the item's own
+            // units left.
+            if price == raw {
                 slope -= b * d;
             }
         }
@@ -776,8 +811,11 @@ fn solve<M: AsRef<Market>>(items: &[M], units_left: f64) -> (f64, f64) {
     (lambda, total)
 }
 
+/// The price that maximises `(p - lambda) * D(p)` within the item's bounds, and no lower
+/// than where its demand fits its own units left.
 fn item_price(s: &Market, lambda: f64) -> f64 {
     let p = lambda + 1.0 / s.estimate.response.max(1e-12);
+    let p = s.own_floor().map_or(p, |floor| p.max(floor));
     p.clamp(s.min, s.max.max(s.min))
 }
 

@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::entry::PricingModel;
-use crate::pricing::testkit::{Builder, Item, Product, id, ts};
+use crate::pricing::testkit::{Builder, Item, Product, id, money, ts};
 use crate::pricing::{Calculation, Trigger, calculate_with};
 
 fn revenue() -> PricingModel {
@@ -945,4 +945,77 @@ fn the_release_outlives_a_calculation_without_a_capacity() {
     let later = Timestamp::from_millis(now.millis() + 3_600_000).expect("time");
     let back = run_after(&b.state, later, &ProjectHistory::default(), &without);
     assert!(explanation(&back, "ga").belief_refuted);
+}
+
+#[test]
+fn an_item_with_its_own_total_sells_no_more_than_it_has_left() {
+    // Of a product of 200 units, the general item has its own total of 10 (itemQuantity),
+    // all sold. The model expects it to sell nothing more (it used to plan 89 more units
+    // of it and price the premium item as if they were coming), and prices it at its max,
+    // as a sold-out product is priced.
+    let mut b = two_items_in(june());
+    let ga = b.state.items.get_mut(&id("ga")).expect("ga");
+    ga.total = Some(10);
+    ga.sold = 10;
+    let c = run(&b.state, at(10), &ProjectHistory::default());
+    let (ga, vip) = (explanation(&c, "ga"), explanation(&c, "vip"));
+    assert_eq!(ga.remaining_demand, 0.0, "{ga:?}");
+    assert_eq!(c.get(&id("ga")).expect("ga").price, money("200"), "{ga:?}");
+    assert!(
+        (ga.expected_sales - vip.remaining_demand).abs() < 1e-9,
+        "the product expects only the premium item's sales: {ga:?} {vip:?}"
+    );
+    // With 3 of its 10 left, it sells at most 3: its price rises to where its believed
+    // demand is 3 (no buyer turned away at a price it could raise).
+    let ga = b.state.items.get_mut(&id("ga")).expect("ga");
+    ga.sold = 7;
+    let c = run(&b.state, at(10), &ProjectHistory::default());
+    let e = explanation(&c, "ga");
+    assert!((e.remaining_demand - 3.0).abs() < 1e-6, "{e:?}");
+    assert!(c.get(&id("ga")).expect("ga").price > money("60"), "{e:?}");
+}
+
+#[test]
+fn a_free_item_is_expected_to_take_its_believed_demand_not_four_times_it() {
+    // A free child ticket (min = max = default = 0) beside an adult one, capacity to
+    // spare (the user expects to sell half). The free item's expected sales are its share
+    // of the belief; they were 4.5 times that (its default read as 1e-6, its price 0
+    // below it at a response of 1.5 / 1e-6), which filled the capacity and raised the
+    // adult price by 60 % on the first calculation.
+    let mut b = Builder::new();
+    b.product(
+        "p",
+        Product {
+            capacity: Some(100),
+            model: revenue(),
+            expected_sales: 0.5,
+            ..Product::default()
+        },
+    );
+    let sales = june();
+    for (item, (min, max, default)) in [("adult", ("30", "80", "45")), ("child", ("0", "0", "0"))] {
+        b.item(
+            item,
+            "p",
+            Item {
+                min,
+                max,
+                default,
+                sales,
+                ..Item::default()
+            },
+        );
+    }
+    let c = run(&b.state, at(1), &ProjectHistory::default());
+    let (adult, child) = (explanation(&c, "adult"), explanation(&c, "child"));
+    assert!(
+        child.remaining_demand <= 25.0 * child.demand_left + 1e-9,
+        "{child:?}"
+    );
+    assert_eq!(adult.bid_price, 0.0, "capacity to spare: {adult:?}");
+    assert_eq!(c.get(&id("child")).expect("child").price, money("0"));
+    assert!(
+        c.get(&id("adult")).expect("adult").price <= money("45"),
+        "{adult:?}"
+    );
 }
