@@ -1151,7 +1151,22 @@ fn parse_change(d: &Obj<'_>, kind: DocKind, errors: &mut Errors) -> Option<DocCh
             }
             let before = errors.len();
             for (i, op) in patch.0.iter().enumerate() {
+                let at = errors.len();
                 check_patch_op(op, &format!("{ptr}/{i}"), kind, errors);
+                // A whole `priceSettings` that no later operation changes is what the item
+                // will have: it gets the registration's rules (min <= default <= max, all
+                // three given), as a registration does.
+                if kind == DocKind::ItemProperties
+                    && errors.len() == at
+                    && let Some(map) = whole_price_settings(op)
+                    && !patch.0[i + 1..].iter().any(touches_price_settings)
+                {
+                    let obj = Obj {
+                        map,
+                        ptr: format!("{ptr}/{i}/value"),
+                    };
+                    price_settings(&obj, errors);
+                }
             }
             let mut patch = patch;
             if kind == DocKind::ItemProperties {
@@ -1177,6 +1192,7 @@ fn parse_change(d: &Obj<'_>, kind: DocKind, errors: &mut Errors) -> Option<DocCh
                 }
             }
             for (k, v) in u.map.iter().filter(|(_, v)| !removes_meta(v)) {
+                let at = errors.len();
                 check_value_at(
                     &format!("/{}", crate::validate::escape_token(k)),
                     v,
@@ -1184,6 +1200,18 @@ fn parse_change(d: &Obj<'_>, kind: DocKind, errors: &mut Errors) -> Option<DocCh
                     kind,
                     errors,
                 );
+                // An update replaces the whole `priceSettings`: the registration's rules.
+                if kind == DocKind::ItemProperties
+                    && k == "priceSettings"
+                    && errors.len() == at
+                    && let Some(map) = v.as_object()
+                {
+                    let obj = Obj {
+                        map,
+                        ptr: u.ptr_of(k),
+                    };
+                    price_settings(&obj, errors);
+                }
             }
             (errors.len() == before).then(|| {
                 let mut map = u.map.clone();
@@ -1227,6 +1255,33 @@ fn rename_dates(op: &mut json_patch::PatchOperation) {
             rename(&mut c.path);
             rename(&mut c.from);
         }
+    }
+}
+
+/// The object an `add` or `replace` of the whole `/priceSettings` sets.
+fn whole_price_settings(op: &json_patch::PatchOperation) -> Option<&Map<String, Value>> {
+    use json_patch::PatchOperation as Op;
+    let (path, value) = match op {
+        Op::Add(a) => (&a.path, &a.value),
+        Op::Replace(r) => (&r.path, &r.value),
+        _ => return None,
+    };
+    (path.as_str() == "/priceSettings").then(|| value.as_object())?
+}
+
+/// Whether `op` may change the item's `priceSettings` (or the whole document): a `test`
+/// changes nothing.
+fn touches_price_settings(op: &json_patch::PatchOperation) -> bool {
+    use json_patch::PatchOperation as Op;
+    let within =
+        |p: &str| p.is_empty() || p == "/priceSettings" || p.starts_with("/priceSettings/");
+    match op {
+        Op::Add(a) => within(a.path.as_str()),
+        Op::Remove(r) => within(r.path.as_str()),
+        Op::Replace(r) => within(r.path.as_str()),
+        Op::Move(m) => within(m.path.as_str()) || within(m.from.as_str()),
+        Op::Copy(c) => within(c.path.as_str()),
+        Op::Test(_) => false,
     }
 }
 

@@ -900,3 +900,44 @@ fn a_pricing_model_or_rounding_in_a_product_patch_has_the_registration_rules() {
     ]}));
     assert_eq!(ok.entries.len(), 4);
 }
+
+#[test]
+fn a_whole_price_settings_in_an_item_patch_or_update_has_the_registration_rules() {
+    // `replace /priceSettings {"min": 50, "max": 40, "default": 45}` and an update with
+    // the default above the max passed submission and were rejected at processing, where
+    // the same settings in a registration were a 400 (an outside probe found it). Only a
+    // whole priceSettings that no later operation changes is judged whole: a later one
+    // may still complete or mend it.
+    let patch =
+        |ops: Value| json!({"type": "itemProperties", "data": {"itemId": "A", "patch": ops}});
+    let replace = |value: Value| json!({"op": "replace", "path": "/priceSettings", "value": value});
+    assert_eq!(
+        pc(&invalid(json!({"entries": [
+            patch(json!([replace(json!({"min": 50, "max": 40, "default": 45}))])),
+            patch(json!([replace(json!({"min": 10, "max": 40}))])),
+            {"type": "itemProperties", "data": {"itemId": "A",
+                "update": {"priceSettings": {"min": 10, "max": 20, "default": 30}}}},
+            patch(json!([
+                replace(json!({"min": 10, "max": 40, "default": 20})),
+                {"op": "test", "path": "/priceSettings/min", "value": 10},
+                {"op": "add", "path": "/dynamicPricing", "value": false},
+            ])),
+        ]}))),
+        [
+            ("/entries/0/data/patch/0/value/max", codes::RANGE),
+            ("/entries/1/data/patch/0/value/default", codes::REQUIRED),
+            ("/entries/2/data/update/priceSettings/default", codes::RANGE),
+        ]
+    );
+    let ok = accepted(json!({"entries": [
+        patch(json!([replace(json!({"min": 10, "max": 40, "default": 20}))])),
+        // Completed by a later operation: judged at processing, as before.
+        patch(json!([
+            replace(json!({"min": 10, "max": 40})),
+            {"op": "add", "path": "/priceSettings/default", "value": 20},
+        ])),
+        {"type": "itemProperties", "data": {"itemId": "A",
+            "update": {"priceSettings": {"min": 0, "max": 0, "default": 0}}}},
+    ]}));
+    assert_eq!(ok.entries.len(), 3);
+}
