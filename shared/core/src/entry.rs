@@ -15,6 +15,11 @@ use crate::validate::{Errors, Obj, codes, escape_token, object};
 /// Largest accepted future skew of an entry timestamp.
 pub const MAX_FUTURE_SKEW_MS: i64 = 5 * 60 * 1000;
 
+/// The longest `pricingSchedule` interval: 366 days (`P366D`). Longer ones had slots past
+/// what the clock holds, and an instance of `P9999999999W` was due at every tick for good
+/// and never priced on schedule.
+pub const MAX_SCHEDULE_INTERVAL_SECONDS: u64 = 366 * 86_400;
+
 /// One validated entry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
@@ -1656,9 +1661,15 @@ fn parse_schedule(d: &Obj<'_>, errors: &mut Errors) -> Option<Schedule> {
         (Some(_), None) => {
             let s = d.opt_str("interval", errors)?;
             match parse_iso_duration(s) {
-                Some(secs) if secs >= 60 => Some(Schedule::IntervalSeconds(secs)),
+                Some(secs) if (60..=MAX_SCHEDULE_INTERVAL_SECONDS).contains(&secs) => {
+                    Some(Schedule::IntervalSeconds(secs))
+                }
                 Some(_) => {
-                    errors.push(d.ptr_of("interval"), codes::RANGE, "must be at least PT1M");
+                    errors.push(
+                        d.ptr_of("interval"),
+                        codes::RANGE,
+                        "must be at least PT1M and at most P366D",
+                    );
                     None
                 }
                 None => {

@@ -1890,6 +1890,17 @@ fn pricing_schedule_interval() {
         one("/data/interval", codes::RANGE)
     );
     assert_eq!(
+        s(json!({"interval": "P366D"})),
+        EntryKind::PricingSchedule(Schedule::IntervalSeconds(366 * 86_400))
+    );
+    for long in ["P367D", "P9999999999W", "PT18446744073709551615S"] {
+        assert_eq!(
+            e(json!({ "interval": long })),
+            one("/data/interval", codes::RANGE),
+            "{long}"
+        );
+    }
+    assert_eq!(
         e(json!({"interval": "15 minutes"})),
         one("/data/interval", codes::FORMAT)
     );

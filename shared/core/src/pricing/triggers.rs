@@ -50,8 +50,11 @@ pub fn instance_zone(time_zone: Option<&str>) -> TimeZone {
 /// - An interval counts from the Unix epoch (1970-01-01T00:00:00Z): slots are the multiples
 ///   of the interval, whatever the zone (intervals dividing a day fall on round UTC times).
 /// - Times of day are wall-clock times in the instance zone (`time_zone`, UTC when absent
-///   or unknown). A time that does not exist on a day (DST gap) is skipped that day; an
-///   ambiguous time (DST overlap) runs once, at its first occurrence.
+///   or unknown). A time that does not exist on a day (DST gap) runs as late as the clock
+///   jumped (02:30 on a day the clock jumps from 02:00 to 03:00 runs at 03:30: the
+///   instant 02:30 would have been at the offset before the jump), so a daily schedule
+///   never loses a day; an ambiguous time (DST overlap) runs once, at its first
+///   occurrence.
 /// - A schedule with no usable value (an interval of 0, no time below 24:00) falls back to
 ///   the default.
 pub fn schedule_slots(
@@ -74,6 +77,9 @@ pub fn schedule_slots(
 }
 
 fn interval_slots(seconds: u64, now: Timestamp) -> ScheduleSlots {
+    // Submission refuses longer intervals; one stored before that rule is read as the
+    // longest (a slot past what the clock holds was `now`, due at every tick).
+    let seconds = seconds.min(crate::entry::MAX_SCHEDULE_INTERVAL_SECONDS);
     let step = i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
     let ms = now.millis();
     let current = ms - ms.rem_euclid(step);
@@ -84,8 +90,8 @@ fn interval_slots(seconds: u64, now: Timestamp) -> ScheduleSlots {
     }
 }
 
-/// The slot instants of one local day, in order. Gaps are skipped, overlaps take the
-/// first occurrence.
+/// The slot instants of one local day, in order. A time in a gap is read at the offset
+/// before the jump (as late as the clock jumped), an ambiguous one at its first occurrence.
 fn day_slots<'a>(
     minutes: &'a [u16],
     tz: &'a TimeZone,
@@ -95,7 +101,7 @@ fn day_slots<'a>(
         let wall = day.at((m / 60) as i8, (m % 60) as i8, 0, 0);
         let offset = match tz.to_ambiguous_timestamp(wall).offset() {
             AmbiguousOffset::Unambiguous { offset } => offset,
-            AmbiguousOffset::Gap { .. } => return None,
+            AmbiguousOffset::Gap { before, .. } => before,
             AmbiguousOffset::Fold { before, .. } => before,
         };
         let instant = offset.to_timestamp(wall).ok()?;
@@ -111,7 +117,7 @@ fn times_of_day(minutes: &[u16], tz: &TimeZone, now: Timestamp) -> Option<Schedu
         .ok()?
         .to_zoned(tz.clone())
         .date();
-    // A slot can be skipped on a day (DST gap), so look a few days each way.
+    // A day may have no slot before or after `now`, so look a few days each way.
     let mut current = None;
     for back in 0..=3i32 {
         let day = today.checked_sub(jiff::Span::new().days(back)).ok()?;
@@ -193,6 +199,16 @@ mod tests {
             slots(Some(&fifteen), Some("Asia/Kolkata"), "2026-03-29T10:07:30Z"),
             pair("2026-03-29T10:00:00Z", "2026-03-29T10:15:00Z")
         );
+        // An interval longer than submission takes (stored before the rule) is read as
+        // the longest, 366 days: its next slot is in the future, not `now`.
+        let huge = Schedule::IntervalSeconds(9_999_999_999 * 7 * 86_400);
+        let s = schedule_slots(Some(&huge), None, ts("2026-03-29T10:07:30Z"));
+        assert!(s.next > ts("2026-03-29T10:07:30Z"), "{s:?}");
+        assert_eq!(
+            (s.next.millis() - s.current.millis()) / 1000,
+            366 * 86_400,
+            "{s:?}"
+        );
         // No schedule: hourly.
         assert_eq!(
             slots(None, Some("Europe/Berlin"), "2026-03-29T10:59:59.999Z"),
@@ -245,31 +261,37 @@ mod tests {
     }
 
     #[test]
-    fn a_time_in_the_spring_gap_is_skipped() {
-        // Berlin, 2026-03-29: 02:00 CET jumps to 03:00 CEST; 02:30 does not exist.
+    fn a_time_in_the_spring_gap_runs_as_late_as_the_clock_jumped() {
+        // Berlin, 2026-03-29: 02:00 CET jumps to 03:00 CEST; 02:30 does not exist. It runs
+        // at 03:30 CEST (01:30Z, 02:30 at the CET offset): a daily schedule at 02:30 used
+        // to skip that day, 48 hours without a scheduled run.
         let s = Schedule::TimesOfDay(vec![2 * 60 + 30, 12 * 60]);
         let berlin = Some("Europe/Berlin");
-        // Before noon on the day of the change: the last slot is the previous day's noon
-        // (the 02:30 slot of that day does not exist), the next is noon CEST = 10:00Z.
         assert_eq!(
             slots(Some(&s), berlin, "2026-03-29T05:00:00Z"),
-            pair("2026-03-28T11:00:00Z", "2026-03-29T10:00:00Z")
+            pair("2026-03-29T01:30:00Z", "2026-03-29T10:00:00Z")
         );
-        // The day before: 02:30 CET = 01:30Z, and the next slot after noon skips the gap day.
+        // The day before: noon CET = 11:00Z, and the next slot is the gap day's 03:30.
         assert_eq!(
             slots(Some(&s), berlin, "2026-03-28T12:00:00Z"),
-            pair("2026-03-28T11:00:00Z", "2026-03-29T10:00:00Z")
+            pair("2026-03-28T11:00:00Z", "2026-03-29T01:30:00Z")
         );
         // The next day 02:30 exists again, in CEST (00:30Z).
         assert_eq!(
             slots(Some(&s), berlin, "2026-03-29T23:00:00Z"),
             pair("2026-03-29T10:00:00Z", "2026-03-30T00:30:00Z")
         );
-        // A schedule whose only time falls in the gap: that day has no slot at all.
+        // A schedule whose only time falls in the gap still runs that day.
         let only = Schedule::TimesOfDay(vec![2 * 60 + 30]);
         assert_eq!(
             slots(Some(&only), berlin, "2026-03-29T12:00:00Z"),
-            pair("2026-03-28T01:30:00Z", "2026-03-30T00:30:00Z")
+            pair("2026-03-29T01:30:00Z", "2026-03-30T00:30:00Z")
+        );
+        // 02:00, the instant of the jump itself, runs at 03:00 CEST (01:00Z).
+        let two = Schedule::TimesOfDay(vec![2 * 60]);
+        assert_eq!(
+            slots(Some(&two), berlin, "2026-03-29T01:00:00Z"),
+            pair("2026-03-29T01:00:00Z", "2026-03-30T00:00:00Z")
         );
     }
 
