@@ -222,31 +222,42 @@ impl EmbeddedStore {
             after = (last.0.clone(), last.1.clone());
             let full = instances.len() as i64 == INSTANCE_PAGE;
             for (project, instance, latest) in instances {
-                let left = batch.saturating_sub(report.history + report.calculations);
-                if left == 0 {
-                    report.more = true;
-                    return Ok(());
-                }
-                let plan = {
-                    let (p, i) = (project.clone(), instance.clone());
-                    self.on_reader("prune prices", move |conn| {
-                        plan_instance(conn, &p, &i, latest, calculations, history)
-                    })
-                    .await?
-                };
-                if plan.is_empty() {
-                    continue;
-                }
-                let (history_rows, calcs) = self
-                    .on_writer("prune prices", move |conn| {
-                        apply_plan(conn, &project, &instance, latest, &plan, left)
-                    })
-                    .await?;
-                report.history += history_rows;
-                report.calculations += calcs;
-                if report.history + report.calculations >= batch {
-                    report.more = true;
-                    return Ok(());
+                // A plan takes at most PLAN_SEQS sequences of an instance: plan again
+                // while one was cut short (an instance with 650 old calculations had 64
+                // of them pruned per run, and the run said nothing was left).
+                loop {
+                    let left = batch.saturating_sub(report.history + report.calculations);
+                    if left == 0 {
+                        report.more = true;
+                        return Ok(());
+                    }
+                    let plan = {
+                        let (p, i) = (project.clone(), instance.clone());
+                        self.on_reader("prune prices", move |conn| {
+                            plan_instance(conn, &p, &i, latest, calculations, history)
+                        })
+                        .await?
+                    };
+                    if plan.is_empty() {
+                        break;
+                    }
+                    let cut_short = plan.cut_short;
+                    let (history_rows, calcs) = {
+                        let (p, i) = (project.clone(), instance.clone());
+                        self.on_writer("prune prices", move |conn| {
+                            apply_plan(conn, &p, &i, latest, &plan, left)
+                        })
+                        .await?
+                    };
+                    report.history += history_rows;
+                    report.calculations += calcs;
+                    if report.history + report.calculations >= batch {
+                        report.more = true;
+                        return Ok(());
+                    }
+                    if !cut_short || history_rows + calcs == 0 {
+                        break;
+                    }
                 }
             }
             if !full {
@@ -263,6 +274,8 @@ struct Plan {
     history: Vec<i64>,
     /// Sequences (ascending) whose calculation rows go (once their history is gone).
     calculations: Vec<i64>,
+    /// The plan stopped at [`PLAN_SEQS`] sequences or [`PLAN_SCAN`] rows: more may be due.
+    cut_short: bool,
 }
 
 impl Plan {
@@ -325,6 +338,7 @@ fn plan_instance(
         )?;
         let mut prunable = conn.prepare_cached(PRUNABLE_HISTORY)?;
         let mut after = 0;
+        plan.cut_short = true;
         for _ in 0..PLAN_SCAN {
             if plan.history.len() >= PLAN_SEQS {
                 break;
@@ -335,12 +349,16 @@ fn plan_instance(
                 })
                 .optional()?
             else {
+                plan.cut_short = false;
                 break;
             };
             // Sequences follow time: the first recent one ends the plan.
             match calculated_at(conn, project, instance, seq)? {
                 Some(t) if t < cutoff => {}
-                _ => break,
+                _ => {
+                    plan.cut_short = false;
+                    break;
+                }
             }
             if prunable.exists(params![project, instance, seq, 1])? {
                 plan.history.push(seq);
@@ -365,6 +383,7 @@ fn plan_instance(
              ORDER BY c.seq LIMIT ?4",
         )?;
         let mut rows = stmt.query(params![project, instance, latest, PLAN_SCAN as i64])?;
+        let mut scanned = 0;
         let mut history_rows = conn.prepare_cached(
             "SELECT count(*) FROM price_history
              WHERE project_id = ?1 AND instance_id = ?2 AND seq = ?3",
@@ -373,7 +392,12 @@ fn plan_instance(
             conn.prepare_cached(&format!("SELECT count(*) FROM ({})", PRUNABLE_HISTORY))?;
         while let Some(row) = rows.next()? {
             if plan.calculations.len() >= PLAN_SEQS {
+                plan.cut_short = true;
                 break;
+            }
+            scanned += 1;
+            if scanned == PLAN_SCAN {
+                plan.cut_short = true;
             }
             let seq: i64 = row.get(0)?;
             let old = row
@@ -634,6 +658,51 @@ mod tests {
         );
         next.calculated_at = far;
         assert!(store.save_calculation(&key, &next, &[]).await.unwrap());
+    }
+
+    /// An instance with more old calculations than one plan takes (64) has them all pruned
+    /// in one pass when the batch allows, and a pass cut short by its batch says there is
+    /// more: 64 were pruned per run and the run said nothing was left (an outside probe
+    /// found it with 650 calculations).
+    #[tokio::test]
+    async fn an_instance_with_many_old_calculations_is_pruned_whole_or_says_there_is_more() {
+        let store = EmbeddedStore::open_in_memory().unwrap();
+        let key = new_instance(&store, &Run::new("prune-many")).await;
+        for n in 1..=150u64 {
+            let mut c = calculation(
+                &format!("calc-{n}"),
+                n,
+                Trigger::Request,
+                vec![calculated("a", 10.0 + n as f64, None)],
+            );
+            c.calculated_at = plus(t0(), n as i64 * 60);
+            assert!(store.save_calculation(&key, &c, &[]).await.unwrap());
+        }
+        let policy = Retention {
+            calculations: days(14),
+            price_history: days(14),
+            deliveries: None,
+            events: None,
+        };
+        let far = plus(t0(), 100 * DAY);
+        // 298 rows are due (149 history rows, 149 calculations): passes of 200 rows take
+        // them in two, the first saying there is more, the second that there is not.
+        let first = store.prune(&policy, far, 200).await.unwrap();
+        assert_eq!(first.history + first.calculations, 200, "{first:?}");
+        assert!(first.more, "{first:?}");
+        let second = store.prune(&policy, far, 200).await.unwrap();
+        assert_eq!(
+            (
+                first.history + second.history,
+                first.calculations + second.calculations
+            ),
+            (149, 149),
+            "{second:?}"
+        );
+        assert!(!second.more, "{second:?}");
+        assert_eq!(store.prune(&policy, far, 200).await.unwrap().total(), 0);
+        assert!(store.has_calculation(&key, "calc-150").await.unwrap());
+        assert!(!store.has_calculation(&key, "calc-149").await.unwrap());
     }
 
     /// A calculation row stays while history entries name it (history kept for ever);
