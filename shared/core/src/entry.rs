@@ -913,28 +913,9 @@ pub fn product_props_from_doc(
             None
         }
     };
-    let recalculation = match o.opt_obj("recalculation", errors) {
-        Some(r) => match r.opt_f64("soldPercentStep", errors) {
-            Some(s) if s > 0.0 && s <= 100.0 => Some(Recalculation {
-                sold_percent_step: s,
-            }),
-            Some(_) => {
-                errors.push(
-                    r.ptr_of("soldPercentStep"),
-                    codes::RANGE,
-                    "must be in (0, 100]",
-                );
-                None
-            }
-            None => {
-                if !r.has("soldPercentStep") {
-                    errors.push(r.ptr_of("soldPercentStep"), codes::REQUIRED, "is required");
-                }
-                None
-            }
-        },
-        None => None,
-    };
+    let recalculation = o
+        .opt_obj("recalculation", errors)
+        .and_then(|r| recalculation(&r, errors));
     let rounding = match o.opt_obj("rounding", errors) {
         Some(r) => r
             .get("step")
@@ -1263,6 +1244,31 @@ fn rename_dates(op: &mut json_patch::PatchOperation) {
     }
 }
 
+/// A product's `recalculation` (`{soldPercentStep}`, in (0, 100]), by the registration's
+/// rules: a patch or an update that sets it is held to them at submission too.
+fn recalculation(r: &Obj<'_>, errors: &mut Errors) -> Option<Recalculation> {
+    crate::validate::misspelt_members(r.map, &["soldPercentStep"], &r.ptr, errors);
+    match r.opt_f64("soldPercentStep", errors) {
+        Some(s) if s > 0.0 && s <= 100.0 => Some(Recalculation {
+            sold_percent_step: s,
+        }),
+        Some(_) => {
+            errors.push(
+                r.ptr_of("soldPercentStep"),
+                codes::RANGE,
+                "must be in (0, 100]",
+            );
+            None
+        }
+        None => {
+            if !r.has("soldPercentStep") {
+                errors.push(r.ptr_of("soldPercentStep"), codes::REQUIRED, "is required");
+            }
+            None
+        }
+    }
+}
+
 /// The object an `add` or `replace` of the whole `/priceSettings` sets.
 fn whole_price_settings(op: &json_patch::PatchOperation) -> Option<&Map<String, Value>> {
     use json_patch::PatchOperation as Op;
@@ -1346,7 +1352,7 @@ fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &
             // The whole document: its checked fields are checked inside it.
             [] => {
                 if let Some(map) = value.as_object() {
-                    for key in ["schedule", "expectedSales", "capacity", "pricingModel", "rounding"] {
+                    for key in ["schedule", "expectedSales", "capacity", "pricingModel", "rounding", "recalculation"] {
                         if let Some(v) = map.get(key) {
                             check_value_at(&format!("/{key}"), v, &format!("{ptr}/{key}"), kind, errors);
                         }
@@ -1376,6 +1382,22 @@ fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &
             ["rounding", "step"] => {
                 rounding_step(value, ptr, errors);
             }
+            ["recalculation"] => match value {
+                Value::Object(map) => {
+                    let obj = Obj {
+                        map,
+                        ptr: ptr.to_owned(),
+                    };
+                    recalculation(&obj, errors);
+                }
+                Value::Null => {}
+                _ => errors.push(ptr, codes::TYPE, "must be an object"),
+            },
+            ["recalculation", "soldPercentStep"] => match value.as_f64() {
+                Some(s) if s > 0.0 && s <= 100.0 => {}
+                Some(_) => errors.push(ptr, codes::RANGE, "must be in (0, 100]"),
+                None => errors.push(ptr, codes::TYPE, "must be a number"),
+            },
             ["expectedSales"] => match value.as_f64() {
                 Some(f) if (0.0..=1.0).contains(&f) => {}
                 Some(f) if f > 1.0 && f.fract() == 0.0 => errors.push(

@@ -941,3 +941,49 @@ fn a_whole_price_settings_in_an_item_patch_or_update_has_the_registration_rules(
     ]}));
     assert_eq!(ok.entries.len(), 3);
 }
+
+#[test]
+fn a_recalculation_in_a_product_patch_or_update_has_the_registration_rules() {
+    // `soldPercentStep` 0, -5 or 101 in a registration was a 400 naming the field; in a
+    // productProperties patch it was a 200, rejected at processing (an outside probe).
+    let patch = |path: &str, value: Value| {
+        json!({"type": "productProperties", "data": {"productId": "P",
+            "patch": [{"op": "add", "path": path, "value": value}]}})
+    };
+    assert_eq!(
+        pc(&invalid(json!({"entries": [
+            patch("/recalculation", json!({"soldPercentStep": 0})),
+            patch("/recalculation/soldPercentStep", json!(101)),
+            patch("/recalculation", json!({"SoldPercentStep": 5})),
+            {"type": "productProperties", "data": {"productId": "P",
+                "update": {"recalculation": {"soldPercentStep": -5}}}},
+            patch("/recalculation", json!(5)),
+        ]}))),
+        [
+            (
+                "/entries/0/data/patch/0/value/soldPercentStep",
+                codes::RANGE
+            ),
+            ("/entries/1/data/patch/0/value", codes::RANGE),
+            (
+                "/entries/2/data/patch/0/value/SoldPercentStep",
+                codes::UNKNOWN_FIELD
+            ),
+            (
+                "/entries/2/data/patch/0/value/soldPercentStep",
+                codes::REQUIRED
+            ),
+            (
+                "/entries/3/data/update/recalculation/soldPercentStep",
+                codes::RANGE
+            ),
+            ("/entries/4/data/patch/0/value", codes::TYPE),
+        ]
+    );
+    let ok = accepted(json!({"entries": [
+        patch("/recalculation", json!({"soldPercentStep": 5})),
+        patch("/recalculation/soldPercentStep", json!(100)),
+        patch("/recalculation", Value::Null),
+    ]}));
+    assert_eq!(ok.entries.len(), 3);
+}

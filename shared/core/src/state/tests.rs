@@ -976,7 +976,9 @@ fn product_properties_patches() {
         // the document only when applied.
         json!([{"op": "copy", "from": "/capacity", "path": "/pricingModel"}]),
         json!([{"op": "copy", "from": "/rounding", "path": "/pricingModel"}]),
-        json!([{"op": "replace", "path": "/recalculation", "value": {"soldPercentStep": 0}}]),
+        // A recalculation set by a patch is checked at submission; one copied only when
+        // applied.
+        json!([{"op": "copy", "from": "/rounding", "path": "/recalculation"}]),
         json!([{"op": "copy", "from": "/capacity", "path": "/schedule"}]),
         json!([{"op": "replace", "path": "", "value": 5}]),
     ];
