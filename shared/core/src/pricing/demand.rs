@@ -245,6 +245,11 @@ pub struct Exposure {
     /// belief, no longer hold the item (see `revenue::Shortfall`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub released: bool,
+    /// The elapsed share at the item's first calculation: what happened before it (an
+    /// item registered mid-sale) the service did not see, so the belief expects no sales
+    /// of it. Absent on exposures stored before it was kept: the period's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_from: Option<f64>,
 }
 
 /// The horizons of [`Pace`]'s windows, as shares of the sales period (0.6, 1.5 and 4.5

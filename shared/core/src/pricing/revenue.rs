@@ -515,9 +515,17 @@ impl Shortfall {
             last.1
         };
         let each = believed.min(sellable) / items.len().max(1) as f64;
+        // Only over what the service has seen: an item registered mid-sale whose earlier
+        // sales were never sent sold nothing the service knows of, and that says nothing
+        // about the default (read from the period's start, the first calculation of such
+        // an item priced it at its min).
         let expected = items
             .iter()
-            .map(|s| s.item.total.map_or(each, |t| each.min(t as f64)) * read(s.tau))
+            .map(|s| {
+                let seen =
+                    read(s.tau) - back_loaded_cumulative(s.exposure.observed_from.unwrap_or(0.0));
+                s.item.total.map_or(each, |t| each.min(t as f64)) * seen.max(0.0)
+            })
             .sum();
         Shortfall {
             sold: live.max(all),
@@ -733,6 +741,7 @@ fn exposure_now(
                 estimate: carried.estimate,
                 pace: Some(pace),
                 released: carried.released,
+                observed_from: carried.observed_from,
             };
             exposure.add(price, mass);
             exposure
@@ -741,6 +750,7 @@ fn exposure_now(
             let mut exposure = Exposure {
                 pace: Some(Pace::starting(item.demand.units)),
                 released: input.carried.is_some_and(|c| c.released),
+                observed_from: Some(input.carried.and_then(|c| c.observed_from).unwrap_or(tau)),
                 ..Exposure::default()
             };
             exposure.add(price, curve.mass(0.0, tau));

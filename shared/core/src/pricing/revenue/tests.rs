@@ -1019,3 +1019,35 @@ fn a_free_item_is_expected_to_take_its_believed_demand_not_four_times_it() {
         "{adult:?}"
     );
 }
+
+#[test]
+fn an_item_first_priced_mid_sale_is_not_refuted_by_sales_the_service_never_saw() {
+    // Connected on day 11 of 30 with none of the earlier sales sent: nothing the service
+    // saw was missing, so the floors hold (the first calculation used to release them and
+    // price the item at its min). Once the service itself has watched long enough for the
+    // belief to expect 15 units and none came, the floors let go as for any product.
+    let b = one_item(0.9);
+    let price = |c: &Calculation| c.get(&id("ga")).expect("priced").price.to_f64();
+    let first = run(&b.state, at(11), &ProjectHistory::default());
+    let e = explanation(&first, "ga");
+    assert!(!e.belief_refuted, "{e:?}");
+    assert!(
+        price(&first) >= 60.0 * (1.0 - UNINFORMED_CUT) - 0.01,
+        "{e:?}"
+    );
+    let observed = first.get(&id("ga")).and_then(|p| p.exposure.clone());
+    let from = observed
+        .and_then(|x| x.observed_from)
+        .expect("observed from");
+    assert!((from - 10.0 / 30.0).abs() < 1e-9, "{from}");
+    // A day later still nothing: the back-loaded reading expects about 5 units since.
+    let next = run_after(&b.state, at(12), &ProjectHistory::default(), &first);
+    assert!(!explanation(&next, "ga").belief_refuted);
+    // Six days after the first calculation: about 35 expected since, none came.
+    let mut last = next;
+    for day in 13..=17 {
+        last = run_after(&b.state, at(day), &ProjectHistory::default(), &last);
+    }
+    let e = explanation(&last, "ga");
+    assert!(e.belief_refuted, "{e:?}");
+}
