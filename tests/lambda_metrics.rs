@@ -251,7 +251,7 @@ async fn the_handlers_write_their_metrics_as_emf() {
     let processor = Processor::new();
     let event = take_sqs(&aws, &aws.config.process_queue_url).await;
     assert!(!event.records.is_empty());
-    let response = work_batch(&processor, &aws.store, &aws.queues, event).await;
+    let response = work_batch(&processor, &aws.store, &aws.queues, event, None).await;
     assert!(response.batch_item_failures.is_empty());
     let docs = out.take();
     let mut all = BTreeMap::new();
@@ -281,7 +281,7 @@ async fn the_handlers_write_their_metrics_as_emf() {
     assert_eq!(out.take(), Vec::<Value>::new());
     let event = take_sqs(&aws, &aws.config.recalc_queue_url).await;
     assert_eq!(event.records.len(), 1);
-    let response = work_batch(&processor, &aws.store, &aws.queues, event).await;
+    let response = work_batch(&processor, &aws.store, &aws.queues, event, None).await;
     assert!(response.batch_item_failures.is_empty());
     let docs = out.take();
     let mut all = BTreeMap::new();

@@ -5,7 +5,7 @@
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use pricing_core::process::Processor;
-use pricing_lambda::handlers::work_batch;
+use pricing_lambda::handlers::{time_left, work_batch};
 use pricing_lambda::wiring::Aws;
 
 #[tokio::main]
@@ -14,10 +14,22 @@ async fn main() -> Result<(), Error> {
     let aws = Aws::from_env().await?;
     let processor = Processor::new();
     pricing_lambda::initialized("entry-processor", started);
-    lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async {
-        Ok::<SqsBatchResponse, Error>(
-            work_batch(&processor, &aws.store, &aws.queues, event.payload).await,
-        )
+    let (processor, aws) = (&processor, &aws);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
+        // Read before the batch starts: the records are handled within it.
+        let time = time_left(event.context.deadline);
+        async move {
+            Ok::<SqsBatchResponse, Error>(
+                work_batch(
+                    processor,
+                    &aws.store,
+                    &aws.queues,
+                    event.payload,
+                    Some(time),
+                )
+                .await,
+            )
+        }
     }))
     .await
 }

@@ -19,7 +19,7 @@ use pricing_core::time::Timestamp;
 use pricing_core::webhooks::Settle;
 use pricing_core::work::WorkStore;
 
-use crate::sqs::{handle_batch, handle_webhook_batch};
+use crate::sqs::{handle_batch_within, handle_webhook_batch};
 
 /// The waits before the second and third try, in the same invocation, of a message whose
 /// handling failed for a passing reason (throttling, a 5xx, a timeout, a lost conditional
@@ -83,19 +83,31 @@ where
     Ok(())
 }
 
+/// The time an invocation has left by its context's deadline (ms since the epoch).
+pub fn time_left(deadline_ms: u64) -> std::time::Duration {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    std::time::Duration::from_millis(deadline_ms.saturating_sub(now))
+}
+
 /// One invocation of the entry-processor or the recalculator: the batch's messages
-/// ([`work_message`]), then the invocation's metrics (EMF, `crate::metrics`).
+/// ([`work_message`]) within the invocation's time left (`time`, when known:
+/// [`crate::sqs::handle_batch_within`]), then the invocation's metrics (EMF,
+/// `crate::metrics`).
 pub async fn work_batch<S, Q>(
     processor: &Processor,
     store: &S,
     queue: &Q,
     event: SqsEvent,
+    time: Option<std::time::Duration>,
 ) -> SqsBatchResponse
 where
     S: WorkStore,
     Q: Enqueue,
 {
-    let response = handle_batch(event, |m| work_message(processor, store, queue, m)).await;
+    let response =
+        handle_batch_within(event, time, |m| work_message(processor, store, queue, m)).await;
     crate::metrics::flush();
     response
 }

@@ -28,15 +28,50 @@ fn message_span(record: &SqsMessage) -> tracing::Span {
 }
 
 /// Handles each record's `Message`; failed and unreadable records are reported by id.
-pub async fn handle_batch<F, Fut, E>(event: SqsEvent, mut handle: F) -> SqsBatchResponse
+pub async fn handle_batch<F, Fut, E>(event: SqsEvent, handle: F) -> SqsBatchResponse
 where
     F: FnMut(Message) -> Fut,
     Fut: Future<Output = Result<(), E>>,
     E: std::fmt::Display,
 {
+    handle_batch_within(event, None, handle).await
+}
+
+/// The least time a record is started with: less is left to the next invocation.
+const MIN_TIME_TO_START: Duration = Duration::from_secs(3);
+
+/// [`handle_batch`] within `time` (the invocation's time left, when known): the records
+/// are handled one after the other, and none is started once less time is left than
+/// twice the longest one took so far (at least [`MIN_TIME_TO_START`]); those are reported
+/// failed, untouched, and come back after the queue's visibility timeout. The first is
+/// always started. Without it ten large calculations (a few seconds each on DynamoDB)
+/// outlasted the function's timeout: the whole batch failed, the ones done too, and
+/// every message came back, each receive counting toward the dead-letter queue.
+pub async fn handle_batch_within<F, Fut, E>(
+    event: SqsEvent,
+    time: Option<Duration>,
+    mut handle: F,
+) -> SqsBatchResponse
+where
+    F: FnMut(Message) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let started = std::time::Instant::now();
+    let mut longest = Duration::ZERO;
     let mut response = SqsBatchResponse::default();
-    for record in event.records {
+    let mut left_over = 0;
+    for (n, record) in event.records.into_iter().enumerate() {
         let id = record.message_id.clone().unwrap_or_default();
+        if let Some(time) = time
+            && n > 0
+            && time.saturating_sub(started.elapsed()) < (2 * longest).max(MIN_TIME_TO_START)
+        {
+            left_over += 1;
+            response.add_failure(id);
+            continue;
+        }
+        let began = std::time::Instant::now();
         let message = read(&record);
         let span = message_span(&record);
         let outcome = match message {
@@ -57,6 +92,14 @@ where
             });
             response.add_failure(id);
         }
+        longest = longest.max(began.elapsed());
+    }
+    if left_over > 0 {
+        tracing::info!(
+            left_over,
+            longest_ms = longest.as_millis() as u64,
+            "the invocation's time is nearly up: messages left for the next one"
+        );
     }
     response
 }
@@ -205,5 +248,52 @@ mod tests {
             "{out}"
         );
         assert_eq!(line("message failed").len(), 2, "{out}");
+    }
+
+    /// Records handled one after the other within the invocation's time: once less is
+    /// left than twice the longest record took (at least 3 s), the rest are reported
+    /// failed without being started; the first is always started.
+    #[test]
+    fn records_not_started_in_time_are_reported_failed_untouched() {
+        let body = serde_json::to_string(&Message::Deliver {
+            webhook_id: "wh_1".into(),
+        })
+        .unwrap();
+        let event = || -> SqsEvent {
+            let records: Vec<serde_json::Value> = (0..5)
+                .map(|n| record(&format!("m{n}"), &body, "Root=1-aaaa-1"))
+                .collect();
+            serde_json::from_value(serde_json::json!({ "Records": records })).unwrap()
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let run = |time: Option<Duration>| {
+            let started = Arc::new(Mutex::new(0));
+            let count = started.clone();
+            let response = runtime.block_on(handle_batch_within(event(), time, move |_| {
+                *count.lock().unwrap() += 1;
+                async {
+                    tokio::time::sleep(Duration::from_millis(600)).await;
+                    Ok::<(), String>(())
+                }
+            }));
+            let failed: Vec<String> = response
+                .batch_item_failures
+                .iter()
+                .map(|f| f.item_identifier.clone())
+                .collect();
+            (*started.lock().unwrap(), failed)
+        };
+        // 4 s: after two records 2.8 s are left, under the 3 s a record is started with.
+        assert_eq!(
+            run(Some(Duration::from_secs(4))),
+            (2, vec!["m2".into(), "m3".into(), "m4".into()])
+        );
+        // No time left at all: the first is still started (every invocation moves on).
+        assert_eq!(run(Some(Duration::ZERO)).0, 1);
+        // Time unknown: every record.
+        assert_eq!(run(None), (5, vec![]));
     }
 }
