@@ -408,7 +408,7 @@ pub fn parse_entry(v: &Value, ptr: &str, opts: ParseOptions, errors: &mut Errors
             errors.push(o.ptr_of("type"), codes::REMOVED, replacement);
             None
         }
-        None => parse_kind(type_name, &data?, &o, errors),
+        None => parse_kind(type_name, &data?, &o, opts.plain, errors),
     };
     let kind = kind?;
     // A sale's own time is read as the entry's (the demand estimate, the last sale), so it
@@ -553,10 +553,12 @@ fn removed_kind(type_name: &str) -> Option<&'static str> {
     }
 }
 
+/// `plain`: the rules for new entries apply ([`ParseOptions::plain`]).
 fn parse_kind(
     type_name: &str,
     d: &Obj<'_>,
     entry: &Obj<'_>,
+    plain: bool,
     errors: &mut Errors,
 ) -> Option<EntryKind> {
     match type_name {
@@ -566,7 +568,7 @@ fn parse_kind(
             item_id: d.req_id::<ItemId>("itemId", errors)?,
         }),
         "instanceMetadata" => {
-            let change = parse_change(d, DocKind::InstanceMeta, errors)?;
+            let change = parse_change(d, DocKind::InstanceMeta, plain, errors)?;
             Some(EntryKind::InstanceMetadata(change))
         }
         "itemMetadata" | "itemProperties" => {
@@ -576,7 +578,7 @@ fn parse_kind(
             } else {
                 DocKind::ItemProperties
             };
-            let change = parse_change(d, doc, errors);
+            let change = parse_change(d, doc, plain, errors);
             let (item_id, change) = (item_id?, change?);
             Some(if type_name == "itemMetadata" {
                 EntryKind::ItemMetadata { item_id, change }
@@ -591,7 +593,7 @@ fn parse_kind(
             } else {
                 DocKind::ProductProperties
             };
-            let change = parse_change(d, doc, errors);
+            let change = parse_change(d, doc, plain, errors);
             let (product_id, change) = (product_id?, change?);
             Some(if type_name == "productMetadata" {
                 EntryKind::ProductMetadata { product_id, change }
@@ -602,7 +604,7 @@ fn parse_kind(
         "itemSale" => parse_item_sale(d, errors).map(EntryKind::ItemSale),
         "itemQuantity" => parse_item_quantity(d, errors),
         "itemReservation" => parse_item_reservation(d, errors),
-        "pricingSchedule" => parse_schedule(d, errors).map(EntryKind::PricingSchedule),
+        "pricingSchedule" => parse_schedule(d, plain, errors).map(EntryKind::PricingSchedule),
         "instanceActions" => parse_actions(d, errors).map(EntryKind::InstanceActions),
         other => {
             errors.push(
@@ -1093,7 +1095,7 @@ enum DocKind {
     ProductProperties,
 }
 
-fn parse_change(d: &Obj<'_>, kind: DocKind, errors: &mut Errors) -> Option<DocChange> {
+fn parse_change(d: &Obj<'_>, kind: DocKind, plain: bool, errors: &mut Errors) -> Option<DocChange> {
     match (d.get("patch"), d.get("update")) {
         (Some(_), Some(_)) => {
             errors.push(
@@ -1138,14 +1140,22 @@ fn parse_change(d: &Obj<'_>, kind: DocKind, errors: &mut Errors) -> Option<DocCh
             let before = errors.len();
             for (i, op) in patch.0.iter().enumerate() {
                 let at = errors.len();
-                check_patch_op(op, &format!("{ptr}/{i}"), kind, errors);
-                // A whole `priceSettings` that no later operation changes is what the item
-                // will have: it gets the registration's rules (min <= default <= max, all
-                // three given), as a registration does.
-                if kind == DocKind::ItemProperties
+                // A member a later operation may still change (`add /recalculation {}`
+                // then `add /recalculation/soldPercentStep 5`) is judged whole at
+                // processing: the registration's rules apply here only to what stays.
+                let later = &patch.0[i + 1..];
+                let settled = match top_member(op) {
+                    Some(key) => !later.iter().any(|l| touches(l, key)),
+                    None => later.is_empty(),
+                };
+                check_patch_op(op, &format!("{ptr}/{i}"), kind, plain && settled, errors);
+                // A whole `priceSettings` that stays is what the item will have: it gets
+                // the registration's rules (min <= default <= max, all three given).
+                if plain
+                    && settled
+                    && kind == DocKind::ItemProperties
                     && errors.len() == at
                     && let Some(map) = whole_price_settings(op)
-                    && !patch.0[i + 1..].iter().any(touches_price_settings)
                 {
                     let obj = Obj {
                         map,
@@ -1184,10 +1194,12 @@ fn parse_change(d: &Obj<'_>, kind: DocKind, errors: &mut Errors) -> Option<DocCh
                     v,
                     &u.ptr_of(k),
                     kind,
+                    plain,
                     errors,
                 );
                 // An update replaces the whole `priceSettings`: the registration's rules.
-                if kind == DocKind::ItemProperties
+                if plain
+                    && kind == DocKind::ItemProperties
                     && k == "priceSettings"
                     && errors.len() == at
                     && let Some(map) = v.as_object()
@@ -1280,12 +1292,28 @@ fn whole_price_settings(op: &json_patch::PatchOperation) -> Option<&Map<String, 
     (path.as_str() == "/priceSettings").then(|| value.as_object())?
 }
 
-/// Whether `op` may change the item's `priceSettings` (or the whole document): a `test`
-/// changes nothing.
-fn touches_price_settings(op: &json_patch::PatchOperation) -> bool {
+/// The top-level member an `add` or `replace` sets (or sets within); `None` for the whole
+/// document or another operation.
+fn top_member(op: &json_patch::PatchOperation) -> Option<&str> {
     use json_patch::PatchOperation as Op;
-    let within =
-        |p: &str| p.is_empty() || p == "/priceSettings" || p.starts_with("/priceSettings/");
+    let path = match op {
+        Op::Add(a) => &a.path,
+        Op::Replace(r) => &r.path,
+        _ => return None,
+    };
+    path.as_str().strip_prefix('/')?.split('/').next()
+}
+
+/// Whether `op` may change the top-level member `key` (or the whole document): a `test`
+/// changes nothing. `key` is as the path spells it (escaped).
+fn touches(op: &json_patch::PatchOperation, key: &str) -> bool {
+    use json_patch::PatchOperation as Op;
+    let within = |p: &str| {
+        p.is_empty()
+            || p.strip_prefix('/')
+                .and_then(|rest| rest.strip_prefix(key))
+                .is_some_and(|tail| tail.is_empty() || tail.starts_with('/'))
+    };
     match op {
         Op::Add(a) => within(a.path.as_str()),
         Op::Remove(r) => within(r.path.as_str()),
@@ -1298,7 +1326,13 @@ fn touches_price_settings(op: &json_patch::PatchOperation) -> bool {
 
 /// Checks what is decidable from a patch operation alone: removed fields, negative prices,
 /// unknown date tags, expectedSales out of range.
-fn check_patch_op(op: &json_patch::PatchOperation, ptr: &str, kind: DocKind, errors: &mut Errors) {
+fn check_patch_op(
+    op: &json_patch::PatchOperation,
+    ptr: &str,
+    kind: DocKind,
+    plain: bool,
+    errors: &mut Errors,
+) {
     use json_patch::PatchOperation as Op;
     let (path, value) = match op {
         Op::Add(a) => (&a.path, &a.value),
@@ -1314,11 +1348,27 @@ fn check_patch_op(op: &json_patch::PatchOperation, ptr: &str, kind: DocKind, err
         );
         return;
     }
-    check_value_at(path.as_str(), value, &format!("{ptr}/value"), kind, errors);
+    check_value_at(
+        path.as_str(),
+        value,
+        &format!("{ptr}/value"),
+        kind,
+        plain,
+        errors,
+    );
 }
 
 /// Checks `value` placed at document `path` (a JSON Pointer into the target document).
-fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &mut Errors) {
+/// `plain`: the rules for new entries apply too (a model, a rounding or a recalculation is
+/// held to the registration's rules: [`ParseOptions::plain`]).
+fn check_value_at(
+    path: &str,
+    value: &Value,
+    ptr: &str,
+    kind: DocKind,
+    plain: bool,
+    errors: &mut Errors,
+) {
     let tokens: Vec<&str> = path.split('/').skip(1).collect();
     match kind {
         DocKind::InstanceMeta => check_meta_value(&tokens, value, ptr, errors),
@@ -1354,7 +1404,7 @@ fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &
                 if let Some(map) = value.as_object() {
                     for key in ["schedule", "expectedSales", "capacity", "pricingModel", "rounding", "recalculation"] {
                         if let Some(v) = map.get(key) {
-                            check_value_at(&format!("/{key}"), v, &format!("{ptr}/{key}"), kind, errors);
+                            check_value_at(&format!("/{key}"), v, &format!("{ptr}/{key}"), kind, plain, errors);
                         }
                     }
                 }
@@ -1366,10 +1416,10 @@ fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &
             ),
             // The registration's rules (found later, they were `invalidDocument`
             // rejections at processing); null unsets the model.
-            ["pricingModel"] if !value.is_null() => {
+            ["pricingModel"] if plain && !value.is_null() => {
                 pricing_model(value, ptr, errors);
             }
-            ["rounding"] => match value {
+            ["rounding"] if plain => match value {
                 Value::Object(map) => {
                     crate::validate::misspelt_members(map, &["step"], ptr, errors);
                     if let Some(step) = map.get("step") {
@@ -1379,10 +1429,10 @@ fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &
                 Value::Null => {}
                 _ => errors.push(ptr, codes::TYPE, "must be an object"),
             },
-            ["rounding", "step"] => {
+            ["rounding", "step"] if plain => {
                 rounding_step(value, ptr, errors);
             }
-            ["recalculation"] => match value {
+            ["recalculation"] if plain => match value {
                 Value::Object(map) => {
                     let obj = Obj {
                         map,
@@ -1393,7 +1443,7 @@ fn check_value_at(path: &str, value: &Value, ptr: &str, kind: DocKind, errors: &
                 Value::Null => {}
                 _ => errors.push(ptr, codes::TYPE, "must be an object"),
             },
-            ["recalculation", "soldPercentStep"] => match value.as_f64() {
+            ["recalculation", "soldPercentStep"] if plain => match value.as_f64() {
                 Some(s) if s > 0.0 && s <= 100.0 => {}
                 Some(_) => errors.push(ptr, codes::RANGE, "must be in (0, 100]"),
                 None => errors.push(ptr, codes::TYPE, "must be a number"),
@@ -1657,7 +1707,7 @@ fn parse_item_reservation(d: &Obj<'_>, errors: &mut Errors) -> Option<EntryKind>
     })
 }
 
-fn parse_schedule(d: &Obj<'_>, errors: &mut Errors) -> Option<Schedule> {
+fn parse_schedule(d: &Obj<'_>, plain: bool, errors: &mut Errors) -> Option<Schedule> {
     d.removed(
         "productId",
         "product schedules were removed in 3.0.0: the pricingSchedule applies to the instance",
@@ -1683,7 +1733,9 @@ fn parse_schedule(d: &Obj<'_>, errors: &mut Errors) -> Option<Schedule> {
         (Some(_), None) => {
             let s = d.opt_str("interval", errors)?;
             match parse_iso_duration(s) {
-                Some(secs) if (60..=MAX_SCHEDULE_INTERVAL_SECONDS).contains(&secs) => {
+                // An entry accepted before the longest interval was a rule is read as it
+                // was (the scheduler reads it as the longest).
+                Some(secs) if secs >= 60 && (secs <= MAX_SCHEDULE_INTERVAL_SECONDS || !plain) => {
                     Some(Schedule::IntervalSeconds(secs))
                 }
                 Some(_) => {

@@ -984,6 +984,15 @@ fn a_recalculation_in_a_product_patch_or_update_has_the_registration_rules() {
         patch("/recalculation", json!({"soldPercentStep": 5})),
         patch("/recalculation/soldPercentStep", json!(100)),
         patch("/recalculation", Value::Null),
+        // Built by two operations: judged whole at processing (the reviewer's case).
+        {"type": "productProperties", "data": {"productId": "P", "patch": [
+            {"op": "add", "path": "/recalculation", "value": {}},
+            {"op": "add", "path": "/recalculation/soldPercentStep", "value": 5},
+        ]}},
+        {"type": "productProperties", "data": {"productId": "P", "patch": [
+            {"op": "add", "path": "/pricingModel", "value": {"type": "tiers", "tiers": []}},
+            {"op": "add", "path": "/pricingModel/tiers/-", "value": {"multiplier": 1}},
+        ]}},
     ]}));
-    assert_eq!(ok.entries.len(), 3);
+    assert_eq!(ok.entries.len(), 5);
 }

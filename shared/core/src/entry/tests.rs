@@ -2144,3 +2144,32 @@ fn documents_too_deep_and_patches_too_long_are_refused_at_submit() {
         ("/data/patch", "tooLarge")
     );
 }
+
+/// The rules for new entries (a whole priceSettings, a model, a rounding or a
+/// recalculation held to the registration's rules; an interval of at most P366D) are
+/// submission's: the stored log, and a JWS the service signed itself, are read as they
+/// were accepted, before those rules.
+#[test]
+fn the_rules_for_new_entries_do_not_apply_to_the_log_as_it_was_accepted() {
+    let entries = [
+        entry("pricingSchedule", json!({"interval": "P400D"})),
+        entry(
+            "itemProperties",
+            json!({"itemId": "A", "update": {"priceSettings": {"min": 50, "max": 40, "default": 45}}}),
+        ),
+        entry(
+            "productProperties",
+            json!({"productId": "P", "patch": [
+                {"op": "add", "path": "/recalculation", "value": {"soldPercentStep": 0}},
+                {"op": "add", "path": "/pricingModel", "value": "bogus"},
+                {"op": "add", "path": "/rounding", "value": {"step": 0}},
+            ]}),
+        ),
+    ];
+    for e in &entries {
+        assert!(!bad(e.clone()).is_empty(), "refused at submission: {e}");
+        let mut errors = Errors::default();
+        let read = parse_entry(e, "", ParseOptions::default(), &mut errors);
+        assert!(read.is_some() && errors.is_empty(), "{e}: {errors:?}");
+    }
+}
