@@ -359,16 +359,25 @@ pub(crate) fn plan_product(
             }
             exposure.estimate = Some(estimate);
             let remaining = 1.0 - curve.cumulative(tau);
+            // An item whose base price is 0 (a free item, or a multiplier of 0) is not the
+            // model's to price: the pipeline gives it its min whatever the plan says. The
+            // solve reads it there (its buyers take it, their number the bid price cannot
+            // move); a free one at the smallest default above 0, where its response is
+            // read from (read at 0, that default's response of 1.5 / 1e-6 had its buyers
+            // take a free ticket 4.5 times as often).
+            let (min, max) = if ps.default.to_f64() * ps.multiplier > 0.0 {
+                (ps.min.to_f64(), ps.max.to_f64())
+            } else {
+                let at = ps.min.to_f64().max(default - ps.default.to_f64());
+                (at, at)
+            };
             Solving {
                 item,
                 market: Market {
                     estimate,
                     default,
-                    // A free item (default 0) is read at the smallest default above 0, and
-                    // its prices from there: read from 0, that default's price response
-                    // (1.5 / 1e-6) had its buyers take a free ticket 4.5 times as often.
-                    min: ps.min.to_f64().max(default - ps.default.to_f64()),
-                    max: ps.max.to_f64(),
+                    min,
+                    max,
                     remaining: remaining + (pace - 1.0) * curve.mass(tau, tau + lasting),
                     left: item
                         .total

@@ -1018,6 +1018,22 @@ fn a_free_item_is_expected_to_take_its_believed_demand_not_four_times_it() {
         c.get(&id("adult")).expect("adult").price <= money("45"),
         "{adult:?}"
     );
+    // A free item that may be priced up to 50 is still free (the pipeline prices a base
+    // of 0 at its min): with 4 seats left of 100 the plan reads its buyers at 0, not at a
+    // bid price it never gets (it planned the child at 33.66 and priced the adult as if
+    // the seats left were all its own).
+    let child = b.state.items.get_mut(&id("child")).expect("child");
+    child.properties.price_settings.max = money("50");
+    let adult = b.state.items.get_mut(&id("adult")).expect("adult");
+    adult.sold = 96;
+    let c = run(&b.state, at(20), &ProjectHistory::default());
+    let (adult, child) = (explanation(&c, "adult"), explanation(&c, "child"));
+    assert_eq!(c.get(&id("child")).expect("child").price, money("0"));
+    assert!(child.remaining_demand > 0.0, "{child:?}");
+    assert!(
+        (adult.expected_sales - adult.remaining_demand - child.remaining_demand).abs() < 1e-6,
+        "the product expects the free item's buyers too: {adult:?} {child:?}"
+    );
 }
 
 #[test]
