@@ -203,7 +203,7 @@ pub struct Counts {
     pub oversold: u64,
 }
 
-/// Per-product aggregates over its (not removed) items.
+/// Per-product aggregates over its items (a removed item's units sold only).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProductTotals {
     pub sold: u64,
@@ -247,12 +247,12 @@ impl InstanceState {
             | EntryKind::ItemRegistration(ItemRegistration { item_id, .. })
                 if !dirty.triggers_on.is_empty() =>
             {
-                // An item leaving a product whose trigger the batch turned on (removed, or
-                // moved to another product) takes units the count cannot tell apart: the
-                // batch does not fire that trigger.
+                // An item moved to another product whose trigger the batch turned on takes
+                // units the count cannot tell apart: the batch does not fire that trigger.
+                // (A removed item's units sold stay its product's.)
                 let from = self.items.get(item_id).map(|i| i.product_id.clone());
                 self.apply_kind(entry, seq, dirty)?;
-                let stays = |i: &ItemState| !i.removed && Some(&i.product_id) == from.as_ref();
+                let stays = |i: &ItemState| Some(&i.product_id) == from.as_ref();
                 if let Some(from) = from.as_ref()
                     && !self.items.get(item_id).is_some_and(stays)
                     && let Some(Some(_)) = dirty.triggers_on.get(from)
@@ -600,7 +600,13 @@ impl InstanceState {
                 t.sold = t.sold.saturating_add(item.sold);
                 let (reserved, quantity) = match item.removed {
                     false => (item.reserved, item.legacy_quantity),
-                    true => (0, item.legacy_quantity.map(|q| q.min(item.sold))),
+                    // One that sold nothing takes nothing (not a capacity of 0).
+                    true => (
+                        0,
+                        item.legacy_quantity
+                            .filter(|_| item.sold > 0)
+                            .map(|q| q.min(item.sold)),
+                    ),
                 };
                 t.reserved = t.reserved.saturating_add(reserved);
                 if let Some(q) = quantity {

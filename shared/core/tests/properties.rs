@@ -379,7 +379,10 @@ fn product_raw(state: &InstanceState, id: &ProductId) -> Option<i128> {
         .iter()
         .filter_map(|i| {
             let q = i.legacy_quantity?;
-            Some(if i.removed { q.min(i.sold) } else { q })
+            match i.removed {
+                false => Some(q),
+                true => (i.sold > 0).then(|| q.min(i.sold)),
+            }
         })
         .map(i128::from)
         .reduce(|a, b| a + b);
