@@ -28,8 +28,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use pricing_client::types::{
-    CalculationRequest, DeliveryStatus, ErrorReport, EventType, InstanceRequest, PageQuery,
-    ProjectRequest, SubscriptionRequest, SubscriptionStatus, WebhookSecret,
+    CalculationRequest, DeliveryStatus, ErrorReport, EventType, InstanceRequest, InstanceUpdate,
+    PageQuery, ProjectRequest, SubscriptionRequest, SubscriptionStatus, WebhookSecret,
 };
 use pricing_client::webhooks::verify_subscription_signature;
 use pricing_client::{Client, WebhookVerifier};
@@ -254,35 +254,61 @@ async fn shop(client: &Client, instance: InstanceRequest) {
         .expect("201");
 }
 
-/// The project `shop` with a subscription to `instance.deactivated` at `http://ADDR/ok`,
-/// and then its instance `gig` (`active` or not) deactivated 3 s from now. The subscription
-/// comes first: an event that finds none when it is dispatched is never sent.
-async fn deactivated_soon(client: &Client, addr: SocketAddr, active: bool) {
+/// The project `shop` and its instance `gig` (`active` or not), deactivated 3 s from now,
+/// with a subscription to `instance.deactivated` at `http://ADDR/ok`: the project's, made
+/// first, or (`instance_level`) the instance's, made before its date is set. Either way the
+/// subscription exists before the event: one that finds none when it is dispatched is
+/// never sent.
+async fn deactivated_soon(client: &Client, addr: SocketAddr, active: bool, instance_level: bool) {
     client
         .create_project(&ProjectRequest::id("shop"))
         .await
         .expect("201");
-    client
-        .create_subscription(
-            "shop",
-            &to(
-                format!("http://{addr}/ok"),
-                &[EventType::InstanceDeactivated],
-            ),
-        )
-        .await
-        .expect("201");
-    let now = pricing_core::time::Timestamp::now();
-    let soon = pricing_core::time::Timestamp::from_millis(now.millis() + 3000).unwrap();
-    let instance = InstanceRequest {
-        active: Some(active),
-        deactivation_date: Some(soon.to_rfc3339()),
-        ..InstanceRequest::id("gig")
+    let subscription = to(
+        format!("http://{addr}/ok"),
+        &[EventType::InstanceDeactivated],
+    );
+    let soon = || {
+        let now = pricing_core::time::Timestamp::now();
+        let soon = pricing_core::time::Timestamp::from_millis(now.millis() + 3000).unwrap();
+        soon.to_rfc3339()
     };
-    client
-        .create_instance("shop", &instance)
-        .await
-        .expect("201");
+    if instance_level {
+        let instance = InstanceRequest {
+            active: Some(active),
+            ..InstanceRequest::id("gig")
+        };
+        client
+            .create_instance("shop", &instance)
+            .await
+            .expect("201");
+        client
+            .create_instance_subscription("shop", "gig", &subscription)
+            .await
+            .expect("201");
+        let update = InstanceUpdate {
+            deactivation_date: Some(Some(soon())),
+            ..InstanceUpdate::default()
+        };
+        client
+            .update_instance("shop", "gig", &update)
+            .await
+            .expect("200");
+    } else {
+        client
+            .create_subscription("shop", &subscription)
+            .await
+            .expect("201");
+        let instance = InstanceRequest {
+            active: Some(active),
+            deactivation_date: Some(soon()),
+            ..InstanceRequest::id("gig")
+        };
+        client
+            .create_instance("shop", &instance)
+            .await
+            .expect("201");
+    }
 }
 
 /// A subscription request to `url` for `events` (all when empty).
@@ -779,7 +805,7 @@ async fn a_deactivation_is_announced_once() {
     let token = token(&data, "hooks");
     let client = api(&service.base, &token);
     let (receiver, addr) = start_receiver().await;
-    deactivated_soon(&client, addr, true).await;
+    deactivated_soon(&client, addr, true, false).await;
     let hit = wait_hit(&receiver, "/ok", "instance.deactivated", |h| {
         h.json()["type"] == "instance.deactivated"
     })
@@ -801,7 +827,8 @@ async fn an_inactive_instance_is_announced_too() {
     let token = token(&data, "hooks");
     let client = api(&service.base, &token);
     let (receiver, addr) = start_receiver().await;
-    deactivated_soon(&client, addr, false).await;
+    // At the instance's own subscription.
+    deactivated_soon(&client, addr, false, true).await;
     let hit = wait_hit(&receiver, "/ok", "instance.deactivated", |h| {
         h.json()["type"] == "instance.deactivated"
     })
