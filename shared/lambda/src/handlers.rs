@@ -83,6 +83,38 @@ where
     Ok(())
 }
 
+/// The whole of the entry-processor and the recalculator, after tracing is set up
+/// (`started`): the stack from the environment, then each invocation's batch
+/// ([`work_batch`]) within the time its context leaves.
+pub async fn serve_work(
+    function: &str,
+    started: std::time::Instant,
+) -> Result<(), lambda_runtime::Error> {
+    use aws_lambda_events::event::sqs::SqsEvent;
+    use lambda_runtime::{LambdaEvent, service_fn};
+    let aws = crate::wiring::Aws::from_env().await?;
+    let processor = Processor::new();
+    crate::initialized(function, started);
+    let (processor, aws) = (&processor, &aws);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
+        // Read before the batch starts: the records are handled within it.
+        let time = time_left(event.context.deadline);
+        async move {
+            Ok::<SqsBatchResponse, lambda_runtime::Error>(
+                work_batch(
+                    processor,
+                    &aws.store,
+                    &aws.queues,
+                    event.payload,
+                    Some(time),
+                )
+                .await,
+            )
+        }
+    }))
+    .await
+}
+
 /// The time an invocation has left by its context's deadline (ms since the epoch).
 pub fn time_left(deadline_ms: u64) -> std::time::Duration {
     let now = std::time::SystemTime::now()
