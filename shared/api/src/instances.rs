@@ -407,19 +407,27 @@ pub async fn item<P: Ports>(
     let not_found = || ApiError::not_found(format!("item {item_id} does not exist"));
     let id = ItemId::parse(item_id.as_str()).map_err(|_| not_found())?;
     let state = load_state(&app, &instance.key()).await?;
-    let item = state
-        .items
-        .get(&id)
-        .filter(|i| !i.removed)
-        .ok_or_else(not_found)?;
+    // A removed item stays readable (its sales, properties and price history are the
+    // record of what it sold), marked `removed`: it has nothing left to sell, and its
+    // reservations were freed.
+    let item = state.items.get(&id).ok_or_else(not_found)?;
     let totals = state.product_totals();
-    let c = state.item_counts(item, &totals);
+    let c = if item.removed {
+        pricing_core::state::Counts {
+            sold: item.sold,
+            reserved: 0,
+            available: 0,
+            oversold: 0,
+        }
+    } else {
+        state.item_counts(item, &totals)
+    };
     let price_matches = crate::matches::rules_of_item(&app, &instance.key(), &id).await?;
     // Where scheduled pricing applies: its own dynamicPricingPeriod, else its sales period
     // within each window of the deprecated instanceActions.
     let periods: Vec<Period> =
         dynamic_pricing_periods(&item.properties, state.header.action_windows()).collect();
-    Ok(Json(json!({
+    let mut details = json!({
         "itemId": item.item_id,
         "productId": item.product_id,
         "properties": shown_properties(&item.properties, ITEM_PROPERTIES_SHOWN_UNSET),
@@ -431,7 +439,11 @@ pub async fn item<P: Ports>(
         "oversold": c.oversold,
         "total": item.total,
         "priceMatches": price_matches,
-    })))
+    });
+    if item.removed {
+        details["removed"] = json!(true);
+    }
+    Ok(Json(details))
 }
 
 pub async fn product<P: Ports>(

@@ -603,11 +603,11 @@ pub async fn price_history<P: Ports>(
         }
     }
     if first_page {
-        // An item that never existed, or was removed, is a 404 (as its details are); an
-        // item without prices yet is an empty list. Later pages follow a cursor of a
-        // listing that was allowed.
+        // An item that never existed is a 404 (as its details are; a removed one's
+        // history stays readable); an item without prices yet is an empty list. Later
+        // pages follow a cursor of a listing that was allowed.
         let state = crate::instances::load_state(&app, &instance.key()).await?;
-        if state.items.get(&item).is_none_or(|i| i.removed) {
+        if !state.items.contains_key(&item) {
             return Err(ApiError::not_found(format!(
                 "item {item_id} does not exist"
             )));

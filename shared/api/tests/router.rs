@@ -1746,7 +1746,9 @@ async fn price_matches_calculations_instance_prices_and_history() {
         )
         .await;
     assert_problem(&r, StatusCode::NOT_FOUND);
-    // A removed item is a 404, as its details are.
+    // A removed item's history stays readable (the record of what it sold), and so do its
+    // details, marked removed, with nothing left to sell (they were a 404: an early-bird
+    // item removed when its phase ended lost its history).
     let r = h
         .call(
             "GET",
@@ -1755,7 +1757,25 @@ async fn price_matches_calculations_instance_prices_and_history() {
             None,
         )
         .await;
-    assert_problem(&r, StatusCode::NOT_FOUND);
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/i/items/gone",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["removed"], true, "{:?}", r.body);
+    assert_eq!(
+        (r.body["available"].as_u64(), r.body["reserved"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let r = h
+        .call("GET", "/projects/p/instances/i/items/b", Some("acme"), None)
+        .await;
+    assert!(r.body.get("removed").is_none(), "{:?}", r.body);
     // A cursor the listing did not make, of an item that exists: the request is wrong.
     for cursor in ["abc", "9223372036854775808", "999"] {
         let r = h
