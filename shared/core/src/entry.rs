@@ -1259,7 +1259,6 @@ fn rename_dates(op: &mut json_patch::PatchOperation) {
 /// A product's `recalculation` (`{soldPercentStep}`, in (0, 100]), by the registration's
 /// rules: a patch or an update that sets it is held to them at submission too.
 fn recalculation(r: &Obj<'_>, errors: &mut Errors) -> Option<Recalculation> {
-    crate::validate::misspelt_members(r.map, &["soldPercentStep"], &r.ptr, errors);
     match r.opt_f64("soldPercentStep", errors) {
         Some(s) if s > 0.0 && s <= 100.0 => Some(Recalculation {
             sold_percent_step: s,
@@ -1434,6 +1433,7 @@ fn check_value_at(
             }
             ["recalculation"] if plain => match value {
                 Value::Object(map) => {
+                    crate::validate::misspelt_members(map, &["soldPercentStep"], ptr, errors);
                     let obj = Obj {
                         map,
                         ptr: ptr.to_owned(),
