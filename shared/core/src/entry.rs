@@ -1280,27 +1280,27 @@ fn recalculation(r: &Obj<'_>, errors: &mut Errors) -> Option<Recalculation> {
     }
 }
 
+/// The path an `add` or `replace` sets and the value it sets there; `None` for the other
+/// operations.
+fn set_by(op: &json_patch::PatchOperation) -> Option<(&json_patch::jsonptr::PointerBuf, &Value)> {
+    use json_patch::PatchOperation as Op;
+    match op {
+        Op::Add(a) => Some((&a.path, &a.value)),
+        Op::Replace(r) => Some((&r.path, &r.value)),
+        _ => None,
+    }
+}
+
 /// The object an `add` or `replace` of the whole `/priceSettings` sets.
 fn whole_price_settings(op: &json_patch::PatchOperation) -> Option<&Map<String, Value>> {
-    use json_patch::PatchOperation as Op;
-    let (path, value) = match op {
-        Op::Add(a) => (&a.path, &a.value),
-        Op::Replace(r) => (&r.path, &r.value),
-        _ => return None,
-    };
+    let (path, value) = set_by(op)?;
     (path.as_str() == "/priceSettings").then(|| value.as_object())?
 }
 
 /// The top-level member an `add` or `replace` sets (or sets within); `None` for the whole
 /// document or another operation.
 fn top_member(op: &json_patch::PatchOperation) -> Option<&str> {
-    use json_patch::PatchOperation as Op;
-    let path = match op {
-        Op::Add(a) => &a.path,
-        Op::Replace(r) => &r.path,
-        _ => return None,
-    };
-    path.as_str().strip_prefix('/')?.split('/').next()
+    set_by(op)?.0.as_str().strip_prefix('/')?.split('/').next()
 }
 
 /// Whether `op` may change the top-level member `key` (or the whole document): a `test`
@@ -1332,11 +1332,8 @@ fn check_patch_op(
     plain: bool,
     errors: &mut Errors,
 ) {
-    use json_patch::PatchOperation as Op;
-    let (path, value) = match op {
-        Op::Add(a) => (&a.path, &a.value),
-        Op::Replace(r) => (&r.path, &r.value),
-        _ => return,
+    let Some((path, value)) = set_by(op) else {
+        return;
     };
     let depth = crate::document::depth_at(path, value);
     if depth > MAX_DOCUMENT_DEPTH {
