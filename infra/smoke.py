@@ -267,8 +267,11 @@ def run(api, public_url, webhook, receiver_port, wait_seconds):
             # come right after the requested one and be the latest by the next look; the
             # requested one then shows in the item's price history (it set the first
             # price, or changed it).
+            # Entries are applied to the instance's state after they are acknowledged, so
+            # until the processor has run, the item is not known yet (404).
             history = api.call(
-                "GET", f"/projects/{project}/instances/{instance}/items/ga-1/priceHistory")
+                "GET", f"/projects/{project}/instances/{instance}/items/ga-1/priceHistory",
+                expect=(200, 404)) or {}
             if any(h.get("calculationId") == calculation for h in history.get("items", [])):
                 break
             if time.monotonic() > deadline:
