@@ -695,9 +695,7 @@ fn apply_matches<'a>(
         let source_price = calculation.prices[s].price;
         let ps = &target.properties.price_settings;
         let step = ctx_of(&target.product_id).step;
-        let scaled = rounding::scale(source_price, rule.ratio);
-        let raw =
-            Money::from_micros(scaled.micros().saturating_add(rule.offset.micros())).saturate();
+        let raw = rounding::scale_offset(source_price, rule.ratio, rule.offset);
         let (price, bound, rounding) = bounded(raw, ps, step, None);
         let p = &mut calculation.prices[t];
         p.explanation.price_match = Some(Box::new(MatchApplied {

@@ -31,6 +31,14 @@ pub fn scale(value: Money, factor: f64) -> Money {
     Money::from_micros(x.round() as i64).saturate()
 }
 
+/// `value * factor + offset`, rounded to the nearest millionth, saturating only once the
+/// whole is computed ([`scale`] then an addition would saturate the product first: a
+/// product past `Money::MAX` with a large negative offset came out far below the sum).
+pub fn scale_offset(value: Money, factor: f64, offset: Money) -> Money {
+    let x = value.micros() as f64 * factor + offset.micros() as f64;
+    Money::from_micros(x.round() as i64).saturate()
+}
+
 /// Clamps `value` to `[min, max]` and says which bound applied. Expects `min <= max`.
 pub fn clamp(value: Money, min: Money, max: Money) -> (Money, Option<Bound>) {
     if value < min {
@@ -205,6 +213,22 @@ mod tests {
         assert_eq!(round_to_step(m("-1.025"), m("0.05")), m("-1.05"));
         // A zero step keeps the value.
         assert_eq!(round_to_step(m("1.234567"), Money::ZERO), m("1.234567"));
+    }
+
+    #[test]
+    fn a_scaled_amount_with_an_offset_saturates_only_as_a_whole() {
+        // As before for amounts in range: the product rounded to the micro, the offset added.
+        assert_eq!(scale_offset(m("12.5"), 1.1, m("-2.5")), m("11.25"));
+        assert_eq!(scale_offset(m("0.000001"), 0.5, Money::ZERO), m("0.000001"));
+        // 50 * 2e8 = 1e10 is past Money::MAX, but minus 5e9 the sum is in range.
+        assert_eq!(
+            scale_offset(m("50"), 2e8, m("-5000000000")),
+            m("5000000000")
+        );
+        // A product far past the range with the largest negative offset is still far past
+        // it: the max, not the min.
+        assert_eq!(scale_offset(Money::MAX, 1.7e308, Money::MIN), Money::MAX);
+        assert_eq!(scale_offset(m("10"), f64::NAN, m("3")), Money::ZERO);
     }
 
     #[test]

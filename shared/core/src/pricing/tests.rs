@@ -903,6 +903,31 @@ fn matches_clamp_to_the_target_and_round_to_its_step() {
 }
 
 #[test]
+fn a_match_past_the_money_range_with_a_large_negative_offset_is_clamped_as_a_whole() {
+    let b = match_state();
+    // 50 * 2e8 = 1e10, past the largest amount; less 8,999,999,999 it is 1,000,000,001,
+    // above c's max. Saturated before the offset was added, it came out at 0 (c's min).
+    let rules = [rule("huge", "c", "a", 2e8, "-8999999999")];
+    let c = calculate(
+        &b.state,
+        true,
+        Trigger::Schedule,
+        ts(NOW),
+        &BTreeMap::new(),
+        &rules,
+    );
+    let m = c
+        .get(&id("c"))
+        .unwrap()
+        .explanation
+        .price_match
+        .clone()
+        .unwrap();
+    assert_eq!(m.raw, money("1000000001"));
+    assert_eq!(m.bound.map(|b| b.bound), Some(Bound::Max));
+}
+
+#[test]
 fn a_kept_target_is_not_matched_but_a_kept_source_is_read() {
     let b = match_state();
     let previous: BTreeMap<ItemId, Money> = [(id("off"), money("30"))].into_iter().collect();
