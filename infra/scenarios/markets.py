@@ -13,7 +13,7 @@ BIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'targ
 def command_line(doc, seed, count):
     """OUT_DIR [SEED [COUNT]] from sys.argv (the usage `doc` without OUT_DIR); seeds
     `random` and creates OUT_DIR. Returns (OUT_DIR, COUNT)."""
-    if len(sys.argv) < 2:
+    if len(sys.argv) < 2 or sys.argv[1].startswith('-'):
         sys.exit(doc)
     out = sys.argv[1]
     random.seed(int(sys.argv[2]) if len(sys.argv) > 2 else seed)
