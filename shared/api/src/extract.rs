@@ -179,6 +179,22 @@ pub fn single_valued(query: &[(String, String)], groups: &[&[&str]]) -> Result<(
     Ok(())
 }
 
+/// A 400 for a cursor the listing could not have handed out.
+pub fn bad_cursor(cursor: &str) -> ApiError {
+    ApiError::bad_request(format!("cursor {cursor} is not a cursor of this listing"))
+}
+
+/// The page's cursor read as the id a keyset listing pages by (its `next` is the last id
+/// it listed): text that is not such an id is a 400, as every listing's cursor is (since
+/// 2026-11-30; before, projects, instances and subscriptions took any text as a position,
+/// and a mistyped cursor ended the listing with an empty page).
+pub fn cursor_id<T: pricing_core::ids::ParseId>(page: &PageRequest) -> Result<Option<T>, ApiError> {
+    page.cursor
+        .as_deref()
+        .map(|c| T::parse_id(c).map_err(|_| bad_cursor(c)))
+        .transpose()
+}
+
 /// `?cursor=&limit=` with limit 1..=1000 (default 100), each at most once.
 pub fn page_request(query: &[(String, String)]) -> Result<PageRequest, ApiError> {
     single_valued(query, &[&["cursor"], &["limit"]])?;

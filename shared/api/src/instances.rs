@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonBody, MAX_PAGE, Path, page_request};
+use crate::extract::{Caller, JsonBody, MAX_PAGE, Path, cursor_id, page_request};
 use crate::paging::{MAX_INLINE_BYTES, store_page};
 use crate::projects::owned_project;
 use crate::summaries::{item_page, product_item_ids, product_page};
@@ -181,6 +181,7 @@ pub async fn list<P: Ports>(
 ) -> ApiResult<Json<Value>> {
     let project = owned_project(&app, &caller, &project_id).await?;
     let page = page_request(&query)?;
+    cursor_id::<InstanceId>(&page)?;
     let project = project.key();
     let (items, next) = store_page(
         page,

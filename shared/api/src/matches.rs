@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use pricing_core::ids::{ItemId, MatchId};
 use pricing_core::money::Money;
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonBody, Path};
+use crate::extract::{Caller, JsonBody, Path, cursor_id, page_request};
 use crate::instances::owned_instance;
 use crate::util::{reject_nulls, reject_unknown_fields};
 
@@ -24,19 +24,35 @@ pub const MAX_RULES: usize = 1_000;
 /// Retries of a rule change that lost a race with another change.
 const MAX_CONFLICTS: usize = 5;
 
+/// GET .../priceMatches?cursor=&limit=: the rules in match id order (the order they apply
+/// in is their dependencies'), paged as every listing is (before 2026-11-30 one page
+/// of every rule, whatever `limit` said).
 pub async fn list<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
     Path((project_id, instance_id)): Path<(String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
-    let set = app
+    let page = page_request(&query)?;
+    let after = cursor_id::<MatchId>(&page)?;
+    let mut set = app
         .ports
         .matches()
         .get_matches(&instance.key())
         .await
         .map_err(ApiError::store("reading price matches"))?;
-    Ok(Json(json!({ "items": set.rules, "next": null })))
+    set.rules.sort_by(|a, b| a.match_id.cmp(&b.match_id));
+    let rest: Vec<&PriceMatch> = set
+        .rules
+        .iter()
+        .filter(|r| after.as_ref().is_none_or(|a| &r.match_id > a))
+        .collect();
+    let shown = &rest[..rest.len().min(page.limit)];
+    let next = (shown.len() < rest.len())
+        .then(|| shown.last().map(|r| r.match_id.to_string()))
+        .flatten();
+    Ok(Json(json!({ "items": shown, "next": next })))
 }
 
 fn parse_rule(body: &Value) -> Result<PriceMatch, ApiError> {

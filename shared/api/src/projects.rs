@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonBody, Path, page_request};
+use crate::extract::{Caller, JsonBody, Path, cursor_id, page_request};
 use crate::paging::store_page;
 use crate::util::{now, reject_nulls, reject_unknown_fields};
 
@@ -105,6 +105,7 @@ pub async fn list<P: Ports>(
     Query(query): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
     let page = page_request(&query)?;
+    cursor_id::<ProjectId>(&page)?;
     let (items, next) = store_page(
         page,
         |page| {

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonBody, Path, page_request};
+use crate::extract::{Caller, JsonBody, Path, cursor_id, page_request};
 use crate::instances::owned_instance;
 use crate::paging::store_page;
 use crate::projects::owned_project;
@@ -114,6 +114,7 @@ async fn list_scope<P: Ports>(
     query: &[(String, String)],
 ) -> ApiResult<Json<Value>> {
     let page = page_request(query)?;
+    cursor_id::<SubscriptionId>(&page)?;
     let mut items = app
         .ports
         .subscriptions()

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, Path, page_request, single_valued};
+use crate::extract::{Caller, Path, bad_cursor, page_request, single_valued};
 use crate::instances::{load_state, owned_instance};
 use crate::paging::{Budget, MAX_PAGE_BYTES, json_len};
 
@@ -126,10 +126,6 @@ pub fn product_page(
     let views = after(&state.products, cursor)
         .map(|p| (p.product_id.to_string(), product_summary(p, &totals)));
     take_page(views, limit, max_bytes)
-}
-
-fn bad_cursor(cursor: &str) -> ApiError {
-    ApiError::bad_request(format!("cursor {cursor} is not a cursor of this listing"))
 }
 
 /// GET .../instances/{instanceId}/items?cursor=&limit=&productId=: item summaries in id

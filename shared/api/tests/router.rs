@@ -395,6 +395,85 @@ async fn projects_create_list_get_and_conflict() {
 }
 
 #[tokio::test]
+async fn price_matches_page_and_every_listing_refuses_a_cursor_it_could_not_have_made() {
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    let path = "/projects/p/instances/i/priceMatches";
+    // Created out of id order: the listing is in match id order.
+    for n in [3, 1, 4, 0, 2] {
+        let r = h
+            .call(
+                "POST",
+                path,
+                Some("acme"),
+                Some(json!({"matchId": format!("m{n}"), "itemId": format!("t{n}"), "sourceItemId": "src"})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    }
+    let (rules, pages) = every_page(&h, &format!("{path}?limit=2"), "cursor").await;
+    let ids: Vec<&str> = rules
+        .iter()
+        .map(|r| r["matchId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["m0", "m1", "m2", "m3", "m4"]);
+    assert_eq!(pages, 3);
+    let r = h.call("GET", path, Some("acme"), None).await;
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 5);
+    assert_eq!(r.body["next"], Value::Null);
+    // Paging parameters are checked as on every listing (they were ignored here).
+    for query in [
+        "limit=0",
+        "limit=-5",
+        "limit=abc",
+        "limit=1&limit=2",
+        "cursor=a%20b",
+    ] {
+        let r = h
+            .call("GET", &format!("{path}?{query}"), Some("acme"), None)
+            .await;
+        assert_problem(&r, StatusCode::BAD_REQUEST);
+    }
+    // A cursor that is not an id of what a listing lists is a 400 (these took any text
+    // as a position, and answered an empty page).
+    h.subscription("acme", "/projects/p/subscriptions").await;
+    for listing in [
+        "/projects",
+        "/projects/p/instances",
+        "/projects/p/subscriptions",
+        "/projects/p/instances/i/subscriptions",
+        path,
+    ] {
+        for cursor in ["a%20b", "%FF", "x%2Fy"] {
+            let r = h
+                .call(
+                    "GET",
+                    &format!("{listing}?cursor={cursor}"),
+                    Some("acme"),
+                    None,
+                )
+                .await;
+            assert_problem(&r, StatusCode::BAD_REQUEST);
+            assert!(
+                r.body["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("is not a cursor of this listing"),
+                "{listing}?cursor={cursor}: {:?}",
+                r.body
+            );
+        }
+        // A well-formed id past the last is an empty last page.
+        let r = h
+            .call("GET", &format!("{listing}?cursor=zzz"), Some("acme"), None)
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{listing}: {:?}", r.body);
+        assert_eq!(r.body["next"], Value::Null);
+    }
+}
+
+#[tokio::test]
 async fn instances_need_a_json_object_and_validate_meta() {
     let h = harness();
     h.project("acme", "p").await;
