@@ -124,6 +124,15 @@ pub async fn calculate<P: Ports>(
                 codes::RANGE,
                 format!("at most {MAX_INSTANCES_PER_CALL} instances per call"),
             );
+        } else if list.is_empty() {
+            // A selection that selects nothing is most likely a client's empty filter: a
+            // 202 with no calculation would read as done (before 2026-11-30 it was).
+            errors.push(
+                "/instanceIds",
+                codes::RANGE,
+                "names no instance: name at least one, or leave instanceIds out to \
+                 calculate every instance",
+            );
         }
         let mut ids = Vec::new();
         for (i, v) in list.iter().enumerate() {

@@ -272,4 +272,17 @@ async fn calculate_prices_over_a_whole_project_is_capped() {
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     assert_eq!(h.recalculations().await, 2);
+
+    // An empty selection names no instance: a 400, not a 202 that calculates nothing.
+    let (status, _, body) = h
+        .call(
+            "POST",
+            "/projects/p/calculatePrices",
+            "acme",
+            Some(json!({"instanceIds": []})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["errors"][0]["pointer"], "/instanceIds", "{body}");
+    assert_eq!(h.recalculations().await, 0);
 }
