@@ -923,3 +923,102 @@ fn each_function_may_call_what_its_code_calls() {
         }
     }
 }
+
+// ------------------------------------------------------------------ queue consumers
+// The three SQS consumers: (function, SAM event name, queue). The event source mappings
+// keep the logical ids SAM gave them (`{function}{event}`) when they were `Events` of the
+// functions.
+const CONSUMERS: [(&str, &str, &str); 3] = [
+    ("EntryProcessorFunction", "Process", "ProcessQueue"),
+    ("RecalculatorFunction", "Recalculate", "RecalcQueue"),
+    ("WebhookDeliveryFunction", "Deliver", "WebhookQueue"),
+];
+
+fn resource<'a>(resources: &'a [(String, Vec<String>)], id: &str) -> &'a [String] {
+    &resources
+        .iter()
+        .find(|(r, _)| r == id)
+        .unwrap_or_else(|| panic!("{id} is not in the template"))
+        .1
+}
+
+/// A consumer may poll and delete on its own queue only. An SQS `Events` entry of a SAM
+/// function makes SAM attach the managed policy AWSLambdaSQSQueueExecutionRole, which
+/// allows sqs:ReceiveMessage, sqs:DeleteMessage and sqs:GetQueueAttributes on `*` (every
+/// queue of the account), so the mappings are written out as resources and the poller's
+/// actions are statements on the function's queue. No statement of the template grants
+/// an SQS, DynamoDB, EventBridge or Scheduler action on `*`, and no managed policy of
+/// those services is attached.
+#[test]
+fn queue_consumers_may_poll_only_their_own_queue() {
+    let template = template();
+    let resources = resources(&template);
+    for (id, lines) in of_type(&resources, "AWS::Serverless::Function") {
+        assert!(
+            !lines.iter().any(|l| l.trim() == "Type: SQS"),
+            "{id}: an SQS event (SAM attaches AWSLambdaSQSQueueExecutionRole, on every queue)"
+        );
+    }
+    for (id, lines) in &resources {
+        for l in lines {
+            for managed in [
+                "SQSQueueExecution",
+                "AmazonSQS",
+                "AmazonDynamoDB",
+                "EventBridge",
+                "AmazonEventBridgeScheduler",
+                "SQSPollerPolicy",
+                "DynamoDBCrudPolicy",
+            ] {
+                assert!(
+                    !l.contains(managed),
+                    "{id}: a broad managed or template policy: {l}"
+                );
+            }
+        }
+        for s in statements(lines) {
+            let broad = s.resources.iter().any(|r| {
+                let r = r.trim_matches(|c| c == '"' || c == '\'');
+                r == "*" || r.ends_with(":*") || r.contains("${AWS::AccountId}:*")
+            });
+            for action in &s.actions {
+                let scoped = ["sqs:", "dynamodb:", "events:", "scheduler:"]
+                    .iter()
+                    .any(|p| action.starts_with(p))
+                    || action.contains('*');
+                assert!(!(scoped && broad), "{id}: {action} on {:?}", s.resources);
+            }
+        }
+    }
+    let mappings = of_type(&resources, "AWS::Lambda::EventSourceMapping");
+    assert_eq!(mappings.len(), CONSUMERS.len(), "one mapping per consumer");
+    for (function, event, queue) in CONSUMERS {
+        let mapping = resource(&resources, &format!("{function}{event}"));
+        let one = |key: &str| {
+            let v = property(mapping, key);
+            assert_eq!(v.len(), 1, "{function}{event}: one {key}");
+            v[0].clone()
+        };
+        assert_eq!(one("EventSourceArn"), format!("!GetAtt {queue}.Arn"));
+        assert_eq!(one("FunctionName"), format!("!Ref {function}"));
+        assert_eq!(one("BatchSize"), "10");
+        assert_eq!(one("FunctionResponseTypes"), "[ReportBatchItemFailures]");
+        let statements = statements(resource(&resources, function));
+        for action in [
+            "sqs:ReceiveMessage",
+            "sqs:DeleteMessage",
+            "sqs:GetQueueAttributes",
+        ] {
+            let grants: Vec<&Statement> = statements
+                .iter()
+                .filter(|s| s.actions.iter().any(|a| a == action))
+                .collect();
+            assert_eq!(grants.len(), 1, "{function}: {action} once");
+            assert_eq!(
+                grants[0].resources,
+                [format!("!GetAtt {queue}.Arn")],
+                "{function}: {action} on its own queue only"
+            );
+        }
+    }
+}
