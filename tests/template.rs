@@ -86,11 +86,18 @@ fn every_function_crate_has_its_resource_and_back() {
 
 /// The lines of each top-level resource of template.yaml, by logical id.
 fn resources(template: &str) -> Vec<(String, Vec<String>)> {
+    section(template, "Resources")
+}
+
+/// The lines of each entry of a top-level section of template.yaml (`Resources`,
+/// `Parameters`), by name.
+fn section(template: &str, name: &str) -> Vec<(String, Vec<String>)> {
+    let header = format!("{name}:");
     let mut out: Vec<(String, Vec<String>)> = Vec::new();
     let mut inside = false;
     for line in template.lines() {
         if !line.starts_with(' ') && !line.trim().is_empty() {
-            inside = line.trim_end() == "Resources:";
+            inside = line.trim_end() == header;
             continue;
         }
         if !inside || line.trim_start().starts_with('#') {
@@ -1021,4 +1028,50 @@ fn queue_consumers_may_poll_only_their_own_queue() {
             );
         }
     }
+}
+
+/// Each consumer's event source mapping caps its concurrency (`ScalingConfig.
+/// MaximumConcurrency`, a parameter of at least 2, the least SQS allows, and at most
+/// 1,000) so that a burst of queued work cannot take the account's Lambda concurrency
+/// from the API functions or throttle the table; none has reserved concurrency, which
+/// would throttle invocations and so count receives toward the dead-letter queue
+/// (docs/aws.md, "Consumer concurrency").
+#[test]
+fn queue_consumers_cap_their_concurrency() {
+    let template = template();
+    let resources = resources(&template);
+    let parameters = section(&template, "Parameters");
+    assert!(
+        !template.contains("ReservedConcurrentExecutions"),
+        "reserved concurrency throttles a consumer instead of slowing its polling"
+    );
+    let mut caps = BTreeSet::new();
+    for (function, event, _) in CONSUMERS {
+        let mapping = resource(&resources, &format!("{function}{event}"));
+        let i = mapping
+            .iter()
+            .position(|l| l.trim() == "ScalingConfig:")
+            .unwrap_or_else(|| panic!("{function}{event}: no ScalingConfig"));
+        let cap = mapping[i + 1]
+            .trim()
+            .strip_prefix("MaximumConcurrency: !Ref ")
+            .unwrap_or_else(|| panic!("{function}{event}: MaximumConcurrency from a parameter"))
+            .to_owned();
+        let (_, lines) = parameters
+            .iter()
+            .find(|(p, _)| *p == cap)
+            .unwrap_or_else(|| panic!("no parameter {cap}"));
+        let number = |key: &str| -> u32 {
+            let v = property(lines, key);
+            assert_eq!(v.len(), 1, "{cap}: one {key}");
+            v[0].parse().unwrap()
+        };
+        assert_eq!(property(lines, "Type"), ["Number"], "{cap}");
+        let (min, max, default) = (number("MinValue"), number("MaxValue"), number("Default"));
+        assert!(min >= 2 && max <= 1000, "{cap}: SQS allows 2 ..= 1000");
+        assert!((min..=max).contains(&default), "{cap}: default {default}");
+        assert!(default <= 100, "{cap}: a cap, not the account's limit");
+        caps.insert(cap);
+    }
+    assert_eq!(caps.len(), CONSUMERS.len(), "a parameter per consumer");
 }
