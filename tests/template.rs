@@ -76,11 +76,15 @@ fn every_function_crate_has_its_resource_and_back() {
             "{logical_id} has no log group with a retention"
         );
     }
+    // Every log group (the functions', the API's access log) keeps LogRetentionDays.
+    let log_groups = of_type(&resources(&template), "AWS::Logs::LogGroup").len();
+    assert!(log_groups >= functions.len());
     assert_eq!(
         template
             .matches("RetentionInDays: !Ref LogRetentionDays")
             .count(),
-        functions.len()
+        log_groups,
+        "a log group without the retention"
     );
 }
 
@@ -1074,4 +1078,53 @@ fn queue_consumers_cap_their_concurrency() {
         caps.insert(cap);
     }
     assert_eq!(caps.len(), CONSUMERS.len(), "a parameter per consumer");
+}
+
+/// The HTTP API writes an access log (one JSON line per request) to a log group of the
+/// stack with the retention; the line names the request, route, status, latencies and
+/// the caller's subject, and never a header (the Authorization token), the body or the
+/// query string (docs/aws.md, "API access log").
+#[test]
+fn the_api_writes_an_access_log_without_credentials_or_bodies() {
+    let template = template();
+    let resources = resources(&template);
+    let api = resource(&resources, "HttpApi");
+    let destination = property(api, "DestinationArn");
+    assert_eq!(
+        destination.len(),
+        1,
+        "HttpApi: AccessLogSettings.DestinationArn"
+    );
+    let group = destination[0]
+        .strip_prefix("!GetAtt ")
+        .and_then(|d| d.strip_suffix(".Arn"))
+        .expect("a log group of the stack");
+    let lines = resource(&resources, group);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.trim() == "Type: AWS::Logs::LogGroup")
+    );
+    assert_eq!(
+        property(lines, "RetentionInDays"),
+        ["!Ref LogRetentionDays"]
+    );
+    let format = property(api, "Format");
+    assert_eq!(format.len(), 1, "HttpApi: AccessLogSettings.Format");
+    let format = format[0].trim_matches('\'');
+    let line: serde_json::Value = serde_json::from_str(format).expect("the format is JSON");
+    for key in ["requestId", "routeKey", "status", "responseLatency"] {
+        assert!(line.get(key).is_some(), "the access log has no {key}");
+    }
+    let lower = format.to_lowercase();
+    for secret in [
+        "authorization",
+        "header",
+        "body",
+        "$input",
+        "querystring",
+        "$request.",
+    ] {
+        assert!(!lower.contains(secret), "the access log may write {secret}");
+    }
 }
