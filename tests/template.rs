@@ -1128,3 +1128,52 @@ fn the_api_writes_an_access_log_without_credentials_or_bodies() {
         assert!(!lower.contains(secret), "the access log may write {secret}");
     }
 }
+
+/// The stateful resources outlive their stack and a replacement: the table (the entry log
+/// and everything folded from it), the Cognito user pool (the clients' and console users'
+/// identities) and the two key secrets (the keys that signed the stored entries and the
+/// webhooks). A deleted stack or a replaced resource leaves them to be removed by hand
+/// (docs/aws.md, "What a deleted stack keeps").
+#[test]
+fn stateful_resources_are_retained() {
+    let template = template();
+    let resources = resources(&template);
+    let mut stateful = BTreeSet::new();
+    for kind in [
+        "AWS::DynamoDB::Table",
+        "AWS::Cognito::UserPool",
+        "AWS::SecretsManager::Secret",
+        "AWS::KMS::Key",
+    ] {
+        for (id, lines) in of_type(&resources, kind) {
+            for policy in ["DeletionPolicy", "UpdateReplacePolicy"] {
+                assert_eq!(property(lines, policy), ["Retain"], "{id}: {policy}");
+            }
+            stateful.insert(id.as_str());
+        }
+    }
+    for id in [
+        "Table",
+        "UserPool",
+        "SigningKeysSecret",
+        "SigningPublicKeysSecret",
+    ] {
+        assert!(stateful.contains(id), "{id} is not checked");
+    }
+    // Point-in-time recovery and TTL on the attribute the adapters write.
+    let table = resource(&resources, "Table");
+    assert_eq!(
+        property(table, "PointInTimeRecoveryEnabled"),
+        ["true"],
+        "Table: point-in-time recovery"
+    );
+    assert_eq!(
+        property(table, "AttributeName")
+            .into_iter()
+            .filter(|a| a == pricing_aws::TTL_ATTRIBUTE)
+            .count(),
+        1,
+        "Table: TTL on {}",
+        pricing_aws::TTL_ATTRIBUTE
+    );
+}
