@@ -1177,3 +1177,31 @@ fn stateful_resources_are_retained() {
         pricing_aws::TTL_ATTRIBUTE
     );
 }
+
+/// A plain Lambda function (the console client's custom resource) logs into a log group
+/// of the stack, which has the retention; without one Lambda creates
+/// `/aws/lambda/{name}` at the first invocation, kept for ever.
+#[test]
+fn every_plain_function_logs_into_a_log_group_with_a_retention() {
+    let template = template();
+    let resources = resources(&template);
+    let plain = of_type(&resources, "AWS::Lambda::Function");
+    assert!(!plain.is_empty());
+    for (id, lines) in plain {
+        let group = property(lines, "LogGroup");
+        assert_eq!(group.len(), 1, "{id}: LoggingConfig.LogGroup");
+        let group = group[0]
+            .strip_prefix("!Ref ")
+            .expect("a log group of the stack");
+        let group = resource(&resources, group);
+        assert!(
+            group
+                .iter()
+                .any(|l| l.trim() == "Type: AWS::Logs::LogGroup")
+        );
+        assert_eq!(
+            property(group, "RetentionInDays"),
+            ["!Ref LogRetentionDays"]
+        );
+    }
+}
