@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, Path, bad_cursor, page_request, single_valued};
+use crate::extract::{Caller, Path, cursor_id, page_request, single_valued};
 use crate::instances::{load_state, owned_instance};
 use crate::paging::{Budget, MAX_PAGE_BYTES, json_len};
 
@@ -139,14 +139,12 @@ pub async fn list_items<P: Ports>(
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
     single_valued(&query, &[&["productId"]])?;
     let page = page_request(&query)?;
-    let cursor = page
-        .cursor
-        .as_deref()
-        .map(|c| ItemId::parse(c).map_err(|_| bad_cursor(c)))
-        .transpose()?;
+    let cursor = cursor_id::<ItemId>(&page)?;
+    // An empty `productId=` filters nothing, as an empty `cursor=` names no position (it
+    // was a 404 for a product named "").
     let product = query
         .iter()
-        .find(|(k, _)| k == "productId")
+        .find(|(k, v)| k == "productId" && !v.is_empty())
         .map(|(_, v)| {
             ProductId::parse(v.as_str())
                 .map_err(|_| ApiError::not_found(format!("product {v} does not exist")))
@@ -178,11 +176,7 @@ pub async fn list_products<P: Ports>(
 ) -> ApiResult<Json<Value>> {
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
     let page = page_request(&query)?;
-    let cursor = page
-        .cursor
-        .as_deref()
-        .map(|c| ProductId::parse(c).map_err(|_| bad_cursor(c)))
-        .transpose()?;
+    let cursor = cursor_id::<ProductId>(&page)?;
     let state = load_state(&app, &instance.key()).await?;
     let (items, next) = product_page(&state, cursor.as_ref(), page.limit, MAX_PAGE_BYTES);
     Ok(Json(json!({ "items": items, "next": next })))

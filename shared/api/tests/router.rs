@@ -3168,6 +3168,17 @@ async fn a_large_instance_pages_its_item_summaries_and_prices() {
         .await,
         StatusCode::NOT_FOUND,
     );
+    // An empty productId filters nothing (it was a 404 for a product named "").
+    let r = h
+        .call(
+            "GET",
+            "/projects/p/instances/big/items?productId=&limit=3",
+            Some("acme"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["items"].as_array().expect("items").len(), 3);
     assert_problem(
         &h.call(
             "GET",
