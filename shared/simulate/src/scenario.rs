@@ -777,13 +777,47 @@ impl Wtp {
     /// The price within [min, max] that maximises [`Wtp::gain`]. The gain is unimodal in
     /// p for the three distributions (their hazard rates increase), so the unconstrained
     /// optimum clamped to the bounds is the constrained one: in closed form for exponential
-    /// (delta + mean) and uniform ((high + delta) / 2 within [low, high]), by golden-section
-    /// search for logistic.
+    /// (delta + mean) and uniform ((high + delta) / 2 within [low, high]), for logistic
+    /// where its first-order condition `(p - delta) (1 - P(buy at p)) = scale` holds, by
+    /// bisection (its left side increases in p above delta). A search on the gain itself
+    /// (golden section) lost the optimum of a steep logistic: with a scale of 1e-11 the
+    /// gain is 0 at both probes above the location, and the search kept the wrong side.
     pub fn best_price(&self, delta: f64, min: f64, max: f64) -> f64 {
         match *self {
             Wtp::Exponential { mean } => (delta + mean).clamp(min, max),
             Wtp::Uniform { low, high } => ((high + delta) * 0.5).clamp(low, high).clamp(min, max),
-            Wtp::Logistic { .. } => golden_max(|p| self.gain(p, delta), min, max, 1e-9),
+            Wtp::Logistic { location, scale } => {
+                // Above 0 where the gain falls with p, below 0 where it rises.
+                let slope = |p: f64| {
+                    let not_buying = 1.0 / (1.0 + (-(p - location) / scale).exp());
+                    (p - delta) * not_buying - scale
+                };
+                let (mut lo, mut hi) = (min.max(delta.min(max)), max);
+                if slope(lo) >= 0.0 {
+                    return lo;
+                }
+                if slope(hi) <= 0.0 {
+                    return hi;
+                }
+                for _ in 0..200 {
+                    let mid = 0.5 * (lo + hi);
+                    if mid <= lo || mid >= hi {
+                        break;
+                    }
+                    if slope(mid) > 0.0 {
+                        hi = mid;
+                    } else {
+                        lo = mid;
+                    }
+                }
+                // The optimum is between them; at a scale below the prices' resolution
+                // they are neighbouring numbers with very different gains.
+                if self.gain(lo, delta) >= self.gain(hi, delta) {
+                    lo
+                } else {
+                    hi
+                }
+            }
         }
     }
 }

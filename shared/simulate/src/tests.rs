@@ -140,6 +140,21 @@ fn the_optimum_lies_between_the_best_fixed_prices_and_the_fluid_bound() {
             (20.0, 150.0, 50.0),
         ),
         premium(),
+        // Buyers who all pay nearly the same (an outside review found the optimum at 40 %
+        // of the best fixed price's revenue for the first, and above the fluid bound for
+        // the second).
+        one_item(
+            20,
+            60.0,
+            json!({"type": "logistic", "location": 50, "scale": 1e-11}),
+            (20.0, 150.0, 50.0),
+        ),
+        one_item(
+            30,
+            400.0,
+            json!({"type": "uniform", "low": 64.32, "high": 64.335}),
+            (20.0, 150.0, 50.0),
+        ),
     ];
     for s in &cases {
         let r = references(s);
@@ -239,8 +254,8 @@ fn past_instances_run_first_and_keep_their_state_and_calculations() {
         std::slice::from_ref(&first),
     )
     .unwrap();
-    assert!(!first.calculations.is_empty() && first.calculations.len() as u64 <= s.slots);
-    let start = |p: &market::PastInstance| p.calculations[0].calculated_at.millis();
+    assert!(first.calculations > 0 && first.calculations <= s.slots);
+    let start = |p: &market::PastInstance| p.first_calculation.unwrap().millis();
     assert_eq!(start(&second) - start(&first), s.period_ms);
     let sold: u64 = first.state.items.values().map(|i| i.sold).sum();
     assert!(sold > 0 && sold <= s.capacity);
@@ -446,6 +461,20 @@ fn best_prices_maximise_the_gain() {
             low: 20.0,
             high: 100.0,
         },
+        // Nearly a single willingness to pay: the gain is a ramp then 0 (a search on it
+        // lost the optimum of the one at 1e-11).
+        Wtp::Logistic {
+            location: 60.0,
+            scale: 1e-3,
+        },
+        Wtp::Logistic {
+            location: 60.0,
+            scale: 1e-11,
+        },
+        Wtp::Logistic {
+            location: 60.0,
+            scale: 1e-300,
+        },
     ];
     for w in wtps {
         for delta in [0.0, 15.0, 70.0, 200.0] {
@@ -456,7 +485,10 @@ fn best_prices_maximise_the_gain() {
                 .fold(f64::NEG_INFINITY, f64::max);
             assert!(w.gain(p, delta) >= brute - 1e-9, "{w:?} {delta}: {p}");
         }
-        // Sampling inverts P(buy).
+        // Sampling inverts P(buy) (not at a scale that rounds the price to the location).
+        if matches!(w, Wtp::Logistic { scale, .. } if scale < 1.0) {
+            continue;
+        }
         for u in [0.1, 0.5, 0.9] {
             assert!((w.buy_probability(w.sample(u)) - u).abs() < 1e-12);
         }
