@@ -188,6 +188,26 @@ fn scenario_errors_name_the_file_and_the_field() {
     );
     let out = standalone(&["simulate", "market", "--scenario", "/no/such/file.json"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/file.json"));
+    // Every field within its bound, but years of work in all: refused at once, naming the
+    // factors (it ran on silently).
+    let mut huge = small();
+    huge["runs"] = json!(1_000_000);
+    huge["pastInstances"] = json!(20);
+    let file = write(dir.path(), "huge.json", &huge);
+    let out = standalone(&[
+        "simulate",
+        "market",
+        "--scenario",
+        &file,
+        "--models",
+        "fixed",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is over the cap of 1000000000: lower runs, pastInstances"),
+        "{err}"
+    );
 }
 
 #[test]

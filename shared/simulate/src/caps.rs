@@ -43,6 +43,28 @@ pub const DEFAULT_MODELS: &[&str] = &["default", "pace", "timeBased", "tiers", "
 /// `tiers` with the parameters of [`crate::named_model`].
 pub const MODELS: &[&str] = &["default", "pace", "timeBased", "tiers", "fixed", "revenue"];
 
+/// Most Monte Carlo work `standalone simulate` takes (see [`work`]): at the `default`
+/// model's cost (about 9 us of one core a unit) some 2.5 hours of one core, spread over
+/// every core. Each field's bound alone allowed years (an outside review: a million runs of
+/// a small market, or 100,000 days of 50 runs, ran on silently).
+pub const MAX_FILE_WORK: u64 = 1_000_000_000;
+
+/// Why the work of simulating `s` for `models` models is over `cap`, naming its factors.
+pub fn over_work(s: &Scenario, models: usize, cap: u64) -> Option<String> {
+    let work = work(s, models);
+    (work > cap).then(|| {
+        format!(
+            "the simulation's work, runs x models x (pastInstances + 1) x (days x slotsPerDay x items + capacity) = {} x {} x {} x ({} x {} + {}) = {work}, is over the cap of {cap}: lower runs, pastInstances, days, slotsPerDay, capacity or the models",
+            s.runs,
+            models,
+            u64::from(s.past_instances) + 1,
+            s.slots,
+            s.items.len(),
+            s.capacity,
+        )
+    })
+}
+
 /// The Monte Carlo work of simulating `s` for `models` models.
 pub fn work(s: &Scenario, models: usize) -> u64 {
     let per_instance = s
@@ -114,22 +136,9 @@ pub fn models(names: &[&str]) -> Result<Vec<ModelChoice>, String> {
 pub fn request(scenario: &serde_json::Value, model_names: &[&str]) -> Result<Request, Refusal> {
     let scenario = Scenario::from_json_within(scenario, &API).map_err(Refusal::Invalid)?;
     let models = models(model_names).map_err(Refusal::Models)?;
-    let work = work(&scenario, models.len());
-    if work > MAX_WORK {
+    if let Some(message) = over_work(&scenario, models.len(), MAX_WORK) {
         return Err(Refusal::TooMuchWork(
-            FieldError::new(
-                "runs",
-                format!(
-                    "the simulation's work, runs x models x (pastInstances + 1) x (days x slotsPerDay x items + capacity) = {} x {} x {} x ({} x {} + {}) = {work}, is over the cap of {MAX_WORK}: lower runs, pastInstances, days, slotsPerDay or the models",
-                    scenario.runs,
-                    models.len(),
-                    u64::from(scenario.past_instances) + 1,
-                    scenario.slots,
-                    scenario.items.len(),
-                    scenario.capacity,
-                ),
-            )
-            .with_code("tooMuchWork"),
+            FieldError::new("runs", message).with_code("tooMuchWork"),
         ));
     }
     // The product and items through the real parser and apply step, as every run builds

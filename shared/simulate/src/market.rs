@@ -17,8 +17,9 @@
 //!   slots are not priced (nobody can buy).
 //! - Past instances: the `pastInstances` earlier instances of the same project run first,
 //!   one sales period after another, priced by the model under test; each leaves its final
-//!   [`InstanceState`] and its calculations in a [`PastInstance`] that every later
-//!   calculation receives. Only the last instance is scored.
+//!   [`InstanceState`] in a [`PastInstance`] that every later calculation receives (what
+//!   the service's recalculation reads of a past instance). Only the last instance is
+//!   scored.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -46,8 +47,9 @@ pub const MARKET_PRODUCT: &str = "simulated-product";
 pub struct PastInstance {
     /// The instance's state after its last sale.
     pub state: InstanceState,
-    /// Its price calculations, in time order.
-    pub calculations: Vec<Calculation>,
+    /// How many price calculations it made, and when the first one was.
+    pub calculations: u64,
+    pub first_calculation: Option<Timestamp>,
 }
 
 /// The project's past instances as the engine sees them: the instances and the booking
@@ -287,7 +289,12 @@ pub fn run_instance(
     let mut state = instance_state(s, model, start)?;
     let past = Past::new(past, timestamp(start)?);
     let slots = s.slots;
-    let mut calculations: Vec<Calculation> = Vec::with_capacity(slots as usize);
+    // Only the latest calculation is kept: the next one reads it (its prices and the
+    // revenue model's exposures), and nothing reads the others. Kept whole, they took
+    // about 700 bytes a slot for every instance of a run (7 GB for 10 past instances of
+    // a million slots: docs/api.md, "Simulations").
+    let mut last: Option<Calculation> = None;
+    let (mut calculations, mut first_calculation) = (0, None);
     let mut left = available(&state);
     let mut prices: Vec<(Money, f64)> = vec![(Money::ZERO, 0.0); s.items.len()];
     let mut next = 0;
@@ -298,7 +305,7 @@ pub fn run_instance(
         }
         let offset = i128::from(s.period_ms) * i128::from(k) / i128::from(slots);
         let now = timestamp(start + offset as i64)?;
-        let calculation = price_slot(&state, calculations.last(), now, &past);
+        let calculation = price_slot(&state, last.as_ref(), now, &past);
         for (slot, item) in prices.iter_mut().zip(&s.items) {
             let price = calculation
                 .get(&item.item_id)
@@ -306,7 +313,9 @@ pub fn run_instance(
                 .ok_or_else(|| fail(format!("the engine did not price {}", item.item_id)))?;
             *slot = (price, price.to_f64());
         }
-        calculations.push(calculation);
+        calculations += 1;
+        first_calculation.get_or_insert(calculation.calculated_at);
+        last = Some(calculation);
         while let Some(buyer) = buyers.get(next).filter(|b| slot_of(b.share) <= k) {
             next += 1;
             let (price, value) = prices[buyer.item];
@@ -336,6 +345,7 @@ pub fn run_instance(
     Ok(PastInstance {
         state,
         calculations,
+        first_calculation,
     })
 }
 

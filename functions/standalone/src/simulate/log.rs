@@ -140,6 +140,7 @@ pub async fn run(
     let mut report = counterfactual(&key, &logged, args.runs, args.seed)?;
     for product in &mut report.products {
         if let Some(s) = &product.scenario {
+            super::check_work(s, models.len())?;
             progress.set_message(product.product_id.clone());
             progress.set_position(0);
             product.report = Some(Report::of(

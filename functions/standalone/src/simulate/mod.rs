@@ -63,6 +63,7 @@ pub async fn run(args: SimulateArgs) -> Result<(), Error> {
         SimulateSource::Market(market) => {
             let scenario = market_scenario(&market)?;
             let models = parse_models(&market.models, &market.model, false)?;
+            check_work(&scenario, models.len())?;
             let progress = progress_bar(show_progress, "simulating");
             let report = Report::of(&scenario, &models, all_cores(), &Bar(&progress));
             let report = report.map_err(Error::from);
@@ -115,6 +116,16 @@ pub fn market_scenario(args: &MarketArgs) -> Result<Scenario, Error> {
         scenario.past_instances = past;
     }
     Ok(scenario)
+}
+
+/// The work of simulating `scenario` for `models` models is within
+/// [`pricing_simulate::caps::MAX_FILE_WORK`].
+pub(crate) fn check_work(scenario: &Scenario, models: usize) -> Result<(), Error> {
+    use pricing_simulate::caps::{MAX_FILE_WORK, over_work};
+    match over_work(scenario, models, MAX_FILE_WORK) {
+        Some(message) => Err(fail(message)),
+        None => Ok(()),
+    }
 }
 
 /// `--runs` of either command: from 1 to the bound a scenario file's `runs` has.
