@@ -275,6 +275,85 @@ fn time_after_selling_out_is_not_exposure() {
     );
 }
 
+#[test]
+fn sales_outside_the_sales_period_are_left_out_and_counted() {
+    // Five units sold a day before the item opened: no exposure stood beside them. They
+    // were put in its first period and read as a fit "identified" with no buyers.
+    let start = start();
+    let sale = |at: i64, price: f64| standalone::simulate::log::LoggedSale {
+        at,
+        quantity: 1,
+        price,
+    };
+    let early = Observed {
+        start,
+        end: start + 30 * DAY,
+        default: 50.0,
+        offered: Vec::new(),
+        sales: (0..5).map(|k| sale(start - DAY + k, 50.0)).collect(),
+    };
+    let period = (start, start + 30 * DAY);
+    let (fit, _) = fit_item(&early, period, &[period], 4);
+    assert_eq!((fit.units, fit.units_outside), (5, 5));
+    assert!(!fit.identified, "{fit:?}");
+    assert_eq!(fit.arrivals, 0.0);
+    // In the period the same sales count.
+    let inside = Observed {
+        sales: (0..5).map(|k| sale(start + DAY + k, 50.0)).collect(),
+        ..early.clone()
+    };
+    let (fit, _) = fit_item(&inside, period, &[period], 4);
+    assert_eq!((fit.units, fit.units_outside), (5, 0));
+    assert!(fit.arrivals > 0.0);
+}
+
+#[test]
+fn a_fit_at_the_edge_of_its_search_is_not_identified() {
+    // Prices from 10 to 80, and 50 units at 10 right after it was set (a day-long sale):
+    // the fit asks for buyers who pay almost nothing, at the end of its range (it was
+    // said "identified", or "the prices hardly varied", of three prices).
+    let start = start();
+    let at = |h: i64| start + h * 3_600_000;
+    let mut sales: Vec<_> = (0..5)
+        .map(|k| standalone::simulate::log::LoggedSale {
+            at: at(1) + k,
+            quantity: 1,
+            price: 40.0,
+        })
+        .collect();
+    sales.extend((0..3).map(|k| standalone::simulate::log::LoggedSale {
+        at: at(5) + k,
+        quantity: 1,
+        price: 80.0,
+    }));
+    // The cut to 10 a second before the end, and 50 units sold at once.
+    let last_minute = start + DAY - 1_000;
+    sales.extend((0..50).map(|k| standalone::simulate::log::LoggedSale {
+        at: last_minute + k,
+        quantity: 1,
+        price: 10.0,
+    }));
+    let observed = Observed {
+        start,
+        end: start + DAY,
+        // A default far above what was paid: the edge of the search (a fiftieth of it)
+        // is within what the sales ask for.
+        default: 400.0,
+        offered: vec![(at(4), 80.0), (last_minute, 10.0)],
+        sales,
+    };
+    let period = (start, start + DAY);
+    let (fit, _) = fit_item(&observed, period, &[period], 1);
+    assert_eq!(fit.distinct_prices, 3);
+    assert!(!fit.identified, "{fit:?}");
+    assert!(
+        fit.note
+            .as_deref()
+            .is_some_and(|n| n.contains("edge of its search")),
+        "{fit:?}"
+    );
+}
+
 #[tokio::test]
 async fn missing_projects_instances_and_logs_are_named() {
     use standalone::simulate::log::instance_key;

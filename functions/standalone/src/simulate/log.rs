@@ -15,8 +15,10 @@
 //!    level has a closed-form estimate (shrunk towards the overall level by half a sale);
 //!    m is the maximum a posteriori estimate with a log-normal prior of median the default
 //!    price (elasticity -1 at the default) and a factor 2 per standard deviation: it is
-//!    identified only when the log's prices varied, else the prior decides (and the report
-//!    says so).
+//!    identified only when the log's prices varied and the estimate is inside its search
+//!    (a fiftieth to 50 times the default), else the prior or the edge decides (and the
+//!    report says so). A sale outside the item's sales period or while the instance was
+//!    off sale has no exposure beside it: it is left out of the fit and counted apart.
 //! 3. Each product becomes a market scenario with the fitted demand (its capacity,
 //!    expectedSales and properties, the instance's meta and schedule), and every model is
 //!    simulated against it in the same market machinery as `simulate market`: each model
@@ -116,6 +118,10 @@ pub struct ItemFit {
     /// Units sold in the log (returns not counted) and the distinct prices they paid.
     pub units: u64,
     pub distinct_prices: usize,
+    /// Of `units`, those sold outside the item's sales period or while the instance was
+    /// not on sale: no exposure stands beside them, so the fit leaves them out.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub units_outside: u64,
     /// Expected potential buyers over the sales period.
     pub arrivals: f64,
     /// Each period's share of the buyers.
@@ -125,6 +131,13 @@ pub struct ItemFit {
     pub elasticity_at_default: f64,
     /// Whether the log's price variation identified the mean (else the prior did).
     pub identified: bool,
+    /// Why the fit is not identified, when not for prices that hardly varied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 const METHOD: &str = "counterfactual: demand fitted to the log, then every model simulated against the fitted demand in the market of `simulate market` (each model's prices on its own sales)";
@@ -495,6 +508,7 @@ fn product_market(
             m.arrivals = capped(m.arrivals) * scale;
             f.arrivals = m.arrivals;
             f.identified = false;
+            f.note = Some("the fitted buyers were cut to the most a market holds".to_owned());
         }
         report.capped = Some(format!(
             "the fit asked for {asked:.0} buyers; cut to {:.0}, the most a market holds: read this product's results as not identified",
@@ -617,14 +631,24 @@ pub fn fit_item(
     }
     let mut counts = vec![0.0f64; bins];
     let mut paid = 0.0;
-    let mut units = 0u64;
+    let (mut units, mut outside) = (0u64, 0u64);
     let mut prices: Vec<i64> = Vec::new();
+    // A sale counts where the exposure does: within the item's period and the product's
+    // (an item's sales before it opened were put in its first period, where no exposure
+    // stood beside them, and read as a fit "identified" with no buyers) and while on sale.
+    let (from, to) = (item.start.max(period.0), item.end.min(period.1));
+    let exposed = |t: i64| t >= from && t <= to && open.iter().any(|(a, b)| *a <= t && t <= *b);
     for s in item.sales.iter().filter(|s| s.quantity > 0) {
+        prices.push((s.price * 100.0).round() as i64);
+        if !exposed(s.at) {
+            units += s.quantity as u64;
+            outside += s.quantity as u64;
+            continue;
+        }
         let bin = ((share(s.at) * bins as f64) as usize).min(bins - 1);
         counts[bin] += s.quantity as f64;
         paid += s.price * s.quantity as f64;
         units += s.quantity as u64;
-        prices.push((s.price * 100.0).round() as i64);
     }
     prices.sort_unstable();
     prices.dedup();
@@ -661,6 +685,9 @@ pub fn fit_item(
     let (lo, hi) = ((m0 / 50.0).ln(), (m0 * 50.0).ln());
     let log_m = golden_max(|x| levels(x.exp()).1 + prior(x.exp()), lo, hi, 1e-10);
     let m = log_m.exp();
+    // At an end of the search the data asked for a mean further out still (a sale at a
+    // low price right after it was set reads as buyers who hardly pay anything).
+    let at_edge = (log_m - lo).abs() < 1e-6 || (hi - log_m).abs() < 1e-6;
     let (c, _) = levels(m);
     let spread = (0..=40)
         .map(|j| levels(m0 * 4f64.powf(j as f64 / 20.0 - 1.0)).1)
@@ -674,6 +701,7 @@ pub fn fit_item(
         item_id: String::new(),
         units,
         distinct_prices: prices.len(),
+        units_outside: outside,
         arrivals,
         periods: c
             .iter()
@@ -687,7 +715,11 @@ pub fn fit_item(
             .collect(),
         wtp_mean: m,
         elasticity_at_default: -item.default / m,
-        identified: n > 0.0 && spread.1 - spread.0 >= IDENTIFIED_NATS,
+        identified: n > 0.0 && spread.1 - spread.0 >= IDENTIFIED_NATS && !at_edge,
+        note: at_edge.then(|| {
+            "the fit rests on the edge of its search (a mean 50 times below or above the default): the log cannot tell it"
+                .to_owned()
+        }),
     };
     (fit, shape)
 }
@@ -737,8 +769,24 @@ impl LogReport {
                     .map(|s| format!("{:.0}%", s * 100.0))
                     .collect::<Vec<_>>()
                     .join(" ");
+                let outside = if f.units_outside > 0 {
+                    format!(
+                        " ({} outside the sales period or while off sale, left out of the fit)",
+                        f.units_outside
+                    )
+                } else {
+                    String::new()
+                };
+                let basis = match (&f.note, f.identified) {
+                    (Some(note), _) => format!("not identified: {note}"),
+                    (None, true) => "identified by the log's price changes".to_owned(),
+                    (None, false) if f.units == f.units_outside => {
+                        "no sale to fit: the prior decides".to_owned()
+                    }
+                    (None, false) => "the log's prices hardly varied: the prior decides".to_owned(),
+                };
                 out.push_str(&format!(
-                    "  item {}: {} units sold at {} price{}; fitted {:.1} buyers (by period: {periods}), willingness to pay exponential, mean {} (elasticity {:.2} at the default price; {})\n",
+                    "  item {}: {} units sold{outside} at {} price{}; fitted {:.1} buyers (by period: {periods}), willingness to pay exponential, mean {} (elasticity {:.2} at the default price; {basis})\n",
                     f.item_id,
                     f.units,
                     f.distinct_prices,
@@ -746,11 +794,6 @@ impl LogReport {
                     f.arrivals,
                     money(f.wtp_mean),
                     f.elasticity_at_default,
-                    if f.identified {
-                        "identified by the log's price changes"
-                    } else {
-                        "the log's prices hardly varied: the prior decides"
-                    },
                 ));
             }
             if let (Some(s), Some(r)) = (&p.scenario, &p.report) {
