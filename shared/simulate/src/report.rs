@@ -246,7 +246,23 @@ pub fn market_table(s: &Scenario, r: &Report) -> String {
     );
     format!(
         "scenario {}: {}\n\n{refs}\n{models}",
-        r.scenario,
+        printable(&r.scenario),
         describe(s)
     )
+}
+
+/// `text` with its control characters escaped (`\u{1b}`): a scenario's name is the
+/// author's text, and printed raw an escape sequence in it drives the terminal (an
+/// outside review's `\u{1b}[2J` cleared it). The JSON form escapes them anyway.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_unicode().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
 }

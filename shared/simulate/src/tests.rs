@@ -602,3 +602,10 @@ fn a_scenario_whose_optimum_would_take_hours_is_refused_at_its_capacity() {
     assert!(Scenario::from_json(&market(1_000_000, 10_000.0)).is_ok());
     assert!(Scenario::from_json(&market(20_000, 100_000.0)).is_ok());
 }
+
+#[test]
+fn a_scenario_name_is_printed_with_its_control_characters_escaped() {
+    use crate::report::printable;
+    assert_eq!(printable("evil\u{1b}[2J\nname"), "evil\\u{1b}[2J\\u{a}name");
+    assert_eq!(printable("festival 2027 – day 1"), "festival 2027 – day 1");
+}
