@@ -96,6 +96,15 @@ pub fn ensure_dir(dir: &Path) -> Result<(), Error> {
     if dir.is_dir() {
         return Ok(());
     }
+    // A file where the directory (or one of its parents) should be: said as such (it was
+    // "File exists").
+    if let Some(file) = dir.ancestors().find(|a| a.exists() && !a.is_dir()) {
+        return Err(Error::Setup(format!(
+            "data directory {}: {} is a file, not a directory",
+            dir.display(),
+            file.display()
+        )));
+    }
     // Parents as the umask makes them; only the data directory itself is private.
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(failed)?;
@@ -180,20 +189,36 @@ fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> Error + '_ {
     move |e| Error::Setup(format!("{what}: {e}"))
 }
 
+/// Bytes of the HS256 secret of standalone tokens (the length of SHA-256, RFC 7518 section
+/// 3.2's least for HS256).
+const TOKEN_SECRET_BYTES: usize = 32;
+
 /// The HS256 secret of standalone tokens: created once (also when `serve` and `token` race
-/// on a fresh directory), kept across restarts.
+/// on a fresh directory), kept across restarts. A file that holds fewer than 32 bytes is
+/// refused as damaged: it is written whole, atomically, so a shorter one was cut or
+/// replaced, and an empty key lets anyone sign a token for any tenant (an outside review:
+/// an empty `token-secret` started, and tokens signed with the empty key were accepted).
 pub fn token_secret(dir: &Path) -> Result<Vec<u8>, Error> {
     let path = dir.join(TOKEN_SECRET_FILE);
     let (bytes, _) = load_or_create_private_file(&path, || {
-        let secret = random_bytes(32).map_err(|e| EmbeddedError::Invalid {
+        let secret = random_bytes(TOKEN_SECRET_BYTES).map_err(|e| EmbeddedError::Invalid {
             path: path.clone(),
             detail: e.to_string(),
         })?;
         Ok(B64.encode(secret).into_bytes())
     })
     .map_err(setup("the token secret"))?;
-    B64.decode(bytes.trim_ascii())
-        .map_err(setup("the token secret file is damaged"))
+    let secret = B64
+        .decode(bytes.trim_ascii())
+        .map_err(setup("the token secret file is damaged"))?;
+    if secret.len() < TOKEN_SECRET_BYTES {
+        return Err(Error::Setup(format!(
+            "the token secret file is damaged: {} holds {} bytes, at least {TOKEN_SECRET_BYTES} expected (remove it to make a new one: every token issued so far is then refused)",
+            path.display(),
+            secret.len()
+        )));
+    }
+    Ok(secret)
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -432,5 +457,38 @@ mod tests {
             token_secret(dir.path()).unwrap(),
             token_secret(dir.path()).unwrap()
         );
+    }
+
+    #[test]
+    fn a_file_where_the_data_directory_should_be_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("afile");
+        std::fs::write(&file, "x").unwrap();
+        for path in [file.clone(), file.join("sub")] {
+            let e = ensure_dir(&path).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("{} is a file, not a directory", file.display())),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_short_or_empty_token_secret_is_refused_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(token_secret(dir.path()).unwrap().len(), 32);
+        let path = dir.path().join(TOKEN_SECRET_FILE);
+        // Empty, a newline, 3 zero bytes, 31 bytes: each would sign tokens anyone can make
+        // (or guess) for any tenant.
+        for content in ["", "\n", "AAAA", &B64.encode([7u8; 31])] {
+            std::fs::write(&path, content).unwrap();
+            let e = token_secret(dir.path()).unwrap_err().to_string();
+            assert!(
+                e.contains("the token secret file is damaged"),
+                "{content:?}: {e}"
+            );
+        }
+        std::fs::write(&path, B64.encode([7u8; 32])).unwrap();
+        assert_eq!(token_secret(dir.path()).unwrap(), vec![7u8; 32]);
     }
 }
