@@ -12,6 +12,13 @@
 //! its connection only until a write has made no progress for the send timeout: then the
 //! connection is closed.
 //!
+//! A request answered before its body was read whole (refused by the rate limit or the
+//! token check, or a route that does not exist) ends its connection: hyper does not read
+//! the rest to reuse it. The answer then says `Connection: close` (RFC 9112 section 9.6),
+//! so that a keep-alive client sends its next request (a retry after `Retry-After`) on a
+//! new connection instead of one that is closing (an outside review saw broken pipes
+//! after 429s).
+//!
 //! And a cap on the connections served at once, below the process's file descriptor limit:
 //! at the cap the listener stops accepting (new clients wait in the kernel's backlog) until
 //! a connection closes, so clients can never take the descriptors the service needs for
@@ -19,10 +26,19 @@
 //! held 19,900 connections on a machine whose limit is 20,000.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -82,6 +98,7 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) {
+    let router = router.layer(axum::middleware::from_fn(close_unread));
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -150,6 +167,56 @@ pub async fn serve(
             "connections still open at shutdown were closed"
         );
         connections.shutdown().await;
+    }
+}
+
+/// Answers a request whose body was not read to its end with `Connection: close`.
+async fn close_unread(request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    if body.is_end_stream() {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let read = Arc::new(AtomicBool::new(false));
+    let body = Body::new(Tracked {
+        inner: body,
+        read: read.clone(),
+    });
+    let mut response = next.run(Request::from_parts(parts, body)).await;
+    if !read.load(Ordering::Relaxed) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// A request body that says when it has been read to its end.
+struct Tracked {
+    inner: Body,
+    read: Arc<AtomicBool>,
+}
+
+impl HttpBody for Tracked {
+    type Data = <Body as HttpBody>::Data;
+    type Error = <Body as HttpBody>::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.read.store(true, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
