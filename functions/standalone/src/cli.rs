@@ -117,9 +117,10 @@ pub struct ServeArgs {
     pub delivery_concurrency: usize,
     /// Where `/metrics` (Prometheus text) is served, on a listener of its own: HOST:PORT
     /// (port 0 picks a free port; the address is printed), or `off`. Loopback only by
-    /// default; set --metrics-token before exposing it.
-    #[arg(long, env = "PRICING_METRICS_LISTEN", default_value = crate::metrics::DEFAULT_METRICS_LISTEN)]
-    pub metrics_listen: crate::metrics::MetricsListen,
+    /// default; set --metrics-token before exposing it. [default: 127.0.0.1:9464, skipped
+    /// with a warning when taken; an address given here must be free]
+    #[arg(long, env = "PRICING_METRICS_LISTEN")]
+    pub metrics_listen: Option<crate::metrics::MetricsListen>,
     /// A bearer token every scrape of `/metrics` must present (`Authorization: Bearer
     /// TOKEN`); none by default. Prefer the environment variable (a flag shows in the
     /// process list).

@@ -183,7 +183,10 @@ async fn token(State(endpoint): State<Arc<TokenEndpoint>>, request: Request) -> 
         );
     };
     let Some(tenant) = endpoint.clients.authenticate(&client_id, &secret) else {
-        tracing::info!("token request with unknown client or wrong secret");
+        // The client id (not a secret) ties failed attempts to a client; a client's own
+        // text, so cut to what a client id can be and escaped by the log's format.
+        let shown: String = client_id.chars().take(128).collect();
+        tracing::info!(client_id = %shown.escape_debug(), "token request with unknown client or wrong secret");
         return oauth_error(
             StatusCode::UNAUTHORIZED,
             "invalid_client",

@@ -24,6 +24,10 @@ use crate::oauth::{self, TokenEndpoint};
 
 const DATABASE_FILE: &str = "pricing.db";
 
+/// How long a shutdown waits for the workers (the scheduler, webhook deliveries, the queue
+/// workers), after the requests in flight.
+const WORKERS_GRACE: Duration = Duration::from_secs(10);
+
 /// The callback policy of `serve`: the one asked for (`--callback-policy` or
 /// `PRICING_CALLBACK_POLICY`), else `local` when every listen address is loopback (local
 /// development), else `strict`: a service reachable from other hosts must not let a tenant
@@ -90,11 +94,13 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         .with_body_timeout(Duration::from_secs(args.body_timeout))
         .with_callback_policy(policy)
         .with_warm_states(processor.clone());
-    let router = pricing_api::router(Arc::new(app)).merge(oauth::router(Arc::new(TokenEndpoint {
-        tokens,
-        clients,
-        body_timeout: Duration::from_secs(args.body_timeout),
-    })));
+    let router = pricing_api::router(Arc::new(app)).merge(pricing_api::traced(oauth::router(
+        Arc::new(TokenEndpoint {
+            tokens,
+            clients,
+            body_timeout: Duration::from_secs(args.body_timeout),
+        }),
+    )));
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -185,16 +191,26 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
 
     tracing::info!("shutting down: finishing work in progress");
     let _ = stop.send(true);
-    let _ = scheduler.await;
-    let _ = key_watch.await;
-    let _ = deliveries.await;
-    for w in workers {
-        if tokio::time::timeout(Duration::from_secs(10), w)
-            .await
-            .is_err()
-        {
-            tracing::warn!("a worker did not stop in time; its message will be redelivered");
+    // The workers get 10 s in all (docs/operations.md): a webhook attempt in flight could
+    // hold the stop for its whole timeout (15 s), past what a supervisor sized from the
+    // docs waits before it kills the process. Work not finished by then is taken up again
+    // after the restart (its queued message is delivered again).
+    let deadline = tokio::time::Instant::now() + WORKERS_GRACE;
+    let mut unfinished = 0;
+    for task in [scheduler, key_watch, deliveries]
+        .into_iter()
+        .chain(workers)
+    {
+        if tokio::time::timeout_at(deadline, task).await.is_err() {
+            unfinished += 1;
         }
+    }
+    if unfinished > 0 {
+        tracing::warn!(
+            unfinished,
+            grace_secs = WORKERS_GRACE.as_secs(),
+            "work still in progress at shutdown was left; its messages are delivered again after the restart"
+        );
     }
     tracing::info!("stopped");
     Ok(())
@@ -230,20 +246,31 @@ async fn serve_metrics(
 ) -> Result<Option<SocketAddr>, Error> {
     use crate::metrics::{DEFAULT_METRICS_LISTEN, MetricsListen, Scrape};
     let registry = crate::metrics::registry();
-    let MetricsListen::At(at) = args.metrics_listen else {
+    // Only the default gives way to another instance on the host: an address the operator
+    // set (flag or environment), even the default's, must be free (it was compared with
+    // the default's value, so a scrape target pinned to 127.0.0.1:9464 was skipped).
+    let (listen, given) = match args.metrics_listen {
+        Some(listen) => (listen, true),
+        None => (
+            DEFAULT_METRICS_LISTEN
+                .parse()
+                .map_err(|e: String| Error::Setup(format!("--metrics-listen default: {e}")))?,
+            false,
+        ),
+    };
+    let MetricsListen::At(at) = listen else {
         return Ok(None);
     };
     let listener = match tokio::net::TcpListener::bind(at).await {
         Ok(l) => l,
-        Err(e) if Ok(args.metrics_listen) == DEFAULT_METRICS_LISTEN.parse() => {
+        Err(e) if !given => {
             tracing::warn!(addr = %at, error = %e, "/metrics not served: its default address is taken (--metrics-listen)");
             return Ok(None);
         }
         Err(source) => {
-            return Err(Error::Listen {
-                addr: at.to_string(),
-                source,
-            });
+            return Err(Error::Setup(format!(
+                "cannot listen for /metrics (--metrics-listen) on {at}: {source}"
+            )));
         }
     };
     let addr = listener.local_addr().map_err(|source| Error::Listen {

@@ -98,7 +98,16 @@ async fn attempt(store: &EmbeddedStore, transport: &HttpTransport, signer: &Sign
         Ok(Settle::RetryIn(delay)) => queue.retry_later(&r.receipt, delay).await,
         Ok(Settle::DeadLetter) => {
             // No dead-letter queue here: the failure is kept on the delivery (its log).
-            tracing::warn!(message = ?r.message, "webhook failed for good; kept in its delivery log");
+            match &r.message {
+                pricing_core::model::Message::Deliver { webhook_id } => tracing::warn!(
+                    webhook = %webhook_id,
+                    "webhook failed for good; kept in its delivery log"
+                ),
+                other => tracing::warn!(
+                    message = ?other,
+                    "webhook failed for good; kept in its delivery log"
+                ),
+            }
             queue.ack(&r.receipt).await
         }
         Err(e) => {

@@ -418,6 +418,42 @@ fn a_shutdown_waits_for_requests_in_flight_a_few_seconds_only() {
 /// never shown could never be used (an outside probe found it kept). The next start makes
 /// a new one and shows it.
 #[test]
+fn a_metrics_address_given_explicitly_must_be_free_even_the_defaults() {
+    // Only the default gives way to another instance on the host; the same address set by
+    // the operator (flag or environment) was taken for the default and skipped with a
+    // warning. Needs the default port: skipped where something else holds it.
+    let Ok(taken) = std::net::TcpListener::bind("127.0.0.1:9464") else {
+        eprintln!("127.0.0.1:9464 is in use here: not tested");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    for (flag, env) in [(true, None), (false, Some("127.0.0.1:9464"))] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_standalone"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .arg(&data);
+        if flag {
+            command.args(["--metrics-listen", "127.0.0.1:9464"]);
+        }
+        if let Some(at) = env {
+            command.env("PRICING_METRICS_LISTEN", at);
+        }
+        let out = command.env("RUST_LOG", "warn").output().unwrap();
+        assert!(
+            !out.status.success(),
+            "started with the metrics address taken"
+        );
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.contains("cannot listen for /metrics (--metrics-listen) on 127.0.0.1:9464"),
+            "{said}"
+        );
+    }
+    drop(taken);
+}
+
+#[test]
 fn a_first_start_that_fails_shows_its_client_on_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");

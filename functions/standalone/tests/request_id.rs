@@ -108,6 +108,29 @@ async fn a_requests_id_is_in_its_answer_and_its_log_lines() {
         "the handler's line and the access line carry the id: {messages:?}"
     );
     assert!(!lines_of(&made_up).is_empty());
+
+    // The token endpoint, beside the API's routes, is traced the same way (it had no id).
+    let refused = client
+        .post(format!("{base}/oauth2/token"))
+        .header("x-request-id", "oauth-trace-7")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("grant_type=client_credentials&client_id=nobody&client_secret=wrong")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    assert_eq!(refused.headers()["x-request-id"], "oauth-trace-7");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while lines_of("oauth-trace-7").len() < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let oauth_lines = lines_of("oauth-trace-7");
+    assert!(
+        oauth_lines
+            .iter()
+            .any(|v| v["fields"]["client_id"] == "nobody"),
+        "the refusal names the client: {oauth_lines:?}"
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -178,6 +178,15 @@ fn finish<P: Ports>(routes: Router<Arc<App<P>>>, app: Arc<App<P>>) -> Router {
         .with_state(app)
 }
 
+/// `router` with the request id and the access log of the API's own routes: for a route a
+/// deployment adds beside them (the standalone's `POST /oauth2/token`), so that its
+/// answers carry `x-request-id` and its log lines the request's span.
+pub fn traced(router: Router) -> Router {
+    router
+        .layer(middleware::from_fn(access_log))
+        .layer(middleware::from_fn(request_id))
+}
+
 fn management_routes<P: Ports>() -> Router<Arc<App<P>>> {
     Router::new()
         .route("/health", get(system::health))

@@ -93,7 +93,7 @@ async fn create_in_scope<P: Ports>(
     }
     tracing::info!(
         project = %subscription.project_id,
-        instance = ?subscription.instance_id.as_ref().map(InstanceId::as_str),
+        instance = subscription.instance_id.as_ref().map(InstanceId::as_str),
         subscription = %subscription.subscription_id,
         "subscription created"
     );
@@ -297,7 +297,7 @@ pub async fn rotate_secret<P: Ports>(
     tracing::info!(
         project = %subscription.project_id,
         subscription = %subscription.subscription_id,
-        previous_until = ?secrets.previous_until.map(|t| t.to_rfc3339()),
+        previous_until = secrets.previous_until.map(|t| t.to_rfc3339()).as_deref(),
         "subscription secret rotated"
     );
     Ok(Json(json!({
