@@ -8,36 +8,15 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-/// Starts the service on a free port; returns it (killed on drop), its address and a token.
+mod common;
+
+/// Starts the service; returns it (killed on drop), its address (HOST:PORT) and a token.
 async fn service(dir: &std::path::Path) -> (tokio::process::Child, String, String) {
     let data = dir.join("data");
-    let data = data.to_str().unwrap();
-    let token = std::process::Command::new(env!("CARGO_BIN_EXE_standalone"))
-        .args(["token", "--data", data, "--tenant", "keep"])
-        .output()
-        .unwrap();
-    let token = String::from_utf8(token.stdout)
-        .unwrap()
-        .lines()
-        .last()
-        .unwrap()
-        .to_owned();
-    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_standalone"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data", data])
-        .args(["--metrics-listen", "off"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
-    let base = loop {
-        let line = lines.next_line().await.unwrap().expect("an address");
-        if let Some(at) = line.find("listening on http://") {
-            break line[at + "listening on http://".len()..].trim().to_owned();
-        }
-    };
-    (server, base, token)
+    let token = common::token(&data, "keep");
+    let (server, base) = common::serve(&data).await;
+    let addr = base.trim_start_matches("http://").to_owned();
+    (server, addr, token)
 }
 
 /// Reads one response (headers and a Content-Length body): its status line and headers,

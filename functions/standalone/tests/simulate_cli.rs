@@ -9,6 +9,8 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+mod common;
+
 fn standalone(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_standalone"))
         .args(args)
@@ -250,10 +252,8 @@ fn the_flag_form_reports_the_same_references() {
 /// `simulate market --scenario FILE --models ... --json` prints for the same document.
 #[tokio::test]
 async fn post_simulations_answers_what_the_cli_prints() {
-    use tokio::io::{AsyncBufReadExt, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let data = data.to_str().unwrap();
     let mut scenario = small();
     scenario["pastInstances"] = json!(0);
     let file = write(dir.path(), "s.json", &scenario);
@@ -266,31 +266,8 @@ async fn post_simulations_answers_what_the_cli_prints() {
         "pace,fixed,revenue",
         "--json",
     ]));
-    let token = String::from_utf8(standalone(&["token", "--data", data, "--tenant", "sim"]).stdout)
-        .unwrap()
-        .lines()
-        .last()
-        .unwrap()
-        .to_owned();
-    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_standalone"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data", data])
-        .args(["--metrics-listen", "off"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
-    let base = loop {
-        let line = lines
-            .next_line()
-            .await
-            .unwrap()
-            .expect("the service printed its address");
-        if let Some(at) = line.find("listening on ") {
-            break line[at + "listening on ".len()..].trim().to_owned();
-        }
-    };
+    let token = common::token(&data, "sim");
+    let (mut server, base) = common::serve(&data).await;
     let response = reqwest::Client::new()
         .post(format!("{base}/simulations?models=pace,fixed,revenue"))
         .bearer_auth(&token)
