@@ -53,10 +53,11 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     let signer = Arc::new(Signer::from_keys(&keys).map_err(|e| Error::Setup(e.to_string()))?);
     let tokens = Arc::new(LocalTokens::new(&token_secret(&args.data)?));
     let (clients, created) = Clients::load_or_create(&args.data)?;
-    // Its secret is kept only hashed and shown once, below: a start that fails before
-    // that (its port taken) removes the client again, so the next start makes and shows
-    // a new one (found by an outside probe: the client was kept, never shown, unusable).
-    let unshown = UnshownClient(created.is_some().then(|| Clients::path(&args.data)));
+    // Its secret is kept only hashed and shown once, below: until then the client is
+    // pending, and a start that stops before (its port taken, killed) leaves none, so the
+    // next start makes and shows a new one (found by outside probes: the client was kept,
+    // never shown, unusable).
+    let unshown = UnshownClient(created.is_some().then(|| args.data.clone()));
     let database = args.data.join(DATABASE_FILE);
     private_database(&database)?;
     let store =
@@ -216,22 +217,24 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     Ok(())
 }
 
-/// The clients file a first start created, until the new client's secret is shown: dropped
-/// before that (the start failed), it removes the file.
+/// The data directory of a client a first start created, until its secret is shown: then
+/// kept ([`Clients::keep_new`]); dropped before that (the start failed), forgotten.
 struct UnshownClient(Option<std::path::PathBuf>);
 
 impl UnshownClient {
     fn shown(mut self) {
-        self.0 = None;
+        if let Some(dir) = self.0.take()
+            && let Err(e) = Clients::keep_new(&dir)
+        {
+            tracing::warn!(error = %e, "could not keep the new OAuth client: the next start makes another");
+        }
     }
 }
 
 impl Drop for UnshownClient {
     fn drop(&mut self) {
-        if let Some(path) = self.0.take()
-            && let Err(e) = std::fs::remove_file(&path)
-        {
-            tracing::warn!(path = %path.display(), error = %e, "could not remove the unshown OAuth client");
+        if let Some(dir) = self.0.take() {
+            Clients::forget_new(&dir);
         }
     }
 }
