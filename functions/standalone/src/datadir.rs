@@ -329,11 +329,21 @@ pub fn print_token(args: &TokenArgs) -> Result<(), Error> {
     if pricing_core::ids::TenantId::from_claim(&args.tenant).is_none() {
         return Err(Error::Setup("--tenant must be 1 to 256 characters".into()));
     }
+    // A token may come before the first `serve` (the directory is then made), but a
+    // mistyped --data would make a secret no service uses: said on stderr (stdout's last
+    // line stays the token).
+    let new = !args.data.exists();
     ensure_dir(&args.data)?;
     let tokens = LocalTokens::new(&token_secret(&args.data)?);
     let token = tokens
         .issue(&args.tenant, args.ttl)
         .map_err(setup("signing the token"))?;
+    if new {
+        eprintln!(
+            "note: created the data directory {} and its token secret: only a service on this directory accepts the token",
+            args.data.display()
+        );
+    }
     crate::write_stdout(&format!("{token}\n"))
 }
 

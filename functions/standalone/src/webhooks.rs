@@ -161,7 +161,15 @@ pub async fn watch_keys(
 
 /// `standalone rotate-keys`.
 pub fn rotate_keys(args: &RotateKeysArgs) -> Result<(), Error> {
-    crate::datadir::ensure_dir(&args.data)?;
+    // Keys are rotated where a service keeps them: a directory that does not exist (a
+    // mistyped --data) was made, with keys no service uses, and the command said it
+    // rotated.
+    if !args.data.is_dir() {
+        return Err(Error::Setup(format!(
+            "data directory {} does not exist: rotate-keys works on a service's data directory",
+            args.data.display()
+        )));
+    }
     let keys = pricing_embedded::keys::rotate_signing_keys(&args.data)
         .map_err(|e| Error::Setup(format!("signing keys: {e}")))?;
     let listed: String = keys

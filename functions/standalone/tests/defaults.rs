@@ -418,6 +418,51 @@ fn a_shutdown_waits_for_requests_in_flight_a_few_seconds_only() {
 /// never shown could never be used (an outside probe found it kept). The next start makes
 /// a new one and shows it.
 #[test]
+fn a_mistyped_data_directory_is_not_rotated_and_a_new_one_for_a_token_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("typo");
+    let out = Command::new(env!("CARGO_BIN_EXE_standalone"))
+        .args(["rotate-keys", "--data"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("does not exist"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!missing.exists(), "rotate-keys made the directory");
+    let out = Command::new(env!("CARGO_BIN_EXE_standalone"))
+        .args(["token", "--tenant", "t", "--data"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("created the data directory"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The token is still stdout's last line, and a second call says nothing more.
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .starts_with("ey")
+    );
+    let again = Command::new(env!("CARGO_BIN_EXE_standalone"))
+        .args(["token", "--tenant", "t", "--data"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert!(
+        again.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
+
+#[test]
 fn a_metrics_address_given_explicitly_must_be_free_even_the_defaults() {
     // Only the default gives way to another instance on the host; the same address set by
     // the operator (flag or environment) was taken for the default and skipped with a
