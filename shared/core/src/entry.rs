@@ -1371,12 +1371,12 @@ fn check_value_at(
         DocKind::ItemProperties => match tokens.as_slice() {
             [] => {
                 if let Some(map) = value.as_object() {
-                    item_props_partial(map, ptr, errors);
+                    item_props_partial(map, ptr, plain, errors);
                 }
             }
             ["priceSettings"] => {
                 if let Some(map) = value.as_object() {
-                    price_settings_partial(map, ptr, errors);
+                    price_settings_partial(map, ptr, plain, errors);
                 }
             }
             ["priceSettings", "constantPrice"] => errors.push(
@@ -1385,7 +1385,12 @@ fn check_value_at(
                 "constantPrice was removed in 3.0.0: set min and max to the same value",
             ),
             ["priceSettings", key] if PRICE_SETTINGS_KEYS.contains(key) => {
-                price_setting(key, value, ptr, errors)
+                price_setting(key, value, ptr, plain, errors)
+            }
+            // The registration's type (found later, it was an `invalidDocument` rejection
+            // at processing); null is absent, as in a registration.
+            ["dynamicPricing"] if plain && !value.is_null() && !value.is_boolean() => {
+                errors.push(ptr, codes::TYPE, "must be a boolean")
             }
             ["expectedSales"] => errors.push(
                 ptr,
@@ -1477,8 +1482,9 @@ fn check_value_at(
     }
 }
 
-/// Partial checks on an item properties fragment: only the removed and negative fields.
-fn item_props_partial(map: &Map<String, Value>, ptr: &str, errors: &mut Errors) {
+/// Partial checks on an item properties fragment: only the removed and negative fields (and,
+/// with `plain`, the types of `dynamicPricing` and the priceSettings members).
+fn item_props_partial(map: &Map<String, Value>, ptr: &str, plain: bool, errors: &mut Errors) {
     let o = Obj {
         map,
         ptr: ptr.to_owned(),
@@ -1489,7 +1495,14 @@ fn item_props_partial(map: &Map<String, Value>, ptr: &str, errors: &mut Errors) 
         errors,
     );
     if let Some(ps) = map.get("priceSettings").and_then(Value::as_object) {
-        price_settings_partial(ps, &o.ptr_of("priceSettings"), errors);
+        price_settings_partial(ps, &o.ptr_of("priceSettings"), plain, errors);
+    }
+    if plain
+        && let Some(v) = map.get("dynamicPricing")
+        && !v.is_null()
+        && !v.is_boolean()
+    {
+        errors.push(o.ptr_of("dynamicPricing"), codes::TYPE, "must be a boolean");
     }
 }
 
@@ -1498,7 +1511,7 @@ const PRICE_SETTINGS_KEYS: [&str; 4] = ["min", "max", "default", "multiplier"];
 
 /// Partial checks on a priceSettings fragment: removed fields, and each member's own
 /// rules ([`price_setting`]).
-fn price_settings_partial(map: &Map<String, Value>, ptr: &str, errors: &mut Errors) {
+fn price_settings_partial(map: &Map<String, Value>, ptr: &str, plain: bool, errors: &mut Errors) {
     let ps = Obj {
         map,
         ptr: ptr.to_owned(),
@@ -1510,7 +1523,7 @@ fn price_settings_partial(map: &Map<String, Value>, ptr: &str, errors: &mut Erro
     );
     for key in PRICE_SETTINGS_KEYS {
         if let Some(v) = ps.get(key) {
-            price_setting(key, v, &ps.ptr_of(key), errors);
+            price_setting(key, v, &ps.ptr_of(key), plain, errors);
         }
     }
 }
@@ -1518,9 +1531,19 @@ fn price_settings_partial(map: &Map<String, Value>, ptr: &str, errors: &mut Erro
 /// The checks a registration makes on a `priceSettings` member that a patch or an update
 /// can make at submission too: not negative, and a price (`min`, `max`, `default`) with at
 /// most 6 decimals (the registration's rule; found later, it was an `invalidDocument`
-/// rejection at processing).
-fn price_setting(key: &str, value: &Value, ptr: &str, errors: &mut Errors) {
+/// rejection at processing); with `plain` (a new entry), a number (null is absent).
+fn price_setting(key: &str, value: &Value, ptr: &str, plain: bool, errors: &mut Errors) {
     let Some(f) = value.as_f64() else {
+        if plain && !value.is_null() {
+            errors.push(
+                ptr,
+                codes::TYPE,
+                format!(
+                    "must be a number, got {}",
+                    crate::validate::type_name(value)
+                ),
+            );
+        }
         return;
     };
     if f < 0.0 {

@@ -775,6 +775,38 @@ fn a_price_setting_in_a_patch_or_update_has_the_registration_rules() {
         patch("/priceSettings/multiplier", json!(1.23456789))
     ]}));
     assert_eq!(ok.entries.len(), 2);
+    // A member of the wrong type, as a registration would refuse it (they were a 200,
+    // then an `invalidDocument` rejection).
+    assert_eq!(
+        pc(&invalid(json!({"entries": [
+            patch("/priceSettings/min", json!("10")),
+            patch("/dynamicPricing", json!("no")),
+            patch("", json!({"dynamicPricing": 1, "priceSettings": {"max": [2]}})),
+            {"type": "itemProperties", "data": {"itemId": "A",
+                "update": {"priceSettings": {"multiplier": "x"}}}}
+        ]}))),
+        [
+            ("/entries/0/data/patch/0/value", codes::TYPE),
+            ("/entries/1/data/patch/0/value", codes::TYPE),
+            (
+                "/entries/2/data/patch/0/value/priceSettings/max",
+                codes::TYPE
+            ),
+            ("/entries/2/data/patch/0/value/dynamicPricing", codes::TYPE),
+            (
+                "/entries/3/data/update/priceSettings/multiplier",
+                codes::TYPE
+            ),
+        ]
+    );
+    // A member a later operation sets again is judged as it ends, at processing.
+    let ok = accepted(json!({"entries": [
+        {"type": "itemProperties", "data": {"itemId": "A", "patch": [
+            {"op": "replace", "path": "/priceSettings/min", "value": "soon"},
+            {"op": "replace", "path": "/priceSettings/min", "value": 10}
+        ]}}
+    ]}));
+    assert_eq!(ok.entries.len(), 1);
 }
 
 #[test]
