@@ -26,7 +26,9 @@ const MAX_CONFLICTS: usize = 5;
 
 /// GET .../priceMatches?cursor=&limit=: the rules in match id order (the order they apply
 /// in is their dependencies'), paged as every listing is (before 2026-11-30 one page
-/// of every rule, whatever `limit` said).
+/// of every rule, whatever `limit` said). Without `limit` a page holds every rule an
+/// instance may have ([`MAX_RULES`]), as the listing always answered: a client that never
+/// paged it still reads them all.
 pub async fn list<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
@@ -34,7 +36,10 @@ pub async fn list<P: Ports>(
     Query(query): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
-    let page = page_request(&query)?;
+    let mut page = page_request(&query)?;
+    if !query.iter().any(|(k, _)| k == "limit") {
+        page.limit = MAX_RULES;
+    }
     let after = cursor_id::<MatchId>(&page)?;
     let mut set = app
         .ports

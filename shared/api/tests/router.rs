@@ -422,6 +422,22 @@ async fn price_matches_page_and_every_listing_refuses_a_cursor_it_could_not_have
     let r = h.call("GET", path, Some("acme"), None).await;
     assert_eq!(r.body["items"].as_array().unwrap().len(), 5);
     assert_eq!(r.body["next"], Value::Null);
+    // Without a limit, every rule in one page, as the listing always answered (past the
+    // other listings' default of 100): a client that never paged it still reads them all.
+    for n in 5..105 {
+        let r = h
+            .call(
+                "POST",
+                path,
+                Some("acme"),
+                Some(json!({"matchId": format!("m{n:03}"), "itemId": format!("t{n}"), "sourceItemId": "src"})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    }
+    let r = h.call("GET", path, Some("acme"), None).await;
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 105);
+    assert_eq!(r.body["next"], Value::Null);
     // Paging parameters are checked as on every listing (they were ignored here).
     for query in [
         "limit=0",
