@@ -13,11 +13,11 @@
 //! connection is closed.
 //!
 //! A request answered before its body was read whole (refused by the rate limit or the
-//! token check, or a route that does not exist) ends its connection: hyper does not read
-//! the rest to reuse it. The answer then says `Connection: close` (RFC 9112 section 9.6),
-//! so that a keep-alive client sends its next request (a retry after `Retry-After`) on a
-//! new connection instead of one that is closing (an outside review saw broken pipes
-//! after 429s).
+//! token check, or a route that does not exist) ends its connection unless the rest of
+//! the body can be read at once. The answer then says `Connection: close` (RFC 9112
+//! section 9.6), so that a keep-alive client sends its next request (a retry after
+//! `Retry-After`) on a new connection instead of one that is closing (an outside review
+//! saw broken pipes after 429s).
 //!
 //! And a cap on the connections served at once, below the process's file descriptor limit:
 //! at the cap the listener stops accepting (new clients wait in the kernel's backlog) until
@@ -170,30 +170,76 @@ pub async fn serve(
     }
 }
 
-/// Answers a request whose body was not read to its end with `Connection: close`.
+/// Answers a request whose body was not read to its end with `Connection: close`, unless
+/// what is left of it arrives at once: a refusal that did not read a small body sent with
+/// its headers (hyper itself would drain that and keep the connection) reads the rest, up
+/// to [`DRAIN_BYTES`] within [`DRAIN_WAIT`], and keeps the connection when that reaches
+/// its end.
 async fn close_unread(request: Request, next: Next) -> Response {
     let (parts, body) = request.into_parts();
     if body.is_end_stream() {
         return next.run(Request::from_parts(parts, body)).await;
     }
-    let read = Arc::new(AtomicBool::new(false));
+    let unread = Arc::new(Unread::default());
     let body = Body::new(Tracked {
-        inner: body,
-        read: read.clone(),
+        inner: Some(body),
+        unread: unread.clone(),
     });
     let mut response = next.run(Request::from_parts(parts, body)).await;
-    if !read.load(Ordering::Relaxed) {
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    if !unread.read.load(Ordering::Relaxed) {
+        let left = unread.left.lock().ok().and_then(|mut l| l.take());
+        let drained = match left {
+            Some(body) => drain(body).await,
+            None => false,
+        };
+        if !drained {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
     }
     response
 }
 
-/// A request body that says when it has been read to its end.
+/// The most of an unread body [`close_unread`] reads to keep a connection.
+const DRAIN_BYTES: usize = 64 * 1024;
+/// How long [`close_unread`] waits for the rest of an unread body.
+const DRAIN_WAIT: Duration = Duration::from_millis(50);
+
+/// Whether `body` reaches its end within [`DRAIN_BYTES`] and [`DRAIN_WAIT`].
+async fn drain(mut body: Body) -> bool {
+    let read_all = async {
+        let mut bytes = 0usize;
+        while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let Ok(frame) = frame else {
+                return false;
+            };
+            bytes += frame.data_ref().map_or(0, |d| d.len());
+            if bytes > DRAIN_BYTES {
+                return false;
+            }
+        }
+        true
+    };
+    tokio::time::timeout(DRAIN_WAIT, read_all)
+        .await
+        .unwrap_or(false)
+}
+
+/// What [`Tracked`] tells [`close_unread`]: whether the body was read to its end, and the
+/// body itself when the handler let it go unread.
+#[derive(Default)]
+struct Unread {
+    read: AtomicBool,
+    left: std::sync::Mutex<Option<Body>>,
+}
+
+/// A request body that says when it has been read to its end, and hands itself back when
+/// dropped before.
 struct Tracked {
-    inner: Body,
-    read: Arc<AtomicBool>,
+    inner: Option<Body>,
+    unread: Arc<Unread>,
 }
 
 impl HttpBody for Tracked {
@@ -204,19 +250,35 @@ impl HttpBody for Tracked {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
-            self.read.store(true, Ordering::Relaxed);
+        let Some(inner) = self.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let polled = Pin::new(&mut *inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || inner.is_end_stream() {
+            self.unread.read.store(true, Ordering::Relaxed);
         }
         polled
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.inner.as_ref().is_none_or(HttpBody::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), HttpBody::size_hint)
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if !self.unread.read.load(Ordering::Relaxed)
+            && let Some(body) = self.inner.take()
+            && let Ok(mut left) = self.unread.left.lock()
+        {
+            *left = Some(body);
+        }
     }
 }
 

@@ -70,7 +70,32 @@ async fn an_answer_given_before_the_body_was_read_says_connection_close() {
         "{headers:?}"
     );
 
-    // A refused token, the body still on its way: answered at once, and closing.
+    // A refused token with its small body sent along: the rest is read, and the
+    // connection kept (hyper would have drained it too).
+    let (head, body) = post("/projects", "not-a-token", r#"{"projectId":"r"}"#);
+    stream
+        .get_mut()
+        .write_all(format!("{head}{body}").as_bytes())
+        .await
+        .unwrap();
+    let (status, headers) = response(&mut stream).await;
+    assert!(status.contains(" 401 "), "{status}");
+    assert!(
+        !headers.iter().any(|h| h == "connection: close"),
+        "{headers:?}"
+    );
+    stream
+        .get_mut()
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let (status, _) = response(&mut stream).await;
+    assert!(
+        status.contains(" 200 "),
+        "the connection serves on: {status}"
+    );
+
+    // A refused token, the body still on its way: answered, and closing.
     let (head, body) = post("/projects", "not-a-token", r#"{"projectId":"q"}"#);
     stream.get_mut().write_all(head.as_bytes()).await.unwrap();
     let (status, headers) = response(&mut stream).await;
