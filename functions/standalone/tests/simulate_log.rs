@@ -437,6 +437,16 @@ async fn the_binary_reads_a_data_directory() {
         report["models"][1]["revenue"]
     );
     assert!(v["products"][0]["fit"][0]["identified"].as_bool().unwrap());
+    // Work over the cap is refused before any product is simulated.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_standalone"))
+        .args(["simulate", "log", "--tenant", "acme", "--project", "p1"])
+        .args(["--instance", "i1", "--runs", "1000000", "--data"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("over the cap of 1000000000"), "{said}");
 }
 
 /// An instance still on sale: the log has seen half of its 60 days. The rest of the period

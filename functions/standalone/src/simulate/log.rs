@@ -151,9 +151,21 @@ pub async fn run(
     let (store, key) = open_log(args).await?;
     let logged = read_log(&store, &key).await?;
     let mut report = counterfactual(&key, &logged, args.runs, args.seed)?;
+    // Every product's work, and theirs together, before any is simulated: a product over
+    // the cap found after the others ran would waste their work.
+    let mut total = 0u64;
+    for s in report.products.iter().filter_map(|p| p.scenario.as_ref()) {
+        super::check_work(s, models.len())?;
+        total = total.saturating_add(pricing_simulate::caps::work(s, models.len()));
+    }
+    if total > pricing_simulate::caps::MAX_FILE_WORK {
+        return Err(super::fail(format!(
+            "the products' simulations together are {total} of work, over the cap of {}: lower --runs or the models",
+            pricing_simulate::caps::MAX_FILE_WORK
+        )));
+    }
     for product in &mut report.products {
         if let Some(s) = &product.scenario {
-            super::check_work(s, models.len())?;
             progress.set_message(product.product_id.clone());
             progress.set_position(0);
             product.report = Some(Report::of(
