@@ -290,13 +290,18 @@ impl Clients {
         Ok((clients, Some(client)))
     }
 
-    /// Keeps the client [`Clients::load_or_create`] created, once its secret was shown.
+    /// Keeps the client [`Clients::load_or_create`] created, once its secret was shown: the
+    /// rename is synced, so the secret the operator noted survives a crash.
     pub fn keep_new(dir: &Path) -> Result<(), Error> {
         let path = Self::path(dir);
-        std::fs::rename(Self::unshown_path(dir), &path).map_err(|source| Error::DataDir {
+        let failed = |source| Error::DataDir {
             path: path.display().to_string(),
             source,
-        })
+        };
+        std::fs::rename(Self::unshown_path(dir), &path).map_err(failed)?;
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(failed)
     }
 
     /// Forgets the client [`Clients::load_or_create`] created, its secret never shown.

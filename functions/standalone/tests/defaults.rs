@@ -22,10 +22,18 @@ struct Serve {
 
 impl Serve {
     fn start(data: &Path, listen: &str, extra: &[&str]) -> Serve {
+        // No `/metrics` unless a test asks for it: the default address is shared by every
+        // service of this binary's tests, and one test needs it free.
+        let metrics: &[&str] = if extra.contains(&"--metrics-listen") {
+            &[]
+        } else {
+            &["--metrics-listen", "off"]
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_standalone"))
             .args(["serve", "--listen", listen, "--data"])
             .arg(data)
             .args(extra)
+            .args(metrics)
             .env("RUST_LOG", "warn")
             .env_remove("PRICING_CALLBACK_POLICY")
             .stdout(Stdio::piped())
@@ -413,10 +421,6 @@ fn a_shutdown_waits_for_requests_in_flight_a_few_seconds_only() {
     drop(slow);
 }
 
-/// A first start that fails before it shows the new OAuth client (its port taken) leaves
-/// no client behind: the client's secret is kept only hashed and shown once, so a client
-/// never shown could never be used (an outside probe found it kept). The next start makes
-/// a new one and shows it.
 #[test]
 fn a_mistyped_data_directory_is_not_rotated_and_a_new_one_for_a_token_is_said() {
     let dir = tempfile::tempdir().unwrap();
@@ -498,6 +502,10 @@ fn a_metrics_address_given_explicitly_must_be_free_even_the_defaults() {
     drop(taken);
 }
 
+/// A first start that fails before it shows the new OAuth client (its port taken) leaves
+/// no client behind: the client's secret is kept only hashed and shown once, so a client
+/// never shown could never be used (an outside probe found it kept). The next start makes
+/// a new one and shows it.
 #[test]
 fn a_first_start_that_fails_shows_its_client_on_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
