@@ -413,16 +413,7 @@ pub async fn item<P: Ports>(
     // reservations were freed.
     let item = state.items.get(&id).ok_or_else(not_found)?;
     let totals = state.product_totals();
-    let c = if item.removed {
-        pricing_core::state::Counts {
-            sold: item.sold,
-            reserved: 0,
-            available: 0,
-            oversold: 0,
-        }
-    } else {
-        state.item_counts(item, &totals)
-    };
+    let c = state.item_counts(item, &totals);
     let price_matches = crate::matches::rules_of_item(&app, &instance.key(), &id).await?;
     // Where scheduled pricing applies: its own dynamicPricingPeriod, else its sales period
     // within each window of the deprecated instanceActions.

@@ -632,12 +632,18 @@ impl InstanceState {
         counts(totals.sold, totals.reserved, raw)
     }
 
-    /// Counts of an item: the tighter of its own total and its product's availability.
+    /// Counts of an item: the tighter of its own total and its product's availability (a
+    /// removed one: what it sold, nothing reserved or available).
     pub fn item_counts(
         &self,
         item: &ItemState,
         totals: &BTreeMap<&ProductId, ProductTotals>,
     ) -> Counts {
+        // A removed item keeps what it sold; it has nothing left to sell, and its
+        // reservations were freed.
+        if item.removed {
+            return counts(item.sold, 0, Some(0));
+        }
         let own = item
             .total
             .map(|t| t as i128 - item.sold as i128 - item.reserved as i128);

@@ -1341,8 +1341,10 @@ fn a_removed_items_units_sold_keep_the_capacity_they_took_and_its_reservations_a
     assert_eq!(t.product_counts("P"), counts(40, 0, 60, 0));
     let totals = t.s.product_totals();
     assert_eq!(t.s.item_counts(t.item("B"), &totals).available, 60);
-    // The removed record keeps its own counts for the audit trail.
+    // The removed record keeps its own counts for the audit trail; its counts show what it
+    // sold, nothing reserved or left to sell.
     assert_eq!((t.item("A").sold, t.item("A").reserved), (30, 5));
+    assert_eq!(t.item_counts("A"), counts(30, 0, 0, 0));
 }
 
 #[test]
