@@ -1369,9 +1369,14 @@ fn check_value_at(
     match kind {
         DocKind::InstanceMeta => check_meta_value(&tokens, value, ptr, errors),
         DocKind::ItemProperties => match tokens.as_slice() {
+            // The whole document: its checked fields are checked inside it.
             [] => {
                 if let Some(map) = value.as_object() {
-                    item_props_partial(map, ptr, plain, errors);
+                    for key in ["expectedSales", "priceSettings", "dynamicPricing"] {
+                        if let Some(v) = map.get(key) {
+                            check_value_at(&format!("/{key}"), v, &format!("{ptr}/{key}"), kind, plain, errors);
+                        }
+                    }
                 }
             }
             ["priceSettings"] => {
@@ -1479,30 +1484,6 @@ fn check_value_at(
             _ => {}
         },
         DocKind::Metadata => {}
-    }
-}
-
-/// Partial checks on an item properties fragment: only the removed and negative fields (and,
-/// with `plain`, the types of `dynamicPricing` and the priceSettings members).
-fn item_props_partial(map: &Map<String, Value>, ptr: &str, plain: bool, errors: &mut Errors) {
-    let o = Obj {
-        map,
-        ptr: ptr.to_owned(),
-    };
-    o.removed(
-        "expectedSales",
-        "expectedSales on items was removed in 3.0.0: set it on the product",
-        errors,
-    );
-    if let Some(ps) = map.get("priceSettings").and_then(Value::as_object) {
-        price_settings_partial(ps, &o.ptr_of("priceSettings"), plain, errors);
-    }
-    if plain
-        && let Some(v) = map.get("dynamicPricing")
-        && !v.is_null()
-        && !v.is_boolean()
-    {
-        errors.push(o.ptr_of("dynamicPricing"), codes::TYPE, "must be a boolean");
     }
 }
 
