@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod common;
+
 /// A running `standalone serve` and the lines it printed up to its address.
 struct Serve {
     child: Child,
@@ -71,21 +73,6 @@ impl Drop for Serve {
     }
 }
 
-fn token(data: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_standalone"))
-        .args(["token", "--tenant", "defaults", "--data"])
-        .arg(data)
-        .output()
-        .expect("token");
-    assert!(out.status.success());
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .last()
-        .unwrap()
-        .to_owned()
-}
-
 async fn post(base: &str, path: &str, token: &str, body: Value) -> (u16, Value) {
     let resp = reqwest::Client::new()
         .post(format!("{base}{path}"))
@@ -100,7 +87,7 @@ async fn post(base: &str, path: &str, token: &str, body: Value) -> (u16, Value) 
 
 /// The answer to registering an http callback to a loopback address.
 async fn private_callback(service: &Serve, data: &Path) -> (u16, Value) {
-    let token = token(data);
+    let token = common::token(data, "defaults");
     let (status, body) = post(
         &service.base,
         "/projects",
@@ -210,7 +197,7 @@ fn send_and_read(base: &str, bytes: &[u8]) -> (String, Duration) {
 async fn a_connection_that_sends_no_headers_in_time_is_closed_and_a_stalled_body_gets_408() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let token = token(&data);
+    let token = common::token(&data, "defaults");
     let service = Serve::start(
         &data,
         "127.0.0.1:0",

@@ -11,21 +11,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod common;
+
 #[tokio::test]
 async fn a_requests_id_is_in_its_answer_and_its_log_lines() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let token = Command::new(env!("CARGO_BIN_EXE_standalone"))
-        .args(["token", "--tenant", "acme", "--data"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    let token = String::from_utf8(token.stdout)
-        .unwrap()
-        .lines()
-        .last()
-        .unwrap()
-        .to_owned();
+    let token = common::token(&data, "acme");
     let mut child = Command::new(env!("CARGO_BIN_EXE_standalone"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data"])
         .arg(&data)

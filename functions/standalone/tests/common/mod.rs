@@ -13,6 +13,11 @@ pub fn token(data: &Path, tenant: &str) -> String {
         .arg(data)
         .output()
         .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
