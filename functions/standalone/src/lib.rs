@@ -13,9 +13,9 @@ pub mod worker;
 
 /// Structured logs to stderr; `RUST_LOG` filters (default: info), `LOG_FORMAT=json` for JSON.
 pub fn init_tracing() {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    use std::io::IsTerminal;
     // Colours only on a terminal: in a file or a pipe they break `grep field=value`.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

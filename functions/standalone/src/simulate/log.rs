@@ -652,15 +652,14 @@ pub fn fit_item(
     let exposed = |t: i64| t >= from && t <= to && open.iter().any(|(a, b)| *a <= t && t <= *b);
     for s in item.sales.iter().filter(|s| s.quantity > 0) {
         prices.push((s.price * 100.0).round() as i64);
+        units += s.quantity as u64;
         if !exposed(s.at) {
-            units += s.quantity as u64;
             outside += s.quantity as u64;
             continue;
         }
         let bin = ((share(s.at) * bins as f64) as usize).min(bins - 1);
         counts[bin] += s.quantity as f64;
         paid += s.price * s.quantity as f64;
-        units += s.quantity as u64;
     }
     prices.sort_unstable();
     prices.dedup();
