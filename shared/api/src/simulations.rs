@@ -39,15 +39,23 @@ pub fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
-/// The models of `?models=a,b` (the parameter may also repeat); none: the default list.
-fn model_names(query: &[(String, String)]) -> Vec<&str> {
-    query
-        .iter()
-        .filter(|(k, _)| k == "models")
+/// The models of `?models=a,b` (the parameter may also repeat); without the parameter,
+/// the default list. A `models` that names none (`?models=`) is refused, as the CLI
+/// refuses `--models ''`: it asks for no model, not for the defaults.
+fn model_names(query: &[(String, String)]) -> Result<Vec<&str>, ApiError> {
+    let given = query.iter().filter(|(k, _)| k == "models");
+    let names: Vec<&str> = given
+        .clone()
         .flat_map(|(_, v)| v.split(','))
         .map(str::trim)
         .filter(|n| !n.is_empty())
-        .collect()
+        .collect();
+    if names.is_empty() && given.count() > 0 {
+        return Err(ApiError::bad_request(
+            "query parameter models: names no model (leave it out for the default list)",
+        ));
+    }
+    Ok(names)
 }
 
 /// A refused request as a problem: 400 naming the field (or the query parameter), 422 for
@@ -74,7 +82,7 @@ pub async fn run<P: Ports>(
             "a scenario (a JSON object, PRICING.md) is required",
         )
     })?;
-    let request = caps::request(&body, &model_names(&query)).map_err(refusal)?;
+    let request = caps::request(&body, &model_names(&query)?).map_err(refusal)?;
     let permit = tokio::time::timeout(QUEUE_WAIT, RUNNING.acquire())
         .await
         .ok()

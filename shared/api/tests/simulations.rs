@@ -210,6 +210,8 @@ async fn an_invalid_field_is_a_400_naming_it() {
     )
     .await;
     refused("?models=pace,pace", |_| {}, bad, "", "listed twice").await;
+    refused("?models=", |_| {}, bad, "", "names no model").await;
+    refused("?models=%20,", |_| {}, bad, "", "names no model").await;
 }
 
 #[tokio::test]
