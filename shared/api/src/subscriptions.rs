@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::app::{App, Ports};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonBody, Path, cursor_id, page_request};
+use crate::extract::{Caller, JsonBody, Path, bad_cursor, cursor_id, page_request};
 use crate::instances::owned_instance;
 use crate::paging::store_page;
 use crate::projects::owned_project;
@@ -114,7 +114,13 @@ async fn list_scope<P: Ports>(
     query: &[(String, String)],
 ) -> ApiResult<Json<Value>> {
     let page = page_request(query)?;
-    cursor_id::<SubscriptionId>(&page)?;
+    // Subscription ids are generated ULIDs: a cursor of any other form names no position
+    // this listing could have handed out.
+    if let Some(c) = cursor_id::<SubscriptionId>(&page)?
+        && ulid::Ulid::from_string(c.as_str()).is_err()
+    {
+        return Err(bad_cursor(c.as_str()));
+    }
     let mut items = app
         .ports
         .subscriptions()

@@ -480,12 +480,37 @@ async fn price_matches_page_and_every_listing_refuses_a_cursor_it_could_not_have
                 r.body
             );
         }
-        // A well-formed id past the last is an empty last page.
+        // A well-formed id past the last is an empty last page. Subscription ids are
+        // generated ULIDs, so there any other id is a 400 (`zzz` and `-5` were pages).
+        let subscriptions = listing.ends_with("/subscriptions");
+        let past_last = if subscriptions {
+            "7ZZZZZZZZZZZZZZZZZZZZZZZZZ"
+        } else {
+            "zzz"
+        };
         let r = h
-            .call("GET", &format!("{listing}?cursor=zzz"), Some("acme"), None)
+            .call(
+                "GET",
+                &format!("{listing}?cursor={past_last}"),
+                Some("acme"),
+                None,
+            )
             .await;
         assert_eq!(r.status, StatusCode::OK, "{listing}: {:?}", r.body);
         assert_eq!(r.body["next"], Value::Null);
+        if subscriptions {
+            for cursor in ["zzz", "-5", "01ARZ3NDEKTSV4RRFFQ69G5FA"] {
+                let r = h
+                    .call(
+                        "GET",
+                        &format!("{listing}?cursor={cursor}"),
+                        Some("acme"),
+                        None,
+                    )
+                    .await;
+                assert_problem(&r, StatusCode::BAD_REQUEST);
+            }
+        }
     }
 }
 
