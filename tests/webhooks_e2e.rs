@@ -28,8 +28,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use pricing_client::types::{
-    CalculationRequest, DeliveryStatus, ErrorReport, EventType, InstanceRequest, InstanceUpdate,
-    PageQuery, ProjectRequest, SubscriptionRequest, SubscriptionStatus, WebhookSecret,
+    CalculationRequest, DeliveryStatus, ErrorReport, EventQuery, EventType, InstanceRequest,
+    InstanceUpdate, PageQuery, ProjectRequest, SubscriptionRequest, SubscriptionStatus,
+    WebhookSecret,
 };
 use pricing_client::webhooks::verify_subscription_signature;
 use pricing_client::{Client, WebhookVerifier};
@@ -405,6 +406,26 @@ async fn signed_webhooks_reach_real_receivers() {
     assert_eq!(event["subscriptionId"], ok.as_str());
     assert_eq!(event["instanceId"], "gig");
     assert_eq!(event["id"], rejected.header("webhook-id"));
+    // The webhook names its event as the events listing does.
+    let listed = client
+        .events(
+            "shop",
+            "gig",
+            &EventQuery {
+                event_type: Some(EventType::EntriesRejected),
+                ..EventQuery::default()
+            },
+        )
+        .await
+        .expect("events");
+    assert!(
+        listed
+            .items
+            .iter()
+            .any(|e| event["eventId"] == e.id.as_str()),
+        "{event} among {:?}",
+        listed.items
+    );
 
     // calculatePrices: prices.updated with the metadata.
     let body = client

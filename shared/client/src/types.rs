@@ -377,7 +377,8 @@ pub struct EventQuery {
     pub page: PageQuery,
 }
 
-/// An event of an instance, as its webhook carries it.
+/// An event of an instance, as `GET .../events` lists it (its webhook carries the same,
+/// with the webhook id as `id` and this `id` as `eventId`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
@@ -396,6 +397,10 @@ pub struct Event {
 pub struct WebhookEnvelope {
     /// The webhook id (also in `webhook-id`; retries reuse it).
     pub id: String,
+    /// The event's id, as `GET .../events` lists it (absent from services before
+    /// 2026-11-30).
+    #[serde(default)]
+    pub event_id: Option<String>,
     #[serde(rename = "type")]
     pub event_type: EventType,
     #[serde(default)]

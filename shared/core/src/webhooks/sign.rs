@@ -22,11 +22,13 @@ pub const KEY_ID_HEADER: &str = "x-signature-key-id";
 pub const WEBHOOK_ID_HEADER: &str = "webhook-id";
 pub const WEBHOOK_TIMESTAMP_HEADER: &str = "webhook-timestamp";
 
-/// The body: `{id, type, apiVersion, createdAt, projectId, subscriptionId, instanceId,
-/// data}`.
+/// The body: `{id, eventId, type, apiVersion, createdAt, projectId, subscriptionId,
+/// instanceId, data}`: `id` is the webhook's (one event sent to one subscription), `eventId`
+/// the event's, as `GET .../events` lists it.
 pub fn envelope(event: &Event, webhook_id: &str, subscription_id: &SubscriptionId) -> Vec<u8> {
     let body = json!({
         "id": webhook_id,
+        "eventId": event.id,
         "type": event.event_type,
         "apiVersion": crate::API_VERSION,
         "createdAt": event.created_at,
@@ -164,6 +166,7 @@ mod tests {
         );
         let body: Value = serde_json::from_slice(&req.body).unwrap();
         assert_eq!(body["id"], "wh_1");
+        assert_eq!(body["eventId"], event.id.as_str());
         assert_eq!(body["type"], "prices.updated");
         assert_eq!(body["apiVersion"], crate::API_VERSION);
         assert_eq!(body["instanceId"], "i");
