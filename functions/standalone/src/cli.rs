@@ -154,7 +154,7 @@ pub struct SimulateArgs {
 pub enum SimulateSource {
     /// Simulate a market (a scenario file, or one item described by flags) through the real
     /// apply step and engine; reports each model against the optimal dynamic policy, the
-    /// fluid bound and the best fixed prices (PRICING.md).
+    /// fluid bound and the best fixed prices (docs/scenarios.md).
     Market(MarketArgs),
     /// A counterfactual for a logged instance: demand fitted to its sales, then every model
     /// simulated against the fitted demand.
@@ -166,11 +166,11 @@ pub const DEFAULT_MODELS: &str = "default,pace,timeBased,tiers,fixed";
 
 #[derive(Debug, Args)]
 pub struct MarketArgs {
-    /// A market scenario (JSON, PRICING.md "Market scenarios"); without it the market is
+    /// A market scenario (JSON, docs/scenarios.md); without it the market is
     /// the one described by the flags below.
     #[arg(long, value_name = "FILE")]
     pub scenario: Option<PathBuf>,
-    /// Print the report as JSON (PRICING.md "Output").
+    /// Print the report as JSON (docs/scenarios.md, "The report").
     #[arg(long)]
     pub json: bool,
     /// Models to compare, with default parameters: `default` (the model of a product
