@@ -719,6 +719,72 @@ async fn concurrent_puts_each_keep_their_change() {
     }
 }
 
+/// A time RFC 3339 cannot write back in UTC is refused, and a leap second is the next
+/// second's start. (An outside probe stored `9999-12-31T23:59:59-23:59` as `+10000-…`, after
+/// which every read of the instance and of the project's listing was a 500; a leap second
+/// made the schedule index's NOT NULL fail: a 409 "already exists" on create, a 500 on PUT.)
+#[tokio::test]
+async fn dates_are_ones_rfc_3339_writes_back_and_a_leap_second_is_the_next_second() {
+    let h = harness();
+    h.project("acme", "p").await;
+    h.instance("acme", "p", "i").await;
+    for date in ["9999-12-31T23:59:59-23:59", "0000-01-01T00:00:00+00:01"] {
+        for (method, path, body) in [
+            (
+                "POST",
+                "/projects/p/instances",
+                json!({"instanceId": "far", "active": true, "deactivationDate": date}),
+            ),
+            (
+                "PUT",
+                "/projects/p/instances/i",
+                json!({"active": true, "deactivationDate": date}),
+            ),
+        ] {
+            let r = h.call(method, path, Some("acme"), Some(body)).await;
+            assert_problem(&r, StatusCode::BAD_REQUEST);
+            assert_eq!(
+                r.body["errors"][0]["pointer"], "/deactivationDate",
+                "{:?}",
+                r.body
+            );
+        }
+    }
+    let r = h
+        .call(
+            "POST",
+            "/projects/p/instances",
+            Some("acme"),
+            Some(json!({"instanceId": "leap", "active": true, "deactivationDate": "2030-06-30T23:59:60Z"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(r.body["deactivationDate"], "2030-07-01T00:00:00Z");
+    let r = h
+        .call(
+            "PUT",
+            "/projects/p/instances/leap",
+            Some("acme"),
+            Some(json!({"active": false})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let r = h
+        .call(
+            "PUT",
+            "/projects/p/instances/i",
+            Some("acme"),
+            Some(json!({"deactivationDate": "2031-12-31T23:59:60Z"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let r = h
+        .call("GET", "/projects/p/instances", Some("acme"), None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["items"].as_array().map(Vec::len), Some(2));
+}
+
 /// `instance.deactivated` is sent for an instance whose flag a user turned off after its
 /// date passed, before the scheduler saw it (the record used to say "announced" then),
 /// and for one created with its date already passed.

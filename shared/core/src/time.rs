@@ -1,6 +1,6 @@
 //! Timestamps, periods and the durations used by schedules.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Datelike, SecondsFormat, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A point in time, UTC on the wire (RFC 3339).
@@ -12,10 +12,22 @@ impl Timestamp {
         Self(Utc::now())
     }
 
+    /// An RFC 3339 time, normalised to UTC. Refused (`None`) when its UTC form is outside
+    /// the years 0000 to 9999, which RFC 3339 cannot write (`9999-12-31T23:59:59-23:59` is
+    /// `+10000-…` in UTC: stored so, it no longer read back). A leap second (`23:59:60`) is
+    /// read as the first instant after `23:59:59.999…`, the next second: a time written
+    /// back must parse again, and SQLite's date functions, like most readers, have no
+    /// second 60.
     pub fn parse(s: &str) -> Option<Self> {
-        DateTime::parse_from_rfc3339(s)
-            .ok()
-            .map(|d| Self(d.with_timezone(&Utc)))
+        let utc = DateTime::parse_from_rfc3339(s).ok()?.with_timezone(&Utc);
+        let nanos = utc.timestamp_subsec_nanos();
+        let utc = if nanos >= 1_000_000_000 {
+            DateTime::from_timestamp(utc.timestamp(), 0)?
+                + chrono::Duration::nanoseconds(i64::from(nanos))
+        } else {
+            utc
+        };
+        (0..=9999).contains(&utc.year()).then_some(Self(utc))
     }
 
     pub fn from_millis(ms: i64) -> Option<Self> {
@@ -118,6 +130,24 @@ mod tests {
         let t = Timestamp::parse("2026-01-01T12:00:00+02:00").unwrap();
         assert_eq!(t.to_rfc3339(), "2026-01-01T10:00:00Z");
         assert!(Timestamp::parse("2026-01-01").is_none());
+    }
+
+    #[test]
+    fn a_time_is_one_rfc_3339_can_write_back() {
+        // Valid RFC 3339 whose UTC form falls outside 0000-9999: stored as `+10000-…`,
+        // it no longer parsed, and every read of the instance was a 500.
+        assert!(Timestamp::parse("9999-12-31T23:59:59-23:59").is_none());
+        assert!(Timestamp::parse("0000-01-01T00:00:00+00:01").is_none());
+        let last = Timestamp::parse("9999-12-31T23:59:59.999Z").unwrap();
+        assert_eq!(Timestamp::parse(&last.to_rfc3339()), Some(last));
+        let first = Timestamp::parse("0000-01-01T00:00:00Z").unwrap();
+        assert_eq!(Timestamp::parse(&first.to_rfc3339()), Some(first));
+        // A leap second is the next second's start, and writes back as such.
+        let leap = Timestamp::parse("2026-12-31T23:59:60Z").unwrap();
+        assert_eq!(leap.to_rfc3339(), "2027-01-01T00:00:00Z");
+        let leap = Timestamp::parse("2030-06-30T23:59:60.5+02:00").unwrap();
+        assert_eq!(leap.to_rfc3339(), "2030-06-30T22:00:00.500Z");
+        assert_eq!(Timestamp::parse(&leap.to_rfc3339()), Some(leap));
     }
 
     #[test]

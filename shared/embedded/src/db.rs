@@ -119,8 +119,17 @@ pub(crate) fn is_disk_full(e: &rusqlite::Error) -> bool {
     e.sqlite_error_code() == Some(ErrorCode::DiskFull)
 }
 
-pub(crate) fn is_constraint(e: &rusqlite::Error) -> bool {
-    e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation)
+/// A row with the key already exists (a PRIMARY KEY or UNIQUE constraint): the one
+/// constraint failure that means "taken". Any other (a NOT NULL a trigger hit, a CHECK) is
+/// a fault of ours and stays an error: it was answered 409 "already exists" for a freshly
+/// generated id.
+pub(crate) fn is_duplicate_key(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+    )
 }
 
 /// Opens the writer connection of a database file, sets it up and migrates the schema.

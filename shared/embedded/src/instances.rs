@@ -8,7 +8,7 @@ use pricing_core::time::Timestamp;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use crate::EmbeddedStore;
-use crate::db::{is_constraint, text, to_i64};
+use crate::db::{is_duplicate_key, text, to_i64};
 use crate::projects::{RecordsChanged, fetch_limit, page_of};
 
 impl InstanceStore for EmbeddedStore {
@@ -51,7 +51,7 @@ impl InstanceStore for EmbeddedStore {
                 .execute(params![project, id, record])
             {
                 Ok(_) => {}
-                Err(e) if is_constraint(&e) => return Err(conflict()),
+                Err(e) if is_duplicate_key(&e) => return Err(conflict()),
                 Err(e) => return Err(e.into()),
             }
             match tx
@@ -66,7 +66,7 @@ impl InstanceStore for EmbeddedStore {
                     header_record
                 ]) {
                 Ok(_) => {}
-                Err(e) if is_constraint(&e) => return Err(conflict()),
+                Err(e) if is_duplicate_key(&e) => return Err(conflict()),
                 Err(e) => return Err(e.into()),
             }
             tx.commit()?;

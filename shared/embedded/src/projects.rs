@@ -5,7 +5,7 @@ use pricing_core::model::{Page, PageRequest, Project};
 use pricing_core::ports::{ProjectStore, StoreError, StoreResult};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
-use crate::db::{DbResult, is_constraint, text};
+use crate::db::{DbResult, is_duplicate_key, text};
 use crate::{EmbeddedStore, Inner};
 
 impl ProjectStore for EmbeddedStore {
@@ -40,7 +40,7 @@ impl ProjectStore for EmbeddedStore {
                 .execute(params![id, tenant, record]);
             match inserted {
                 Ok(_) => {}
-                Err(e) if is_constraint(&e) => {
+                Err(e) if is_duplicate_key(&e) => {
                     return Err(StoreError::Conflict(format!("project {project_id} exists")).into());
                 }
                 Err(e) => return Err(e.into()),

@@ -11,7 +11,7 @@ use pricing_core::webhooks::{
 use rusqlite::{Connection, Row, TransactionBehavior, params};
 
 use crate::EmbeddedStore;
-use crate::db::{DbResult, is_constraint, text};
+use crate::db::{DbResult, is_duplicate_key, text};
 
 /// The scope column: the instance id, or `''` at project level.
 fn scope(instance: Option<&InstanceId>) -> String {
@@ -58,7 +58,7 @@ impl SubscriptionStore for EmbeddedStore {
                 .execute(params![project, id, scope, created, record, secrets]);
             match inserted {
                 Ok(_) => {}
-                Err(e) if is_constraint(&e) => {
+                Err(e) if is_duplicate_key(&e) => {
                     return Err(StoreError::Conflict(format!("subscription {id} exists")).into());
                 }
                 Err(e) => return Err(e.into()),
