@@ -174,12 +174,25 @@ pub async fn serve(
 /// what is left of it arrives at once: a refusal that did not read a small body sent with
 /// its headers (hyper itself would drain that and keep the connection) reads the rest, up
 /// to [`DRAIN_BYTES`] within [`DRAIN_WAIT`], and keeps the connection when that reaches
-/// its end.
+/// its end. It reads nothing when the client waits for `100 Continue` before sending the
+/// body (reading would ask for the body the answer refuses), nor when the declared length
+/// is over what it would read: those answers close the connection at once.
 async fn close_unread(request: Request, next: Next) -> Response {
     let (parts, body) = request.into_parts();
     if body.is_end_stream() {
         return next.run(Request::from_parts(parts, body)).await;
     }
+    let waits_for_continue = parts
+        .headers
+        .get(header::EXPECT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("100-continue"));
+    let too_long = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|n| n > DRAIN_BYTES as u64);
     let unread = Arc::new(Unread::default());
     let body = Body::new(Tracked {
         inner: Some(body),
@@ -189,8 +202,8 @@ async fn close_unread(request: Request, next: Next) -> Response {
     if !unread.read.load(Ordering::Relaxed) {
         let left = unread.left.lock().ok().and_then(|mut l| l.take());
         let drained = match left {
-            Some(body) => drain(body).await,
-            None => false,
+            Some(body) if !waits_for_continue && !too_long => drain(body).await,
+            _ => false,
         };
         if !drained {
             response

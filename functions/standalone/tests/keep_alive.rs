@@ -122,3 +122,29 @@ async fn an_answer_given_before_the_body_was_read_says_connection_close() {
         "{headers:?}"
     );
 }
+
+/// A client that waits for `100 Continue` before sending a body the service refuses (too
+/// large, or a refused token) gets the refusal, not `100 Continue` first: reading what was
+/// left of the body asked the client for it (an outside probe saw `100 Continue` before the
+/// 413 of a 6 MB `Content-Length`).
+#[tokio::test]
+async fn a_refusal_does_not_ask_for_the_body_it_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr, token) = service(dir.path()).await;
+    for (token, length, refused) in [
+        (token.as_str(), 6 * 1024 * 1024, " 413 "),
+        ("not-a-token", 100, " 401 "),
+    ] {
+        let mut stream = BufReader::new(TcpStream::connect(&addr).await.unwrap());
+        let head = format!(
+            "POST /projects HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {length}\r\n\r\n"
+        );
+        stream.get_mut().write_all(head.as_bytes()).await.unwrap();
+        let (status, headers) = response(&mut stream).await;
+        assert!(status.contains(refused), "{status}");
+        assert!(
+            headers.iter().any(|h| h == "connection: close"),
+            "{headers:?}"
+        );
+    }
+}
