@@ -53,7 +53,9 @@ pub fn bearer(parts: &Parts) -> Result<&str, ApiError> {
     // Two credentials say two things (RFC 6750 section 3.1: one method, once); the first
     // one won, so a valid token followed by any other header passed.
     if given.next().is_some() {
-        return Err(ApiError::unauthorized(
+        // Credentials were sent and are refused: `error="invalid_token"`, as for any
+        // token that was sent.
+        return Err(ApiError::invalid_token(
             "give one Authorization header, not several",
         ));
     }

@@ -73,6 +73,19 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
     type Rejection = ApiError;
 
     async fn from_request(req: Request<Body>, app: &Arc<App<P>>) -> Result<Self, ApiError> {
+        // Two media types: a proxy that reads the last and this reader the first would
+        // disagree on what the body is (as for two Authorization headers).
+        if req
+            .headers()
+            .get_all(header::CONTENT_TYPE)
+            .iter()
+            .nth(1)
+            .is_some()
+        {
+            return Err(ApiError::unsupported_media_type(
+                "the request has several Content-Type headers; send one",
+            ));
+        }
         let content_type = req
             .headers()
             .get(header::CONTENT_TYPE)

@@ -320,6 +320,11 @@ async fn unauthenticated_requests_get_401_with_bearer_challenge() {
                 .unwrap()
                 .contains("one Authorization")
         );
+        // Tokens were sent and refused.
+        assert_eq!(
+            r.headers["www-authenticate"],
+            "Bearer error=\"invalid_token\""
+        );
     }
     let req = Request::builder()
         .uri("/projects")
@@ -1377,6 +1382,32 @@ async fn unknown_paths_methods_removed_endpoints_and_versions() {
         let stored = read.status == StatusCode::OK;
         assert_eq!(stored, status == StatusCode::CREATED, "{coding}");
     }
+    // Two Content-Type headers are a 415 in either order (the first one won: json then
+    // text was a 201, the reverse a 415).
+    for (first, second) in [
+        ("application/json", "text/plain"),
+        ("text/plain", "application/json"),
+        ("application/json", "application/json"),
+    ] {
+        let req = Request::builder()
+            .method("POST")
+            .uri("/projects")
+            .header("authorization", format!("Bearer {}", h.token("acme")))
+            .header("content-type", first)
+            .header("content-type", second)
+            .body(Body::from(json!({"projectId": "two-types"}).to_string()))
+            .unwrap();
+        let r = h.raw(req).await;
+        assert_eq!(
+            r.status,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{first}, {second}"
+        );
+    }
+    let read = h
+        .call("GET", "/projects/two-types", Some("acme"), None)
+        .await;
+    assert_eq!(read.status, StatusCode::NOT_FOUND);
     // Several lines are read as one comma-joined line (RFC 9110 section 5.3), in any order.
     for (lines, status) in [
         (&["3.1", "4"][..], StatusCode::BAD_REQUEST),

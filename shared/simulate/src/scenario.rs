@@ -503,20 +503,23 @@ impl<'a> Obj<'a> {
 
     fn req_u64(&self, key: &str, min: u64, max: u64) -> Result<u64, FieldError> {
         let v = self.req(key)?;
-        let n = v
-            .as_u64()
-            .or_else(|| {
-                // A decimal that is a whole number (`3.0`) within u64 (2^64 would be
-                // saturated to 2^64 - 1 by the cast).
-                v.as_f64()
-                    .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 18_446_744_073_709_551_616.0)
-                    .map(|f| f as u64)
-            })
-            .ok_or_else(|| self.error(key, "must be a whole number").with_code("type"))?;
-        if n < min || n > max {
-            return Err(self.error(key, format!("must be from {min} to {max}")));
+        let out_of_range = || self.error(key, format!("must be from {min} to {max}"));
+        match v.as_u64() {
+            Some(n) if (min..=max).contains(&n) => Ok(n),
+            Some(_) => Err(out_of_range()),
+            // A decimal that is a whole number (`3.0`) within u64 (2^64 would be saturated
+            // to 2^64 - 1 by the cast); a whole number outside it (`-1`, `2^64 + 1`) is out
+            // of the range, not of the type.
+            None => match v.as_f64().filter(|f| f.is_finite() && f.fract() == 0.0) {
+                Some(f)
+                    if f >= min as f64 && f <= max as f64 && f < 18_446_744_073_709_551_616.0 =>
+                {
+                    Ok(f as u64)
+                }
+                Some(_) => Err(out_of_range()),
+                None => Err(self.error(key, "must be a whole number").with_code("type")),
+            },
         }
-        Ok(n)
     }
 
     fn opt_u64(&self, key: &str, min: u64, max: u64) -> Result<Option<u64>, FieldError> {

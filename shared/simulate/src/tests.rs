@@ -365,9 +365,13 @@ fn scenario_errors_name_the_field() {
             "items/0/shape: weights must not all be 0, nor so large",
         ),
         (
-            // 2^64: no u64 (the cast made it 2^64 - 1).
+            // 2^64: no u64 (the cast made it 2^64 - 1), and a whole number out of the range.
             Box::new(|v| v["seed"] = serde_json::from_str("18446744073709551616").unwrap()),
-            "seed: must be a whole number",
+            "seed: must be from 0 to",
+        ),
+        (
+            Box::new(|v| v["runs"] = json!(2.5)),
+            "runs: must be a whole number",
         ),
         (
             Box::new(|v| {
@@ -412,7 +416,7 @@ fn scenario_errors_name_the_field() {
         ),
         (
             Box::new(|v| v["runs"] = json!(-1)),
-            "runs: must be a whole number",
+            "runs: must be from 1 to",
         ),
         (
             Box::new(|v| v["items"][0]["arrivals"] = json!("many")),
