@@ -66,8 +66,67 @@ where
 }
 
 /// A JSON body: `application/json` (or `+json`), at most the body limit, valid JSON.
-/// An empty body reads as `None`.
-pub struct JsonBody(pub Option<Value>);
+/// An empty body reads as `None`. The [`BodyShare`] is the body's share of the bytes
+/// parsed at once: keep it for as long as the value lives (a handler binds it as
+/// `JsonBody(body, _share)`).
+pub struct JsonBody(pub Option<Value>, pub BodyShare);
+
+/// The body bytes of all requests whose JSON is parsed or being handled at once, in KiB.
+/// A JSON value takes far more memory than its text: a body of many small members (an
+/// outside probe's 4.6 MB of `{"a":[1,2,3,{"b":"xxxxxxxx"}]}`) took ~450 MB while it was
+/// parsed and handled (a `serde_json::Map` is a B-tree whose smallest node holds 11
+/// members), and six such requests at once ~0.9 GB. With this budget a process holds at
+/// most ~8 MiB of request bodies as values: two requests at the 5 MiB limit wait for each
+/// other, small ones (a 500-entry request is ~100 KiB) never wait in practice.
+static BODY_BUDGET_KIB: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(8 * 1024);
+
+/// A body larger than this is parsed on the blocking pool, not on a runtime worker (a
+/// 5 MiB body of small members takes 0.3 to 1.3 s of CPU to parse).
+const PARSE_INLINE_BYTES: usize = 256 * 1024;
+
+/// A request body's share of [`BODY_BUDGET_KIB`], given back when dropped.
+pub struct BodyShare {
+    _permit: Option<tokio::sync::SemaphorePermit<'static>>,
+}
+
+impl BodyShare {
+    /// No share (no body, or a body not counted).
+    pub fn none() -> Self {
+        BodyShare { _permit: None }
+    }
+
+    /// Waits for `bytes`' share of the budget (at least 1 KiB, at most all of it).
+    async fn of(bytes: usize) -> Self {
+        let kib = u32::try_from(bytes.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .clamp(1, 8 * 1024);
+        // The semaphore is never closed, so acquiring cannot fail.
+        BodyShare {
+            _permit: BODY_BUDGET_KIB.acquire_many(kib).await.ok(),
+        }
+    }
+}
+
+/// Parses a body: duplicate members refused, then the depth checked.
+fn parse_body(bytes: &[u8]) -> Result<Value, ApiError> {
+    let value = pricing_core::document::parse_unique(bytes).map_err(|e| match e {
+        ParseError::Json(e) => {
+            ApiError::invalid_field("", codes::JSON, format!("is not valid JSON: {e}"))
+        }
+        ParseError::Duplicate(e) => {
+            ApiError::invalid_field("", codes::DUPLICATE_MEMBER, e.to_string())
+        }
+    })?;
+    let depth = pricing_core::document::depth(&value);
+    if depth > MAX_BODY_DEPTH {
+        return Err(ApiError::invalid_field(
+            "",
+            pricing_core::validate::codes::TOO_DEEP,
+            format!("the body is {depth} levels deep; at most {MAX_BODY_DEPTH}"),
+        ));
+    }
+    Ok(value)
+}
 
 impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
     type Rejection = ApiError;
@@ -115,7 +174,7 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
             .map_err(|_| ApiError::body_timeout(timeout))?
             .map_err(|_| ApiError::too_large(format!("the body may hold at most {limit} bytes")))?;
         if bytes.is_empty() {
-            return Ok(JsonBody(None));
+            return Ok(JsonBody(None, BodyShare::none()));
         }
         match content_type.as_deref() {
             Some("application/json") => {}
@@ -131,23 +190,15 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
                 ));
             }
         }
-        let value = pricing_core::document::parse_unique(&bytes).map_err(|e| match e {
-            ParseError::Json(e) => {
-                ApiError::invalid_field("", codes::JSON, format!("is not valid JSON: {e}"))
-            }
-            ParseError::Duplicate(e) => {
-                ApiError::invalid_field("", codes::DUPLICATE_MEMBER, e.to_string())
-            }
-        })?;
-        let depth = pricing_core::document::depth(&value);
-        if depth > MAX_BODY_DEPTH {
-            return Err(ApiError::invalid_field(
-                "",
-                pricing_core::validate::codes::TOO_DEEP,
-                format!("the body is {depth} levels deep; at most {MAX_BODY_DEPTH}"),
-            ));
-        }
-        Ok(JsonBody(Some(value)))
+        let share = BodyShare::of(bytes.len()).await;
+        let value = if bytes.len() <= PARSE_INLINE_BYTES {
+            parse_body(&bytes)?
+        } else {
+            tokio::task::spawn_blocking(move || parse_body(&bytes))
+                .await
+                .map_err(|e| ApiError::internal("parsing a request body", &e))??
+        };
+        Ok(JsonBody(Some(value), share))
     }
 }
 

@@ -64,7 +64,7 @@ pub async fn create<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
     Path(project_id): Path<String>,
-    JsonBody(body): JsonBody,
+    JsonBody(body, _share): JsonBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let project = owned_project(&app, &caller, &project_id).await?;
     let body = body.ok_or_else(|| {
@@ -252,7 +252,7 @@ pub async fn update<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
     Path((project_id, instance_id)): Path<(String, String)>,
-    JsonBody(body): JsonBody,
+    JsonBody(body, _share): JsonBody,
 ) -> ApiResult<Json<Value>> {
     let mut instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
     let body = body

@@ -114,7 +114,7 @@ pub async fn create<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
     Path((project_id, instance_id)): Path<(String, String)>,
-    JsonBody(body): JsonBody,
+    JsonBody(body, _share): JsonBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
     let body = body

@@ -85,7 +85,7 @@ pub async fn calculate<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
     Path(project_id): Path<String>,
-    JsonBody(body): JsonBody,
+    JsonBody(body, _share): JsonBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let project = owned_project(&app, &caller, &project_id).await?;
     let body = body.unwrap_or_else(|| json!({}));

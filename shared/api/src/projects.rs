@@ -46,7 +46,7 @@ pub async fn owned_project<P: Ports>(
 pub async fn create<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
-    JsonBody(body): JsonBody,
+    JsonBody(body, _share): JsonBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let body = body.unwrap_or_else(|| json!({}));
     let mut errors = Errors::default();

@@ -98,7 +98,7 @@ pub fn parse_report(body: &Value) -> Result<ErrorReport, ApiError> {
 pub async fn report_error<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
-    JsonBody(body): JsonBody,
+    JsonBody(body, _share): JsonBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let body = body
         .ok_or_else(|| ApiError::invalid_field("", codes::REQUIRED, "a JSON object is required"))?;

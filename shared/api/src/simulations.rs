@@ -73,7 +73,7 @@ pub async fn run<P: Ports>(
     State(_app): State<Arc<App<P>>>,
     _caller: Caller,
     Query(query): Query<Vec<(String, String)>>,
-    JsonBody(body): JsonBody,
+    JsonBody(body, _share): JsonBody,
 ) -> ApiResult<Json<Report>> {
     let body = body.ok_or_else(|| {
         ApiError::invalid_field(

@@ -149,7 +149,7 @@ pub async fn create_project_level<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
     Path(project_id): Path<String>,
-    JsonBody(body): JsonBody,
+    JsonBody(body, _share): JsonBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let project = owned_project(&app, &caller, &project_id).await?;
     create_in_scope(&app, project.key(), None, body).await
@@ -171,7 +171,7 @@ pub async fn create_instance_level<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
     Path((project_id, instance_id)): Path<(String, String)>,
-    JsonBody(body): JsonBody,
+    JsonBody(body, _share): JsonBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
     create_in_scope(
@@ -230,7 +230,7 @@ pub async fn trigger<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
     Path((project_id, subscription_id)): Path<(String, String)>,
-    JsonBody(body): JsonBody,
+    JsonBody(body, _share): JsonBody,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let subscription = owned_subscription(&app, &caller, &project_id, &subscription_id).await?;
     crate::util::no_fields(body.as_ref())?;
@@ -279,7 +279,7 @@ pub async fn rotate_secret<P: Ports>(
     State(app): State<Arc<App<P>>>,
     caller: Caller,
     Path((project_id, subscription_id)): Path<(String, String)>,
-    JsonBody(body): JsonBody,
+    JsonBody(body, _share): JsonBody,
 ) -> ApiResult<Json<Value>> {
     let subscription = owned_subscription(&app, &caller, &project_id, &subscription_id).await?;
     crate::util::no_fields(body.as_ref())?;
