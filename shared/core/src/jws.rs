@@ -31,6 +31,11 @@ pub enum JwsError {
     #[error("has a header that is not a base64url JSON object naming its \"alg\"")]
     Header,
     #[error(
+        "is unsecured (\"alg\": \"none\"): send the entry as plain JSON, or signed (an \
+         unsecured JWS proves nothing a plain entry does not)"
+    )]
+    Unsecured,
+    #[error(
         "has a header naming an extension (\"crit\", or \"b64\" other than true) the \
          service does not implement: send it without, or as plain JSON"
     )]
@@ -493,13 +498,13 @@ pub fn decode_client_jws(jws: &str) -> Result<Value, JwsError> {
         .then(|| B64.decode(header).ok())
         .flatten()
         .and_then(|b| unique_members(&b).ok());
-    let named = decoded.as_ref().is_some_and(|h| {
-        h.get("alg")
-            .and_then(Value::as_str)
-            .is_some_and(|alg| alg != "none")
-    });
-    if !named {
-        return Err(JwsError::Header);
+    let alg = decoded
+        .as_ref()
+        .and_then(|h| h.get("alg").and_then(Value::as_str));
+    match alg {
+        None => return Err(JwsError::Header),
+        Some("none") => return Err(JwsError::Unsecured),
+        Some(_) => {}
     }
     // No extension is implemented: a `crit` one must be refused (RFC 7515 section
     // 4.1.11), and `b64: false` (RFC 7797) says the payload is not the base64url the
@@ -537,6 +542,25 @@ mod tests {
         )
         .unwrap();
         Signer::from_keys(&[key]).unwrap()
+    }
+
+    #[test]
+    fn a_client_jws_is_refused_for_what_is_wrong_with_its_header() {
+        let part = |v: &str| B64.encode(v);
+        let payload = part(r#"{"type":"itemSale"}"#);
+        let jws = |header: &str, signature: &str| format!("{}.{payload}.{signature}", part(header));
+        // An unsecured JWS says so (it was "a header ... not naming its alg").
+        for signature in ["", "c2ln"] {
+            assert_eq!(
+                decode_client_jws(&jws(r#"{"alg":"none"}"#, signature)),
+                Err(JwsError::Unsecured)
+            );
+        }
+        assert_eq!(
+            decode_client_jws(&jws(r#"{"typ":"JWT"}"#, "c2ln")),
+            Err(JwsError::Header)
+        );
+        assert!(decode_client_jws(&jws(r#"{"alg":"ES256"}"#, "c2ln")).is_ok());
     }
 
     #[test]
