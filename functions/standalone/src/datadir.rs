@@ -211,13 +211,18 @@ pub fn token_secret(dir: &Path) -> Result<Vec<u8>, Error> {
         Ok(B64.encode(secret).into_bytes())
     })
     .map_err(setup("the token secret"))?;
+    let damaged = |what: String| {
+        Error::Setup(format!(
+            "the token secret file is damaged: {} {what} (remove it to make a new one: every token issued so far is then refused)",
+            path.display()
+        ))
+    };
     let secret = B64
         .decode(bytes.trim_ascii())
-        .map_err(setup("the token secret file is damaged"))?;
+        .map_err(|e| damaged(format!("is not base64 ({e})")))?;
     if secret.len() < TOKEN_SECRET_BYTES {
-        return Err(Error::Setup(format!(
-            "the token secret file is damaged: {} holds {} bytes, at least {TOKEN_SECRET_BYTES} expected (remove it to make a new one: every token issued so far is then refused)",
-            path.display(),
+        return Err(damaged(format!(
+            "holds {} bytes, at least {TOKEN_SECRET_BYTES} expected",
             secret.len()
         )));
     }
@@ -532,11 +537,20 @@ mod tests {
         let path = dir.path().join(TOKEN_SECRET_FILE);
         // Empty, a newline, 3 zero bytes, 31 bytes: each would sign tokens anyone can make
         // (or guess) for any tenant.
-        for content in ["", "\n", "AAAA", &B64.encode([7u8; 31])] {
+        // Not base64 at all, or cut to a length base64 cannot have: named the same way.
+        for content in [
+            "",
+            "\n",
+            "AAAA",
+            &B64.encode([7u8; 31]),
+            "not base64 at all!!",
+            "short",
+        ] {
             std::fs::write(&path, content).unwrap();
             let e = token_secret(dir.path()).unwrap_err().to_string();
             assert!(
-                e.contains("the token secret file is damaged"),
+                e.contains("the token secret file is damaged")
+                    && e.contains(&path.display().to_string()),
                 "{content:?}: {e}"
             );
         }
