@@ -76,6 +76,8 @@ pub fn router(scrape: Arc<Scrape>) -> Router {
     Router::new()
         .route("/metrics", get(serve))
         .with_state(scrape)
+        // Every answer says the API version, as the API's do (its 404 and 405 too).
+        .layer(axum::middleware::from_fn(pricing_api::api_version))
 }
 
 async fn serve(State(scrape): State<Arc<Scrape>>, headers: HeaderMap) -> Response {

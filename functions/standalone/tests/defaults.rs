@@ -281,6 +281,18 @@ async fn a_connection_that_sends_no_headers_in_time_is_closed_and_a_stalled_body
         waited >= Duration::from_millis(900) && waited < Duration::from_secs(8),
         "closed after {waited:?}"
     );
+    // Its answers say the API version, as the API's do: the metrics, a 404, a 405.
+    for request in [
+        &b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"[..],
+        b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+    ] {
+        let (answer, _) = send_and_read(&format!("http://{metrics}"), request);
+        assert!(
+            answer.to_ascii_lowercase().contains("api-version: 3.1.0"),
+            "{answer}"
+        );
+    }
 }
 
 /// A client that asks for more than the socket buffers hold and never reads it: the

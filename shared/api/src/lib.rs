@@ -341,7 +341,8 @@ pub async fn api_version(request: Request, next: Next) -> Response {
     let requested = (!lines.is_empty()).then(|| lines.join(", "));
     let mut response = match requested {
         Some(v) if !v.split(',').all(version_supported) => ApiError::bad_request(format!(
-            "Api-Version {v} is not supported; this service implements {}",
+            "Api-Version {} is not supported; this service implements {}",
+            pricing_core::process::rejected::capped(&v, 64),
             pricing_core::API_VERSION
         ))
         .into_response(),
