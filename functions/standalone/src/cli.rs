@@ -87,12 +87,12 @@ pub struct ServeArgs {
     /// process's open-files limit less 512 (kept for the database and webhook deliveries).
     #[arg(long, env = "PRICING_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub max_connections: Option<u64>,
-    /// Entry-processing workers.
-    #[arg(long, default_value_t = 2)]
-    pub workers: usize,
+    /// Entry-processing workers (1 to 64).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub workers: u16,
     /// Seconds between looks for due scheduled price calculations, deactivations and
-    /// webhooks to repair.
-    #[arg(long, default_value_t = 60)]
+    /// webhooks to repair (1 to 86,400).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub schedule_tick: u64,
     /// Retention (docs/retention.md): days a calculation other than an
     /// instance's latest is kept; 0 keeps them for ever, else at least 14.
@@ -113,8 +113,8 @@ pub struct ServeArgs {
     pub callback_policy: Option<CallbackPolicyArg>,
     /// Webhook deliveries in flight at once; one destination (a callback URL's origin)
     /// holds at most a quarter of them.
-    #[arg(long, default_value_t = 64)]
-    pub delivery_concurrency: usize,
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=10_000))]
+    pub delivery_concurrency: u16,
     /// Where `/metrics` (Prometheus text) is served, on a listener of its own: HOST:PORT
     /// (port 0 picks a free port; the address is printed), or `off`. Loopback only by
     /// default; set --metrics-token before exposing it. [default: 127.0.0.1:9464, skipped

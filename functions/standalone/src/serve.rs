@@ -75,7 +75,9 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     // cannot make every other subscriber wait (docs/webhooks.md, "Attempts").
     let transport = Arc::new(
         HttpTransport::builder(policy)
-            .places(places_per_destination(args.delivery_concurrency))
+            .places(places_per_destination(usize::from(
+                args.delivery_concurrency,
+            )))
             .build()
             .map_err(|e| Error::Setup(format!("HTTP client: {e}")))?,
     );
@@ -130,7 +132,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         Err(e) => tracing::warn!(error = %e, "could not release work left in flight"),
     }
     let (stop, stopped) = watch::channel(false);
-    let workers: Vec<_> = (0..args.workers.max(1))
+    let workers: Vec<_> = (0..args.workers)
         .map(|_| {
             tokio::spawn(crate::worker::run(
                 store.clone(),
@@ -143,7 +145,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         store.clone(),
         transport,
         signer.clone(),
-        args.delivery_concurrency,
+        usize::from(args.delivery_concurrency),
         stopped.clone(),
     ));
     let key_watch = tokio::spawn(crate::webhooks::watch_keys(
@@ -154,7 +156,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     crate::worker::sweep(&store).await;
     let scheduler = tokio::spawn(crate::worker::schedule(
         store.clone(),
-        Duration::from_secs(args.schedule_tick.max(1)),
+        Duration::from_secs(args.schedule_tick),
         retention,
         stopped.clone(),
     ));
@@ -445,6 +447,17 @@ mod tests {
         }
         for good in ["0", "0.001", "1000", "1e9"] {
             assert!(parse("--rate-limit", good).is_ok(), "{good}");
+        }
+        // 0 workers, a tick of 0 s, no delivery in flight: each was taken as 1 in silence.
+        for (flag, bad, good) in [
+            ("--workers", ["0", "65"], "64"),
+            ("--schedule-tick", ["0", "86401"], "1"),
+            ("--delivery-concurrency", ["0", "10001"], "1"),
+        ] {
+            for bad in bad {
+                assert!(parse(flag, bad).is_err(), "{flag} {bad}");
+            }
+            assert!(parse(flag, good).is_ok(), "{flag} {good}");
         }
         // A token's lifetime: a day by default, at most 366 days (a huge one wrapped its
         // `exp` into the past).
