@@ -260,6 +260,7 @@ pub fn work_handled(message: &Message, handled: &Handled, elapsed: Duration, now
         }
         Handled::AlreadyCalculated { .. }
         | Handled::Deactivated { .. }
+        | Handled::Inactive { .. }
         | Handled::UnknownInstance => {}
     }
 }

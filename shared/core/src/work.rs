@@ -72,6 +72,10 @@ pub enum Handled {
     /// (INTERFACE.md): a calculation asked for before it (a request queued, a sales
     /// trigger) is not made.
     Deactivated { calculation_id: String },
+    /// A sales-triggered calculation of an instance that is not active is not made: sales
+    /// runs price only the items of active instances, so it would price nothing and
+    /// publish every item as kept (an outside probe saw such an empty `prices.updated`).
+    Inactive { calculation_id: String },
     /// The instance no longer exists; nothing to do.
     UnknownInstance,
 }
@@ -131,6 +135,11 @@ where
             }
             if instance.is_deactivated(now) {
                 return Ok(Handled::Deactivated {
+                    calculation_id: calculation_id.clone(),
+                });
+            }
+            if *trigger == Trigger::Sales && !instance.is_active(now) {
+                return Ok(Handled::Inactive {
                     calculation_id: calculation_id.clone(),
                 });
             }
@@ -304,6 +313,10 @@ impl std::fmt::Display for Handled {
             Handled::Deactivated { calculation_id } => write!(
                 f,
                 "calculation {calculation_id} not made: the instance is past its deactivation date"
+            ),
+            Handled::Inactive { calculation_id } => write!(
+                f,
+                "calculation {calculation_id} not made: the instance is not active (a sales run would price nothing)"
             ),
             Handled::UnknownInstance => write!(f, "the instance does not exist; message dropped"),
         }

@@ -824,6 +824,53 @@ mod prices {
         assert!(store.latest_prices(&key).await.unwrap().is_none());
     }
 
+    /// An instance that is not active gets no sales-triggered calculation (a sales run
+    /// prices only active instances' items: it published every item as kept, an empty
+    /// `prices.updated`), while a request still prices it (requests ignore the flag).
+    #[tokio::test]
+    async fn an_inactive_instance_gets_no_sales_calculation_but_a_requested_one() {
+        use pricing_contract::fixtures::item;
+        use pricing_core::model::Message;
+        use pricing_core::ports::PriceStore;
+        use pricing_core::process::Processor;
+        use pricing_core::time::Timestamp;
+        use pricing_core::work::{Handled, handle};
+
+        let store = EmbeddedStore::open_in_memory().unwrap();
+        let key = Run::new("inactive").key("p", "i");
+        let mut inst = instance(&key, "i");
+        inst.active = false;
+        instance_with_items(&store, &key, &inst, vec![item("seat", "prod", 0, 1)]).await;
+        let ask = |trigger: Trigger| Message::Recalculate {
+            key: key.clone(),
+            calculation_id: format!("c-{trigger:?}"),
+            trigger,
+            metadata: None,
+        };
+        let processor = Processor::new();
+        let handled = handle(
+            &store,
+            &store,
+            &processor,
+            &ask(Trigger::Sales),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+        assert!(matches!(handled, Handled::Inactive { .. }), "{handled}");
+        assert!(store.latest_prices(&key).await.unwrap().is_none());
+        let handled = handle(
+            &store,
+            &store,
+            &processor,
+            &ask(Trigger::Request),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+        assert!(matches!(handled, Handled::Calculated { .. }), "{handled}");
+    }
+
     /// The sales calculation a crossing asks for is asked once: the recalculator (on AWS
     /// another function, with a processor of its own) does not ask for the one it is
     /// handling again, and a cold processor that finds the mark of a calculation stored

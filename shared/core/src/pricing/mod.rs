@@ -527,7 +527,10 @@ fn default_as_set(ps: &crate::entry::PriceSettings, step: Money) -> Money {
 /// The price of an item this calculation does not price: its previous price, else its
 /// default price as its settings make it (times its multiplier, within its bounds,
 /// rounded to the product's `step`), so that a price never published before is on the
-/// product's grid like every calculated one.
+/// product's grid like every calculated one. An item whose dynamic pricing is off is
+/// always at its default price as its settings make it: its settings are how the seller
+/// prices it (it kept the price it first had, and a new default or multiplier never
+/// showed: an outside probe's item stayed at 50 after its default became 70).
 fn kept_price(
     item: &ItemState,
     step: Money,
@@ -536,6 +539,7 @@ fn kept_price(
     period: Option<crate::time::Period>,
 ) -> (Money, PriceStatus, Explanation) {
     let ps = &item.properties.price_settings;
+    let prev = prev.filter(|_| reason != KeptReason::DynamicPricingOff);
     let (price, source) = match prev {
         Some(p) => (p, KeptSource::PreviousPrice),
         None => (default_as_set(ps, step), KeptSource::DefaultPrice),

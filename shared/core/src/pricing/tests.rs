@@ -539,7 +539,9 @@ fn eligibility_state() -> Builder {
 }
 
 /// A kept price is published, so it stays within the bounds as they are now (found by an
-/// outside review: an item with dynamic pricing off kept 31.04 after its min went to 40).
+/// outside review: an item with dynamic pricing off kept 31.04 after its min went to 40;
+/// such an item is now at its default as set, so here the items are kept by an inactive
+/// instance).
 #[test]
 fn a_kept_price_moves_inside_bounds_changed_since() {
     let mut b = Builder::new();
@@ -561,7 +563,6 @@ fn a_kept_price_moves_inside_bounds_changed_since() {
             Item {
                 min,
                 max,
-                dynamic_pricing: false,
                 ..Item::default()
             },
         );
@@ -573,7 +574,7 @@ fn a_kept_price_moves_inside_bounds_changed_since() {
     ]
     .into_iter()
     .collect();
-    let c = calculate(&b.state, true, Trigger::Schedule, ts(NOW), &previous, &[]);
+    let c = calculate(&b.state, false, Trigger::Schedule, ts(NOW), &previous, &[]);
     for (item, expected, bound) in [
         ("low", "40", Some(Bound::Min)),
         ("high", "25", Some(Bound::Max)),
@@ -606,17 +607,18 @@ fn scheduled_pricing_prices_only_eligible_items() {
     let calculated: Vec<&str> = c.calculated().map(|p| p.item_id.as_str()).collect();
     assert_eq!(calculated, ["on", "own-period"]);
     assert_eq!(price(&c, "on"), money("60"));
-    // Kept with its last price.
+    // Dynamic pricing off: at its default as its settings make it (50 times its
+    // multiplier 1.2), whatever it was before (a new default or multiplier shows).
     let off = c.get(&id("off")).unwrap();
     assert_eq!(
         (off.price, off.changed, off.status),
-        (money("42"), false, PriceStatus::Kept)
+        (money("60"), true, PriceStatus::Kept)
     );
     assert_eq!(
         off.explanation.kept,
         Some(Kept {
             reason: KeptReason::DynamicPricingOff,
-            source: KeptSource::PreviousPrice,
+            source: KeptSource::DefaultPrice,
             period: None
         })
     );
@@ -739,10 +741,10 @@ fn a_request_calculates_every_live_item_with_dynamic_pricing_on() {
         explained["kept"]["reason"], "dynamicPricingOff",
         "{explained}"
     );
-    // Kept at a price it had, not moved.
+    // At its default as set, not at a price it had.
     let prices = BTreeMap::from([(id("off"), money("41"))]);
     let c = calculate(&b.state, true, Trigger::Request, ts(NOW), &prices, &[]);
-    assert_eq!(c.get(&id("off")).unwrap().price, money("41"));
+    assert_eq!(c.get(&id("off")).unwrap().price, money("60"));
 }
 
 #[test]
@@ -943,8 +945,9 @@ fn a_kept_target_is_not_matched_but_a_kept_source_is_read() {
         &previous,
         &rules,
     );
-    assert_eq!(price(&c, "a"), money("60"));
-    assert_eq!(price(&c, "off"), money("30"));
+    // `off` is at its default as set (50), whatever it was before, and read as a source.
+    assert_eq!(price(&c, "a"), money("100"));
+    assert_eq!(price(&c, "off"), money("50"));
     assert_eq!(
         c.get(&id("off")).unwrap().explanation.match_skipped,
         Some(MatchSkipped {
