@@ -20,10 +20,13 @@ pub enum MoneyError {
 
 impl Money {
     pub const ZERO: Money = Money(0);
-    /// The largest amount `from_f64` accepts back (a whole number of units, exact in f64),
-    /// so every amount the service writes can be read again.
-    pub const MAX: Money = Money(8_999_999_999 * SCALE);
-    pub const MIN: Money = Money(-8_999_999_999 * SCALE);
+    /// The largest amount a JSON number carries exactly below the 9,000,000,000 that
+    /// `from_f64` accepts (past 2^33 a double's step is about 2 millionths, so
+    /// 8,999,999,999.999999 reads as 8,999,999,999.999998): every amount the service
+    /// writes reads back as itself. It was 8,999,999,999 whole, and a model or match
+    /// price saturated there cut an accepted default of 8,999,999,999.99.
+    pub const MAX: Money = Money(9_000_000_000 * SCALE - 2);
+    pub const MIN: Money = Money(-(9_000_000_000 * SCALE - 2));
 
     pub const fn from_micros(micros: i64) -> Self {
         Self(micros)
@@ -111,5 +114,13 @@ mod tests {
             assert_eq!(back, m);
         }
         assert_eq!(Money::from_micros(i64::MIN).saturate(), Money::MIN);
+        // The largest accepted amount is the largest: nothing the API reads saturates.
+        let largest = Money::from_f64(8_999_999_999.999_999).unwrap();
+        assert_eq!(largest, Money::MAX);
+        assert_eq!(largest.saturate(), largest);
+        assert_eq!(
+            Money::from_f64(8_999_999_999.99).unwrap().saturate(),
+            Money::from_micros(8_999_999_999_990_000)
+        );
     }
 }
