@@ -438,7 +438,10 @@ pub(crate) fn plan_product(
                 recent_pace: s.pace,
                 remaining_demand: m.sales_at(price),
                 bid_price,
-                expected_sales: expected,
+                // Sales, not demand: no more than the units left (the demand at these
+                // prices may be more, when a price held by its bounds sells more than the
+                // capacity has: `sellsOut` says so).
+                expected_sales: expected.min(units_left as f64),
                 sells_out: expected >= units_left as f64 - 0.5,
                 units_observed: s.item.demand.units,
                 demand_observed: s.exposure.mass(),
@@ -861,7 +864,8 @@ pub struct RevenueExplanation {
     pub remaining_demand: f64,
     /// The marginal value of a unit of the product's capacity (0: capacity to spare).
     pub bid_price: f64,
-    /// Units the product is expected to sell from now on at the solved prices.
+    /// Units the product is expected to sell from now on at the solved prices: at most
+    /// `units_left` (an outside probe saw 98.9 with 60 left, and 0.33 sold out).
     pub expected_sales: f64,
     /// Whether the product is expected to sell out at these prices.
     pub sells_out: bool,

@@ -1030,8 +1030,10 @@ fn a_free_item_is_expected_to_take_its_believed_demand_not_four_times_it() {
     let (adult, child) = (explanation(&c, "adult"), explanation(&c, "child"));
     assert_eq!(c.get(&id("child")).expect("child").price, money("0"));
     assert!(child.remaining_demand > 0.0, "{child:?}");
+    // (Sales, not demand: at most the 4 units left.)
+    let demand = adult.remaining_demand + child.remaining_demand;
     assert!(
-        (adult.expected_sales - adult.remaining_demand - child.remaining_demand).abs() < 1e-6,
+        (adult.expected_sales - demand.min(4.0)).abs() < 1e-6,
         "the product expects the free item's buyers too: {adult:?} {child:?}"
     );
 }
@@ -1066,4 +1068,35 @@ fn an_item_first_priced_mid_sale_is_not_refuted_by_sales_the_service_never_saw()
     }
     let e = explanation(&last, "ga");
     assert!(e.belief_refuted, "{e:?}");
+}
+
+#[test]
+fn expected_sales_are_at_most_the_units_left() {
+    // The general item's price is held by its bounds (min = max = 60), and 40 of it
+    // sold in the last day of a product of 60: its demand at 60 is more than the 20 units
+    // left, so the product is expected to sell out, and to sell 20, not its demand (an
+    // outside probe saw 98.9 expected with 60 left, and 0.33 with none).
+    let mut b = two_items_in(june());
+    let ps = &mut b
+        .state
+        .items
+        .get_mut(&id("ga"))
+        .expect("ga")
+        .properties
+        .price_settings;
+    (ps.min, ps.max) = (money("60"), money("60"));
+    set_capacity(&mut b, Some(60));
+    sell(&mut b, "ga", 40, 60.0, 9);
+    let c = run(&b.state, at(10), &ProjectHistory::default());
+    let e = explanation(&c, "vip");
+    assert_eq!(e.units_left, 20, "{e:?}");
+    assert!(e.sells_out, "{e:?}");
+    assert!(e.expected_sales <= 20.0, "{e:?}");
+    let demand = explanation(&c, "ga").remaining_demand + explanation(&c, "vip").remaining_demand;
+    assert!(demand > 20.0, "the demand is more: {demand}");
+    // Sold out: nothing more is expected.
+    b.state.items.get_mut(&id("ga")).expect("ga").sold = 60;
+    let c = run(&b.state, at(10), &ProjectHistory::default());
+    let e = explanation(&c, "ga");
+    assert_eq!((e.units_left, e.expected_sales), (0, 0.0), "{e:?}");
 }
