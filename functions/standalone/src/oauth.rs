@@ -175,11 +175,20 @@ async fn token(State(endpoint): State<Arc<TokenEndpoint>>, request: Request) -> 
         (Some(id), Some(secret)) => Some((id, secret)),
         _ => basic,
     };
+    let basic_sent = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"));
     let Some((client_id, secret)) = credentials else {
         return oauth_error(
             StatusCode::UNAUTHORIZED,
             "invalid_client",
-            "client_id and client_secret are required",
+            if basic_sent {
+                "the Authorization: Basic credentials do not read: base64 of client_id:client_secret expected"
+            } else {
+                "client_id and client_secret are required"
+            },
         );
     };
     let Some(tenant) = endpoint.clients.authenticate(&client_id, &secret) else {
@@ -334,5 +343,19 @@ mod tests {
                 "{status}"
             );
         }
+        // Basic credentials that do not decode are named as such (the answer said
+        // client_id and client_secret were missing).
+        let mut r = form("grant_type=client_credentials".into(), None);
+        r.headers_mut().insert(
+            header::AUTHORIZATION,
+            "Basic !!!!".parse().expect("a header"),
+        );
+        let response = router.clone().oneshot(r).await.expect("an answer");
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .expect("a body");
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.contains("Basic credentials do not read"), "{text}");
     }
 }
