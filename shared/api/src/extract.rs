@@ -71,20 +71,23 @@ where
 /// `JsonBody(body, _share)`).
 pub struct JsonBody(pub Option<Value>, pub BodyShare);
 
-/// The body bytes of all requests whose JSON is parsed or being handled at once, in KiB.
-/// A JSON value takes far more memory than its text: a body of many small members (an
-/// outside probe's 4.6 MB of `{"a":[1,2,3,{"b":"xxxxxxxx"}]}`) took ~450 MB while it was
-/// parsed and handled (a `serde_json::Map` is a B-tree whose smallest node holds 11
-/// members), and six such requests at once ~0.9 GB. With this budget a process holds at
-/// most ~8 MiB of request bodies as values: two requests at the 5 MiB limit wait for each
-/// other, small ones (a 500-entry request is ~100 KiB) never wait in practice.
+/// The body bytes of the large requests (over [`LARGE_BODY_BYTES`]) whose JSON is parsed
+/// or being handled at once, in KiB. A JSON value takes far more memory than its text: a
+/// body of many small members (an outside probe's 4.6 MB of
+/// `{"a":[1,2,3,{"b":"xxxxxxxx"}]}`) took ~450 MB while it was parsed and handled (a
+/// `serde_json::Map` is a B-tree whose smallest node holds 11 members), and six such
+/// requests at once ~0.9 GB. With this budget a process holds at most ~8 MiB of large
+/// bodies as values: two at the 5 MiB limit wait for each other. Smaller bodies take no
+/// share and never wait (the semaphore serves its waiters in order, so a small request
+/// queued behind a large one would wait for it): a 500-entry request is ~100 KiB.
 static BODY_BUDGET_KIB: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(8 * 1024);
 
-/// A body larger than this is parsed on the blocking pool, not on a runtime worker (a
-/// 5 MiB body of small members takes 0.3 to 1.3 s of CPU to parse).
-const PARSE_INLINE_BYTES: usize = 256 * 1024;
+/// A body larger than this takes a share of [`BODY_BUDGET_KIB`] and is parsed on the
+/// blocking pool, not on a runtime worker (a 5 MiB body of small members takes 0.3 to
+/// 1.3 s of CPU to parse).
+const LARGE_BODY_BYTES: usize = 256 * 1024;
 
-/// A request body's share of [`BODY_BUDGET_KIB`], given back when dropped.
+/// A large request body's share of [`BODY_BUDGET_KIB`], given back when dropped.
 pub struct BodyShare {
     _permit: Option<tokio::sync::SemaphorePermit<'static>>,
 }
@@ -190,15 +193,16 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
                 ));
             }
         }
+        if bytes.len() <= LARGE_BODY_BYTES {
+            return Ok(JsonBody(Some(parse_body(&bytes)?), BodyShare::none()));
+        }
         let share = BodyShare::of(bytes.len()).await;
-        let value = if bytes.len() <= PARSE_INLINE_BYTES {
-            parse_body(&bytes)?
-        } else {
-            tokio::task::spawn_blocking(move || parse_body(&bytes))
-                .await
-                .map_err(|e| ApiError::internal("parsing a request body", &e))??
-        };
-        Ok(JsonBody(Some(value), share))
+        // The share goes into the parse and comes back with the value: a client that
+        // hangs up drops this future, not the parse, which holds its share until it ends.
+        let (value, share) = tokio::task::spawn_blocking(move || (parse_body(&bytes), share))
+            .await
+            .map_err(|e| ApiError::internal("parsing a request body", &e))?;
+        Ok(JsonBody(Some(value?), share))
     }
 }
 
@@ -274,4 +278,24 @@ pub fn page_request(query: &[(String, String)]) -> Result<PageRequest, ApiError>
         }
     }
     Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Large bodies share the budget: with all of it held, another waits until it is given
+    /// back (the router's test shows only that such requests are all answered).
+    #[tokio::test]
+    async fn a_large_body_waits_for_its_share_of_the_budget() {
+        let all = BodyShare::of(8 * 1024 * 1024).await;
+        let waited =
+            tokio::time::timeout(Duration::from_millis(100), BodyShare::of(300 * 1024)).await;
+        assert!(waited.is_err(), "the budget is held");
+        drop(all);
+        let got = tokio::time::timeout(Duration::from_secs(5), BodyShare::of(300 * 1024)).await;
+        assert!(got.is_ok(), "given back, it is shared again");
+    }
 }
