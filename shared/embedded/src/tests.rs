@@ -824,9 +824,10 @@ mod prices {
         assert!(store.latest_prices(&key).await.unwrap().is_none());
     }
 
-    /// An instance that is not active gets no sales-triggered calculation (a sales run
-    /// prices only active instances' items: it published every item as kept, an empty
-    /// `prices.updated`), while a request still prices it (requests ignore the flag).
+    /// An instance that is not active gets no sales-triggered or scheduled calculation
+    /// (those runs price only active instances' items: it published every item as kept,
+    /// an empty `prices.updated`), while a request still prices it (requests ignore the
+    /// flag).
     #[tokio::test]
     async fn an_inactive_instance_gets_no_sales_calculation_but_a_requested_one() {
         use pricing_contract::fixtures::item;
@@ -848,16 +849,13 @@ mod prices {
             metadata: None,
         };
         let processor = Processor::new();
-        let handled = handle(
-            &store,
-            &store,
-            &processor,
-            &ask(Trigger::Sales),
-            Timestamp::now(),
-        )
-        .await
-        .unwrap();
-        assert!(matches!(handled, Handled::Inactive { .. }), "{handled}");
+        // A scheduled run asked for before the instance was turned off is not made either.
+        for trigger in [Trigger::Sales, Trigger::Schedule] {
+            let handled = handle(&store, &store, &processor, &ask(trigger), Timestamp::now())
+                .await
+                .unwrap();
+            assert!(matches!(handled, Handled::Inactive { .. }), "{handled}");
+        }
         assert!(store.latest_prices(&key).await.unwrap().is_none());
         let handled = handle(
             &store,
