@@ -53,11 +53,14 @@ pub fn bearer(parts: &Parts) -> Result<&str, ApiError> {
     // Two credentials say two things (RFC 6750 section 3.1: one method, once); the first
     // one won, so a valid token followed by any other header passed.
     if given.next().is_some() {
-        // Credentials were sent and are refused: `error="invalid_token"`, as for any
-        // token that was sent.
-        return Err(ApiError::invalid_token(
-            "give one Authorization header, not several",
-        ));
+        // RFC 6750 section 3.1: a request that repeats a parameter or uses more than one
+        // method for its token is `invalid_request`, a 400.
+        return Err(
+            ApiError::bad_request("give one Authorization header, not several").with_header(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer error=\"invalid_request\""),
+            ),
+        );
     }
     let value = value
         .to_str()

@@ -313,17 +313,17 @@ async fn unauthenticated_requests_get_401_with_bearer_challenge() {
             .body(Body::empty())
             .unwrap();
         let r = h.raw(req).await;
-        assert_problem(&r, StatusCode::UNAUTHORIZED);
+        // RFC 6750 section 3.1: a repeated parameter is `invalid_request`, a 400.
+        assert_problem(&r, StatusCode::BAD_REQUEST);
         assert!(
             r.body["detail"]
                 .as_str()
                 .unwrap()
                 .contains("one Authorization")
         );
-        // Tokens were sent and refused.
         assert_eq!(
             r.headers["www-authenticate"],
-            "Bearer error=\"invalid_token\""
+            "Bearer error=\"invalid_request\""
         );
     }
     let req = Request::builder()

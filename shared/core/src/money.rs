@@ -20,11 +20,11 @@ pub enum MoneyError {
 
 impl Money {
     pub const ZERO: Money = Money(0);
-    /// The largest amount a JSON number carries exactly below the 9,000,000,000 that
-    /// `from_f64` accepts (past 2^33 a double's step is about 2 millionths, so
-    /// 8,999,999,999.999999 reads as 8,999,999,999.999998): every amount the service
-    /// writes reads back as itself. It was 8,999,999,999 whole, and a model or match
-    /// price saturated there cut an accepted default of 8,999,999,999.99.
+    /// The largest amount `from_f64` yields (below 9,000,000,000: past 2^33 a double's
+    /// step is about 2 millionths, so 8,999,999,999.999999 reads as 8,999,999,999.999998),
+    /// and it reads back as itself. (Not every amount past 2^33 does: there a double keeps
+    /// 5 decimals exactly, not 6.) It was 8,999,999,999 whole, and a model or match price
+    /// saturated there cut an accepted default of 8,999,999,999.99.
     pub const MAX: Money = Money(9_000_000_000 * SCALE - 2);
     pub const MIN: Money = Money(-(9_000_000_000 * SCALE - 2));
 
