@@ -539,7 +539,10 @@ fn kept_price(
     period: Option<crate::time::Period>,
 ) -> (Money, PriceStatus, Explanation) {
     let ps = &item.properties.price_settings;
-    let prev = prev.filter(|_| reason != KeptReason::DynamicPricingOff);
+    // Whatever else keeps it (the instance inactive); a manual trigger resends the prices
+    // as they were.
+    let prev =
+        prev.filter(|_| item.properties.dynamic_pricing || reason == KeptReason::ManualResend);
     let (price, source) = match prev {
         Some(p) => (p, KeptSource::PreviousPrice),
         None => (default_as_set(ps, step), KeptSource::DefaultPrice),
