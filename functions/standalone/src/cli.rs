@@ -57,10 +57,10 @@ pub struct ServeArgs {
     #[arg(long, default_value = "./data")]
     pub data: PathBuf,
     /// Requests per second allowed per tenant (token bucket; 0: no limit).
-    #[arg(long, default_value_t = 1000.0, value_parser = rate)]
+    #[arg(long, env = "PRICING_RATE_LIMIT", default_value_t = 1000.0, value_parser = rate)]
     pub rate_limit: f64,
     /// Burst size of the per-tenant token bucket (at least 1).
-    #[arg(long, default_value_t = 2000.0, value_parser = burst)]
+    #[arg(long, env = "PRICING_RATE_BURST", default_value_t = 2000.0, value_parser = burst)]
     pub rate_burst: f64,
     /// Projects one tenant may create (docs/limits.md).
     #[arg(long, env = "PRICING_MAX_PROJECTS_PER_TENANT", default_value_t = pricing_core::limits::DEFAULT_PROJECTS_PER_TENANT)]
@@ -88,11 +88,11 @@ pub struct ServeArgs {
     #[arg(long, env = "PRICING_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub max_connections: Option<u64>,
     /// Entry-processing workers (1 to 64).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    #[arg(long, env = "PRICING_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,
     /// Seconds between looks for due scheduled price calculations, deactivations and
     /// webhooks to repair (1 to 86,400).
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, env = "PRICING_SCHEDULE_TICK", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub schedule_tick: u64,
     /// Retention (docs/retention.md): days a calculation other than an
     /// instance's latest is kept; 0 keeps them for ever, else at least 14.
@@ -113,7 +113,7 @@ pub struct ServeArgs {
     pub callback_policy: Option<CallbackPolicyArg>,
     /// Webhook deliveries in flight at once; one destination (a callback URL's origin)
     /// holds at most a quarter of them.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=10_000))]
+    #[arg(long, env = "PRICING_DELIVERY_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=10_000))]
     pub delivery_concurrency: u16,
     /// Where `/metrics` (Prometheus text) is served, on a listener of its own: HOST:PORT
     /// (port 0 picks a free port; the address is printed), or `off`. Loopback only by
