@@ -164,7 +164,14 @@ async fn token(State(endpoint): State<Arc<TokenEndpoint>>, request: Request) -> 
     }
     // One way of authenticating per request (RFC 6749, section 2.3): Basic or the form.
     let basic = basic_credentials(&headers);
-    if basic.is_some() && (form.client_id.is_some() || form.client_secret.is_some()) {
+    // A Basic header counts as a method whether or not it decodes (one that did not was
+    // passed over, and the form's credentials authenticated the request).
+    let basic_sent = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"));
+    if basic_sent && (form.client_id.is_some() || form.client_secret.is_some()) {
         return oauth_error(
             StatusCode::BAD_REQUEST,
             "invalid_request",
@@ -175,11 +182,6 @@ async fn token(State(endpoint): State<Arc<TokenEndpoint>>, request: Request) -> 
         (Some(id), Some(secret)) => Some((id, secret)),
         _ => basic,
     };
-    let basic_sent = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"));
     let Some((client_id, secret)) = credentials else {
         return oauth_error(
             StatusCode::UNAUTHORIZED,
@@ -357,5 +359,20 @@ mod tests {
             .expect("a body");
         let text = String::from_utf8_lossy(&body);
         assert!(text.contains("Basic credentials do not read"), "{text}");
+        // With the form's credentials too, it is two methods, however the header reads
+        // (the form's authenticated the request).
+        let mut r = form(
+            format!(
+                "grant_type=client_credentials&client_id={}&client_secret={}",
+                client.client_id, client.client_secret
+            ),
+            None,
+        );
+        r.headers_mut().insert(
+            header::AUTHORIZATION,
+            "Basic !!!!".parse().expect("a header"),
+        );
+        let response = router.clone().oneshot(r).await.expect("an answer");
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     }
 }
