@@ -619,3 +619,20 @@ fn a_scenario_name_is_printed_with_its_control_characters_escaped() {
     assert_eq!(printable("evil\u{1b}[2J\nname"), "evil\\u{1b}[2J\\u{a}name");
     assert_eq!(printable("festival 2027 – day 1"), "festival 2027 – day 1");
 }
+
+#[test]
+fn instances_that_would_run_past_the_year_9999_are_refused_naming_why() {
+    // 1,000 past instances of 10,000 days from 2026: within the work cap, but past what a
+    // time can be (it failed naming the item's price settings, whose sales period no
+    // longer parsed).
+    let mut s = premium();
+    s.past_instances = 1_000;
+    s.period_ms = 10_000 * 86_400_000;
+    let e = run_instance(&s, &PricingModel::default(), 1_000, &[], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("run past the year 9999"), "{e}");
+    // 100 of them fit.
+    s.past_instances = 100;
+    assert!(run_instance(&s, &PricingModel::default(), 100, &[], &[]).is_ok());
+}
