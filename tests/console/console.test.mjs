@@ -277,7 +277,14 @@ test('instance: products and a page of items with counts and current prices', as
   await page.locator('.items-page[data-page="2"]:not([aria-busy])').waitFor();
   const turn = Date.now() - t0;
   assert.ok(turn < 3_000, `a page turn took ${turn} ms`);
-  await check(await api(base, token, 'GET', `/projects/festival/instances/day-1/items?limit=100&cursor=${encodeURIComponent(first.next)}`));
+  const second = await api(base, token, 'GET', `/projects/festival/instances/day-1/items?limit=100&cursor=${encodeURIComponent(first.next)}`);
+  await check(second);
+  // A double click turns one page (an outside probe saw it turn two, and show page 1's
+  // items labelled as page 3).
+  await page.getByRole('button', { name: 'Next page' }).dblclick();
+  await page.locator('.items-page[data-page="3"]:not([aria-busy])').waitFor();
+  await check(await api(base, token, 'GET', `/projects/festival/instances/day-1/items?limit=100&cursor=${encodeURIComponent(second.next)}`));
+  assert.match(await page.locator('.page-info').textContent(), /^Page 3: items 201–300/);
   await page.getByLabel('Items per page', { exact: true }).selectOption('500');
   await page.locator('.items-page[data-page="1"]:not([aria-busy])').waitFor();
   await page.waitForFunction(() => document.querySelectorAll('table.items tbody tr').length === 500);

@@ -92,11 +92,21 @@ function itemsBlock(p, i, products, prices) {
     if (goto.value.trim()) location.hash = route.item(p, i, goto.value.trim());
   });
 
-  async function load() {
+  // One page turn at a time, and only the latest answer shown: the page is moved to only
+  // once its rows arrived (a double click, or a click after a failed turn, moved it twice
+  // and showed the first page's rows as the third).
+  let generation = 0;
+  async function load(to) {
+    const mine = ++generation;
+    prev.disabled = true;
+    next.disabled = true;
     body.setAttribute('aria-busy', 'true');
+    info.textContent = `Reading page ${to + 1}…`;
     try {
-      const r = await page(`${base}/items`, { cursor: state.cursors[state.at], limit: state.size, productId: state.productId });
-      state.cursors[state.at + 1] = r.next ?? null;
+      const r = await page(`${base}/items`, { cursor: state.cursors[to], limit: state.size, productId: state.productId });
+      if (mine !== generation) return;
+      state.at = to;
+      state.cursors[to + 1] = r.next ?? null;
       const rows = r.items.map((x) => {
         const price = prices.byItem.get(x.itemId);
         return [
@@ -115,23 +125,29 @@ function itemsBlock(p, i, products, prices) {
       info.textContent = r.items.length
         ? `Page ${state.at + 1}: items ${fmt.int(first)}–${fmt.int(first + r.items.length - 1)}${r.next ? '' : ' (last page)'}`
         : 'No items.';
-      prev.disabled = state.at === 0;
-      next.disabled = !r.next;
       body.replaceChildren(t);
       announce(info.textContent);
     } catch (err) {
+      if (mine !== generation) return;
+      // The rows shown are gone; the pager stays on the page that was shown, so a click
+      // tries the same turn again.
       body.replaceChildren(errorBox(err));
+      info.textContent = `Page ${to + 1} could not be read`;
     } finally {
-      body.removeAttribute('aria-busy');
-      body.dataset.page = state.at + 1;
+      if (mine === generation) {
+        prev.disabled = state.at === 0;
+        next.disabled = !state.cursors[state.at + 1];
+        body.removeAttribute('aria-busy');
+        body.dataset.page = state.at + 1;
+      }
     }
   }
-  prev.addEventListener('click', () => { state.at -= 1; load(); });
-  next.addEventListener('click', () => { state.at += 1; load(); });
-  const restart = () => { state.cursors = [undefined]; state.at = 0; load(); };
+  prev.addEventListener('click', () => load(state.at - 1));
+  next.addEventListener('click', () => load(state.at + 1));
+  const restart = () => { state.cursors = [undefined]; state.at = 0; load(0); };
   size.addEventListener('change', () => { state.size = Number(size.value); restart(); });
   product.addEventListener('change', () => { state.productId = product.value; restart(); });
-  load();
+  load(0);
   return h('section', { 'aria-labelledby': 'items-title' },
     h('h2', { id: 'items-title' }, 'Items'),
     h('p', { class: 'muted small' }, prices.calculationId

@@ -26,14 +26,16 @@ export async function itemPage({ p, i, x }) {
   const [item, history] = await Promise.all([get(base), all(`${base}/priceHistory`)]);
   const ps = item.properties?.priceSettings ?? {};
   const section = h('section', { class: 'item' },
-    h('h1', {}, 'Item ', h('code', {}, item.itemId)),
+    h('h1', {}, 'Item ', h('code', {}, item.itemId), item.removed ? h('span', { class: 'badge removed' }, 'removed') : null),
+    item.removed ? h('p', { class: 'notice', role: 'note' },
+      'This item was removed: it is no longer priced, and the price history below ends with its last price before the removal.') : null,
     dl([
       ['Product', link(route.product(p, i, item.productId), item.productId)],
       ['Sold', fmt.int(item.sold), 'sold'],
       ['Reserved', fmt.int(item.reserved), 'reserved'],
       ['Available', fmt.int(item.available), 'available'],
       ['Oversold', fmt.int(item.oversold), 'oversold'],
-      ['Current price', history.length ? fmt.money(history[history.length - 1].price) : 'none yet', 'price'],
+      ['Current price', item.removed ? 'none (removed)' : (history.length ? fmt.money(history[history.length - 1].price) : 'none yet'), 'price'],
       ['Price settings', `min ${fmt.money(ps.min)}, max ${fmt.money(ps.max)}, default ${fmt.money(ps.default)}, multiplier ${fmt.dec(ps.multiplier ?? 1)}`],
       ['Sales period', period(item.properties?.salesPeriod)],
       ['Dynamic pricing period', period(item.properties?.dynamicPricingPeriod)],
@@ -145,10 +147,12 @@ function plot(box, history, sold, show) {
     width,
     height: 300,
     title: undefined,
+    // The time axis in UTC, as every other time of the console (it was the browser's zone).
+    tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
     scales: { x: { time: true } },
-    axes: [{ stroke: '#333' }, { stroke: '#333', label: 'price', size: 70 }],
+    axes: [{ stroke: '#333', space: 80 }, { stroke: '#333', label: 'price', size: 70 }],
     series: [
-      { label: 'time', value: (_, v) => (v === null ? '—' : new Date(v * 1000).toISOString().replace('T', ' ').slice(0, 19)) },
+      { label: 'time (UTC)', value: (_, v) => (v === null ? '—' : `${new Date(v * 1000).toISOString().replace('T', ' ').slice(0, 19)}Z`) },
       { label: 'price', stroke: '#1f5fbf', width: 2, spanGaps: true, paths: uPlot.paths.stepped({ align: 1 }),
         points: { show: true, size: 6, fill: '#1f5fbf' }, value: (_, v) => fmt.money(v) },
       { label: 'sale (price paid)', stroke: '#b3261e', fill: '#b3261e', paths: () => null,

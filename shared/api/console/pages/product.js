@@ -34,8 +34,9 @@ export async function productPage({ p, i, x }) {
       new uPlot({
         width: Math.max(320, Math.min(section.clientWidth || 760, 900)),
         height: 260,
+        tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
         scales: { x: { time: true } },
-        axes: [{ stroke: '#333' }, { stroke: '#333', label: 'share of capacity', size: 70, values: (_, v) => v.map((y) => `${Math.round(y * 1000) / 10} %`) }],
+        axes: [{ stroke: '#333', space: 80 }, { stroke: '#333', label: 'share of capacity', size: 70, values: (_, v) => v.map((y) => `${Math.round(y * 1000) / 10} %`) }],
         series: [
           {},
           { label: 'sold (actual)', stroke: '#b3261e', width: 2, points: { show: true }, value: (_, v) => fmt.pct(v) },

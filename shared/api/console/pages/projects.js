@@ -24,7 +24,7 @@ async function more(list, section, cursor) {
   list.append(...cards);
   section.querySelector('.more-projects')?.remove();
   if (projects.next) {
-    section.append(h('button', { type: 'button', class: 'more-projects', onclick: () => more(list, section, projects.next) }, 'More projects'));
+    section.append(moreButton('more-projects', 'More projects', () => more(list, section, projects.next)));
   }
 }
 
@@ -62,8 +62,25 @@ async function instances(projectId, body, cursor) {
   body.append(table(null, ['Instance', 'Scheduled pricing', 'Main date', 'Deactivation', 'Time zone', 'Created',
     { label: 'Processing lag (entries)', num: true }], rows, { class: 'instances', 'data-project': projectId }));
   if (listing.next) {
-    body.append(h('button', { type: 'button', class: 'more-instances', onclick: () => instances(projectId, body, listing.next) }, 'More instances'));
+    body.append(moreButton('more-instances', 'More instances', () => instances(projectId, body, listing.next)));
   }
+}
+
+/** A "More" button: disabled while it loads, and a failure is said next to it (it threw
+ * an uncaught error and the page did not change when the service was down). */
+function moreButton(cls, label, load) {
+  const button = h('button', { type: 'button', class: cls }, label);
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    if (button.nextElementSibling?.classList.contains('error')) button.nextElementSibling.remove();
+    try {
+      await load();
+    } catch (err) {
+      button.disabled = false;
+      button.after(errorBox(err));
+    }
+  });
+  return button;
 }
 
 /** The lag (entries stored but not applied yet) and the main date, from the details. */

@@ -92,7 +92,9 @@ export async function simulationPage() {
   const modelsBox = h('fieldset', { class: 'models' }, h('legend', {}, 'Models'),
     MODELS.map((m) => h('label', { class: 'check' },
       h('input', { type: 'checkbox', name: 'models', value: m, checked: DEFAULT_MODELS.includes(m) }), ` ${m}`)));
-  modelsBox.dataset.pointer = 'models';
+  // Not a field of the scenario: the console's own check names it (the API's 400 for no
+  // model names the query parameter).
+  modelsBox.dataset.pointer = '/models';
 
   const monteCarlo = h('fieldset', { class: 'grid' }, h('legend', {}, 'Monte Carlo'));
   add(monteCarlo, 'runs', 'Runs', { min: 1, max: 1000, step: 1 });
@@ -125,11 +127,17 @@ export async function simulationPage() {
     clearErrors(form, general);
     const scenario = read(inputs, itemsBox);
     const models = [...modelsBox.querySelectorAll('input:checked')].map((c) => c.value);
+    if (!models.length) {
+      // Sent without `models`, the API compares its default list: not what was chosen.
+      const message = 'choose at least one model to compare';
+      showProblem({ status: 400, message, problem: { errors: [{ pointer: '/models', message }] } }, form, general);
+      return;
+    }
     runButton.disabled = true;
     results.setAttribute('aria-busy', 'true');
     results.replaceChildren(h('p', { class: 'muted' }, 'Simulating…'));
     try {
-      const report = await post('simulations', scenario, { models: models.join(',') || undefined });
+      const report = await post('simulations', scenario, { models: models.join(',') });
       results.replaceChildren(...show(report));
       announce(`Simulated ${report.runs} runs of ${report.models.length} models.`);
     } catch (err) {

@@ -63,9 +63,17 @@ async function subscriptionCard(p, i, s, rejectedRows) {
   const prev = h('button', { type: 'button' }, 'Newer');
   const next = h('button', { type: 'button' }, 'Older');
   const info = h('span', { 'aria-live': 'polite' });
-  async function load() {
+  // One page turn at a time: the page moves only once its deliveries arrived (a double
+  // click on Older captioned the first page "page 3").
+  let generation = 0;
+  async function load(to) {
+    const mine = ++generation;
+    prev.disabled = true;
+    next.disabled = true;
     try {
-      const r = await page(path, { cursor: cursors[at], limit: PAGE });
+      const r = await page(path, { cursor: cursors[to], limit: PAGE });
+      if (mine !== generation) return;
+      at = to;
       cursors[at + 1] = r.next;
       body.replaceChildren(r.items.length ? table(`Deliveries, newest first (page ${at + 1})`,
         ['Created', 'Event', 'Instance', 'Status', { label: 'Attempts', num: true }, 'Last answer', 'Next attempt', 'Attempts and reports'],
@@ -76,16 +84,21 @@ async function subscriptionCard(p, i, s, rejectedRows) {
           h('td', {}, attempts(d)),
         ]), { class: 'deliveries-table' }) : h('p', {}, 'No deliveries yet.'));
       body.querySelectorAll(':scope > table > tbody > tr').forEach((tr, k) => { tr.dataset.delivery = r.items[k].deliveryId; });
-      prev.disabled = at === 0;
-      next.disabled = !r.next;
       info.textContent = `page ${at + 1}`;
     } catch (err) {
+      if (mine !== generation) return;
       body.replaceChildren(errorBox(err));
+      info.textContent = `page ${to + 1} could not be read`;
+    } finally {
+      if (mine === generation) {
+        prev.disabled = at === 0;
+        next.disabled = !cursors[at + 1];
+      }
     }
   }
-  prev.addEventListener('click', () => { at -= 1; load(); });
-  next.addEventListener('click', () => { at += 1; load(); });
-  await load();
+  prev.addEventListener('click', () => load(at - 1));
+  next.addEventListener('click', () => load(at + 1));
+  await load(0);
   card.append(body, h('nav', { class: 'pager', 'aria-label': `Deliveries of ${s.subscriptionId}` }, prev, info, next));
   return card;
 }
