@@ -38,7 +38,12 @@ export async function itemPage({ p, i, x }) {
       ['Current price', item.removed ? 'none (removed)' : (history.length ? fmt.money(history[history.length - 1].price) : 'none yet'), 'price'],
       ['Price settings', `min ${fmt.money(ps.min)}, max ${fmt.money(ps.max)}, default ${fmt.money(ps.default)}, multiplier ${fmt.dec(ps.multiplier ?? 1)}`],
       ['Sales period', period(item.properties?.salesPeriod)],
-      ['Dynamic pricing period', period(item.properties?.dynamicPricingPeriod)],
+      // Where scheduled pricing applies, as the API works it out: the item's own period,
+      // else its sales period (it showed the property as set: "—" when none was set).
+      ['Dynamic pricing period', item.dynamicPricingPeriods?.length
+        ? item.dynamicPricingPeriods.map(period).join('; ')
+          + (item.properties?.dynamicPricingPeriod ? '' : ' (its sales period)')
+        : 'none'],
       ['Dynamic pricing', fmt.yesNo(item.properties?.dynamicPricing ?? true)],
       item.priceMatches?.length ? ['Price matches', item.priceMatches.map((m) => `${m.itemId} = ${m.sourceItemId} × ${m.ratio} + ${m.offset}`).join('; ')] : null,
     ], { class: 'facts' }));
@@ -137,7 +142,8 @@ function plot(box, history, sold, show) {
   // One x axis (seconds): price points and sales merged; each series null where it has none.
   const points = [
     ...history.map((e, k) => ({ t: Date.parse(e.calculatedAt) / 1000, price: e.price, k })),
-    ...sold.map((s) => ({ t: s.t, sale: s.price, s })),
+    // Returns (a negative quantity) are listed with the sales, not drawn as one.
+    ...sold.filter((s) => s.quantity > 0).map((s) => ({ t: s.t, sale: s.price, s })),
   ].sort((a, b) => a.t - b.t);
   const xs = points.map((q) => q.t);
   const prices = points.map((q) => q.price ?? null);
