@@ -64,15 +64,22 @@ fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
     response
 }
 
-fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
+/// The HTTP Basic credentials of a request: `None` without a Basic `Authorization` header,
+/// `Some(None)` with one that does not decode to `client_id:client_secret`.
+fn basic_credentials(headers: &HeaderMap) -> Option<Option<(String, String)>> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, encoded) = value.split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {
         return None;
     }
-    let decoded = String::from_utf8(STANDARD.decode(encoded.trim()).ok()?).ok()?;
-    let (id, secret) = decoded.split_once(':')?;
-    Some((id.to_owned(), secret.to_owned()))
+    let decoded = STANDARD
+        .decode(encoded.trim())
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok());
+    Some(decoded.and_then(|d| {
+        d.split_once(':')
+            .map(|(id, secret)| (id.to_owned(), secret.to_owned()))
+    }))
 }
 
 async fn token(State(endpoint): State<Arc<TokenEndpoint>>, request: Request) -> Response {
@@ -163,14 +170,10 @@ async fn token(State(endpoint): State<Arc<TokenEndpoint>>, request: Request) -> 
         }
     }
     // One way of authenticating per request (RFC 6749, section 2.3): Basic or the form.
-    let basic = basic_credentials(&headers);
     // A Basic header counts as a method whether or not it decodes (one that did not was
     // passed over, and the form's credentials authenticated the request).
-    let basic_sent = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"));
+    let basic = basic_credentials(&headers);
+    let basic_sent = basic.is_some();
     if basic_sent && (form.client_id.is_some() || form.client_secret.is_some()) {
         return oauth_error(
             StatusCode::BAD_REQUEST,
@@ -180,7 +183,7 @@ async fn token(State(endpoint): State<Arc<TokenEndpoint>>, request: Request) -> 
     }
     let credentials = match (form.client_id, form.client_secret) {
         (Some(id), Some(secret)) => Some((id, secret)),
-        _ => basic,
+        _ => basic.flatten(),
     };
     let Some((client_id, secret)) = credentials else {
         return oauth_error(
