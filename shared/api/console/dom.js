@@ -80,3 +80,51 @@ export const route = {
   subscriptions: (p, i) => `${route.instance(p, i)}/subscriptions`,
   rejections: (p, i) => `${route.instance(p, i)}/rejections`,
 };
+
+/**
+ * Pages through a cursor listing one page at a time, with `prev` and `next` buttons:
+ * `read(cursor)` fetches a page (`{next, ...}`), `show(answer, at)` puts page `at` (from 0)
+ * on screen, `failed(err, to)` says a turn to page `to` failed, and `reading(to)` and
+ * `settled(at)` bracket each turn. The buttons are disabled while a page is read, the page
+ * moves only once its answer arrived, and an answer overtaken by a newer turn (or by
+ * `restart`) is dropped: a double click on Next, or a click after a failed turn, moved
+ * twice and showed the first page's rows as the third. Returns `{restart}` (back to the
+ * first page, a promise of its turn).
+ */
+export function pager({ prev, next, read, show, failed, reading = () => {}, settled = () => {} }) {
+  const cursors = [undefined];
+  let at = 0;
+  let generation = 0;
+  async function turn(to) {
+    const mine = ++generation;
+    prev.disabled = true;
+    next.disabled = true;
+    reading(to);
+    try {
+      const answer = await read(cursors[to]);
+      if (mine !== generation) return;
+      at = to;
+      cursors[to + 1] = answer.next ?? null;
+      show(answer, at);
+    } catch (err) {
+      if (mine !== generation) return;
+      // The pager stays on the page it showed, so a click tries the same turn again.
+      failed(err, to);
+    } finally {
+      if (mine === generation) {
+        prev.disabled = at === 0;
+        next.disabled = !cursors[at + 1];
+        settled(at);
+      }
+    }
+  }
+  prev.addEventListener('click', () => turn(at - 1));
+  next.addEventListener('click', () => turn(at + 1));
+  return {
+    restart() {
+      cursors.length = 1;
+      at = 0;
+      return turn(0);
+    },
+  };
+}

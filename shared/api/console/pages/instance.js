@@ -3,7 +3,7 @@
 // prices are the latest calculation's, read once from instancePrices (all of its pages).
 
 import { get, page, all, instancePath, seg } from '../api.js';
-import { h, fmt, num, table, dl, link, errorBox, announce, route } from '../dom.js';
+import { h, fmt, num, table, dl, link, errorBox, announce, route, pager } from '../dom.js';
 
 const SIZES = [25, 100, 500];
 
@@ -75,7 +75,7 @@ async function latestPrices(p, i) {
 
 function itemsBlock(p, i, products, prices) {
   const base = instancePath(p, i);
-  const state = { size: 100, cursors: [undefined], at: 0, productId: '' };
+  const state = { size: 100, productId: '' };
   const body = h('div', { class: 'items-page' });
   const info = h('span', { class: 'page-info', 'aria-live': 'polite' });
   const prev = h('button', { type: 'button', class: 'prev' }, 'Previous page');
@@ -92,21 +92,15 @@ function itemsBlock(p, i, products, prices) {
     if (goto.value.trim()) location.hash = route.item(p, i, goto.value.trim());
   });
 
-  // One page turn at a time, and only the latest answer shown: the page is moved to only
-  // once its rows arrived (a double click, or a click after a failed turn, moved it twice
-  // and showed the first page's rows as the third).
-  let generation = 0;
-  async function load(to) {
-    const mine = ++generation;
-    prev.disabled = true;
-    next.disabled = true;
-    body.setAttribute('aria-busy', 'true');
-    info.textContent = `Reading page ${to + 1}…`;
-    try {
-      const r = await page(`${base}/items`, { cursor: state.cursors[to], limit: state.size, productId: state.productId });
-      if (mine !== generation) return;
-      state.at = to;
-      state.cursors[to + 1] = r.next ?? null;
+  const items = pager({
+    prev,
+    next,
+    read: (cursor) => page(`${base}/items`, { cursor, limit: state.size, productId: state.productId }),
+    reading(to) {
+      body.setAttribute('aria-busy', 'true');
+      info.textContent = `Reading page ${to + 1}…`;
+    },
+    show(r, at) {
       const rows = r.items.map((x) => {
         const price = prices.byItem.get(x.itemId);
         return [
@@ -121,33 +115,25 @@ function itemsBlock(p, i, products, prices) {
         { label: 'Available', num: true }, { label: 'Oversold', num: true }, { label: 'Current price', num: true }], rows,
       { class: 'items', 'aria-labelledby': 'items-title' });
       t.querySelectorAll('tbody tr').forEach((tr, k) => { tr.dataset.item = r.items[k].itemId; });
-      const first = state.at * state.size + 1;
+      const first = at * state.size + 1;
       info.textContent = r.items.length
-        ? `Page ${state.at + 1}: items ${fmt.int(first)}–${fmt.int(first + r.items.length - 1)}${r.next ? '' : ' (last page)'}`
+        ? `Page ${at + 1}: items ${fmt.int(first)}–${fmt.int(first + r.items.length - 1)}${r.next ? '' : ' (last page)'}`
         : 'No items.';
       body.replaceChildren(t);
       announce(info.textContent);
-    } catch (err) {
-      if (mine !== generation) return;
-      // The rows shown are gone; the pager stays on the page that was shown, so a click
-      // tries the same turn again.
+    },
+    failed(err, to) {
       body.replaceChildren(errorBox(err));
       info.textContent = `Page ${to + 1} could not be read`;
-    } finally {
-      if (mine === generation) {
-        prev.disabled = state.at === 0;
-        next.disabled = !state.cursors[state.at + 1];
-        body.removeAttribute('aria-busy');
-        body.dataset.page = state.at + 1;
-      }
-    }
-  }
-  prev.addEventListener('click', () => load(state.at - 1));
-  next.addEventListener('click', () => load(state.at + 1));
-  const restart = () => { state.cursors = [undefined]; state.at = 0; load(0); };
-  size.addEventListener('change', () => { state.size = Number(size.value); restart(); });
-  product.addEventListener('change', () => { state.productId = product.value; restart(); });
-  load(0);
+    },
+    settled(at) {
+      body.removeAttribute('aria-busy');
+      body.dataset.page = at + 1;
+    },
+  });
+  size.addEventListener('change', () => { state.size = Number(size.value); items.restart(); });
+  product.addEventListener('change', () => { state.productId = product.value; items.restart(); });
+  items.restart();
   return h('section', { 'aria-labelledby': 'items-title' },
     h('h2', { id: 'items-title' }, 'Items'),
     h('p', { class: 'muted small' }, prices.calculationId

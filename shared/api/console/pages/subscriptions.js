@@ -4,7 +4,7 @@
 // record of each).
 
 import { all, page, seg, instancePath } from '../api.js';
-import { h, fmt, num, table, dl, link, route, errorBox } from '../dom.js';
+import { h, fmt, num, table, dl, link, route, errorBox, pager } from '../dom.js';
 
 const PAGE = 25;
 
@@ -58,23 +58,14 @@ async function subscriptionCard(p, i, s, rejectedRows) {
     card.append(errorBox(err));
   }
   const body = h('div', { class: 'deliveries' });
-  const cursors = [undefined];
-  let at = 0;
   const prev = h('button', { type: 'button' }, 'Newer');
   const next = h('button', { type: 'button' }, 'Older');
   const info = h('span', { 'aria-live': 'polite' });
-  // One page turn at a time: the page moves only once its deliveries arrived (a double
-  // click on Older captioned the first page "page 3").
-  let generation = 0;
-  async function load(to) {
-    const mine = ++generation;
-    prev.disabled = true;
-    next.disabled = true;
-    try {
-      const r = await page(path, { cursor: cursors[to], limit: PAGE });
-      if (mine !== generation) return;
-      at = to;
-      cursors[at + 1] = r.next;
+  await pager({
+    prev,
+    next,
+    read: (cursor) => page(path, { cursor, limit: PAGE }),
+    show(r, at) {
       body.replaceChildren(r.items.length ? table(`Deliveries, newest first (page ${at + 1})`,
         ['Created', 'Event', 'Instance', 'Status', { label: 'Attempts', num: true }, 'Last answer', 'Next attempt', 'Attempts and reports'],
         r.items.map((d) => [
@@ -85,20 +76,12 @@ async function subscriptionCard(p, i, s, rejectedRows) {
         ]), { class: 'deliveries-table' }) : h('p', {}, 'No deliveries yet.'));
       body.querySelectorAll(':scope > table > tbody > tr').forEach((tr, k) => { tr.dataset.delivery = r.items[k].deliveryId; });
       info.textContent = `page ${at + 1}`;
-    } catch (err) {
-      if (mine !== generation) return;
+    },
+    failed(err, to) {
       body.replaceChildren(errorBox(err));
       info.textContent = `page ${to + 1} could not be read`;
-    } finally {
-      if (mine === generation) {
-        prev.disabled = at === 0;
-        next.disabled = !cursors[at + 1];
-      }
-    }
-  }
-  prev.addEventListener('click', () => load(at - 1));
-  next.addEventListener('click', () => load(at + 1));
-  await load(0);
+    },
+  }).restart();
   card.append(body, h('nav', { class: 'pager', 'aria-label': `Deliveries of ${s.subscriptionId}` }, prev, info, next));
   return card;
 }
