@@ -10,5 +10,5 @@ async fn main() -> Result<(), lambda_http::Error> {
     let aws = Aws::from_env().await?;
     let router = aws.api_router().await?;
     pricing_lambda::initialized("entries-api", started);
-    lambda_http::run(router).await
+    pricing_lambda::http::run(router).await
 }

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod handlers;
+pub mod http;
 pub mod metrics;
 pub mod rotator;
 pub mod sqs;
