@@ -194,13 +194,17 @@ fn top_price(s: &Scenario) -> f64 {
 /// The optimal policy's expected revenue, on `pieces` pieces of time.
 pub fn optimal_revenue(s: &Scenario, pieces: usize) -> f64 {
     let grid = Grid::new(s, pieces);
-    // The marginal value of a unit never exceeds the value of the last one at the start,
-    // V(0, 1) (V is concave in the units left), nor the highest price: the table spans
-    // that, computed first with exact gains.
-    let last_unit = dp(&grid, 1, |i, delta| best_gain(&s.items[i], delta));
+    // The marginal value of a unit never exceeds the value of a last unit at any time,
+    // max over t of V(t, 1) (V is concave in the units left), nor the highest price: the
+    // table spans that, computed first with exact gains. Not V(0, 1) alone: where buyers
+    // who cannot be priced away (an item at a low max) come before the valuable ones, a
+    // last unit is worth more later than at the start, and a table cut at V(0, 1)
+    // extended the gain in a straight line beyond it, which undervalued it (an outside
+    // probe's two-item market: an optimum of 13,062 under the best fixed price's 14,820).
+    let (_, last_unit) = dp(&grid, 1, |i, delta| best_gain(&s.items[i], delta));
     let hi = top_price(s).min(last_unit * (1.0 + 1e-6) + 1e-9);
     let tables: Vec<GainTable> = s.items.iter().map(|i| GainTable::new(i, hi)).collect();
-    dp(&grid, s.capacity, |i, delta| tables[i].at(delta))
+    dp(&grid, s.capacity, |i, delta| tables[i].at(delta)).0
 }
 
 /// The expected revenue of holding `prices` (one per item) throughout, by the same DP as
@@ -215,16 +219,19 @@ pub fn fixed_revenue_dp(s: &Scenario, pieces: usize, prices: &[f64]) -> f64 {
     dp(&Grid::new(s, pieces), s.capacity, |i, delta| {
         items[i].0.gain(items[i].1, delta)
     })
+    .0
 }
 
 /// V(0, capacity) of `-dV/dt = sum_i lambda_i gain_i(V(x) - V(x - 1))`, V(T, x) = 0,
-/// backwards over the grid's pieces by Heun's method.
-fn dp(grid: &Grid, capacity: u64, gain: impl Fn(usize, f64) -> f64) -> f64 {
+/// backwards over the grid's pieces by Heun's method; and the largest V(t, 1) over the
+/// pieces' ends (the most a last unit is worth at any time).
+fn dp(grid: &Grid, capacity: u64, gain: impl Fn(usize, f64) -> f64) -> (f64, f64) {
     let arrivals: f64 = grid.arrivals.iter().sum();
     let c = usize::try_from(dp_units(capacity, arrivals)).unwrap_or(usize::MAX);
     let mut v = vec![0.0f64; c + 1];
     let mut slope = vec![0.0f64; c + 1];
     let mut trial = vec![0.0f64; c + 1];
+    let mut last_unit = 0.0f64;
     let rate = |v: &[f64], x: usize, a: &[f64]| -> f64 {
         let delta = v[x] - v[x - 1];
         a.iter()
@@ -240,8 +247,11 @@ fn dp(grid: &Grid, capacity: u64, gain: impl Fn(usize, f64) -> f64) -> f64 {
         for x in 1..=c {
             v[x] += 0.5 * (slope[x] + rate(&trial, x, a));
         }
+        if let Some(&one) = v.get(1) {
+            last_unit = last_unit.max(one);
+        }
     }
-    v[c]
+    (v[c], last_unit)
 }
 
 /// The fluid bound and its multiplier mu (the marginal value of capacity).

@@ -156,13 +156,33 @@ fn the_optimum_lies_between_the_best_fixed_prices_and_the_fluid_bound() {
             (20.0, 150.0, 50.0),
         ),
     ];
+    // Buyers of an item held at a low max come first, the valuable ones in the second
+    // half: a last unit is worth more later than at the start (an outside probe found the
+    // optimum 12 % under the best fixed price's revenue: the gain table stopped at V(0, 1)).
+    let late_value = scenario(json!({
+        "name": "late-value", "days": 7, "slotsPerDay": 24, "capacity": 100,
+        "expectedSales": 1,
+        "items": [
+            {"itemId": "a", "priceSettings": {"min": 50, "max": 60, "default": 50},
+             "arrivals": 300, "shape": [[0, 1], [1, 1]],
+             "willingnessToPay": {"type": "exponential", "mean": 50}},
+            {"itemId": "b", "priceSettings": {"min": 100, "max": 400, "default": 200},
+             "arrivals": 300, "shape": [[0, 0], [0.5, 0], [0.5, 1], [1, 1]],
+             "willingnessToPay": {"type": "exponential", "mean": 200}},
+        ],
+    }));
+    let cases: Vec<Scenario> = cases.into_iter().chain([late_value]).collect();
     for (i, s) in cases.iter().enumerate() {
         let r = references(s);
         // The DP itself, before the report caps it at the fluid bound: its interpolated
         // gain overestimates a little, most where buyers nearly all pay one price (1.6e-5
         // of the bound in the two near-point cases, the last; under 1e-9 in the others).
         let dp = optimal_revenue(s, dp_pieces(s));
-        let tolerance = if i + 2 < cases.len() { 1e-9 } else { 1e-4 };
+        let tolerance = if (cases.len() - 3..cases.len() - 1).contains(&i) {
+            1e-4
+        } else {
+            1e-9
+        };
         assert!(dp <= r.fluid_bound * (1.0 + tolerance), "{s:?}: {dp} {r:?}");
         assert!(r.optimal <= r.fluid_bound, "{r:?}");
         assert!(r.optimal >= r.best_fixed, "{r:?}");
