@@ -72,10 +72,11 @@ pub enum Handled {
     /// (INTERFACE.md): a calculation asked for before it (a request queued, a sales
     /// trigger) is not made.
     Deactivated { calculation_id: String },
-    /// A sales or scheduled calculation of an instance that is not active (turned off
-    /// after the run was asked for) is not made: those runs price only the items of active
-    /// instances, so it would price nothing and publish every item as kept (an outside
-    /// probe saw such an empty `prices.updated`).
+    /// A scheduled calculation of an instance that is not active (turned off after the
+    /// run was asked for) is not made: such runs price only the items of active instances,
+    /// so it would price nothing and publish every item as kept (an outside probe saw such
+    /// an empty `prices.updated`). Sales runs price inactive instances (the flag is
+    /// scheduled pricing's, INTERFACE.md).
     Inactive { calculation_id: String },
     /// The instance no longer exists; nothing to do.
     UnknownInstance,
@@ -139,7 +140,7 @@ where
                     calculation_id: calculation_id.clone(),
                 });
             }
-            if matches!(trigger, Trigger::Sales | Trigger::Schedule) && !instance.is_active(now) {
+            if *trigger == Trigger::Schedule && !instance.is_active(now) {
                 return Ok(Handled::Inactive {
                     calculation_id: calculation_id.clone(),
                 });
@@ -317,7 +318,7 @@ impl std::fmt::Display for Handled {
             ),
             Handled::Inactive { calculation_id } => write!(
                 f,
-                "calculation {calculation_id} not made: the instance is not active (a sales or scheduled run would price nothing)"
+                "calculation {calculation_id} not made: the instance is not active (a scheduled run would price nothing)"
             ),
             Handled::UnknownInstance => write!(f, "the instance does not exist; message dropped"),
         }

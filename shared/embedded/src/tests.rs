@@ -824,12 +824,12 @@ mod prices {
         assert!(store.latest_prices(&key).await.unwrap().is_none());
     }
 
-    /// An instance that is not active gets no sales-triggered or scheduled calculation
-    /// (those runs price only active instances' items: it published every item as kept,
-    /// an empty `prices.updated`), while a request still prices it (requests ignore the
-    /// flag).
+    /// An instance that is not active gets no scheduled calculation asked for before it was
+    /// turned off (such a run prices only active instances' items: it published every item
+    /// as kept, an empty `prices.updated`), while a request and a sales run still price it
+    /// (INTERFACE.md gives the flag to scheduled pricing only).
     #[tokio::test]
-    async fn an_inactive_instance_gets_no_sales_calculation_but_a_requested_one() {
+    async fn an_inactive_instance_gets_no_scheduled_calculation_but_sales_and_requested_ones() {
         use pricing_contract::fixtures::item;
         use pricing_core::model::Message;
         use pricing_core::ports::PriceStore;
@@ -849,24 +849,33 @@ mod prices {
             metadata: None,
         };
         let processor = Processor::new();
-        // A scheduled run asked for before the instance was turned off is not made either.
-        for trigger in [Trigger::Sales, Trigger::Schedule] {
-            let handled = handle(&store, &store, &processor, &ask(trigger), Timestamp::now())
-                .await
-                .unwrap();
-            assert!(matches!(handled, Handled::Inactive { .. }), "{handled}");
-        }
-        assert!(store.latest_prices(&key).await.unwrap().is_none());
         let handled = handle(
             &store,
             &store,
             &processor,
-            &ask(Trigger::Request),
+            &ask(Trigger::Schedule),
             Timestamp::now(),
         )
         .await
         .unwrap();
-        assert!(matches!(handled, Handled::Calculated { .. }), "{handled}");
+        assert!(matches!(handled, Handled::Inactive { .. }), "{handled}");
+        assert!(store.latest_prices(&key).await.unwrap().is_none());
+        for trigger in [Trigger::Sales, Trigger::Request] {
+            let handled = handle(&store, &store, &processor, &ask(trigger), Timestamp::now())
+                .await
+                .unwrap();
+            assert!(matches!(handled, Handled::Calculated { .. }), "{handled}");
+            // It priced the item (not kept for the instance's being inactive).
+            let latest = store.latest_prices(&key).await.unwrap().unwrap();
+            assert_eq!(latest.trigger, trigger);
+            assert!(
+                latest
+                    .prices
+                    .iter()
+                    .all(|p| p.status == pricing_core::pricing::PriceStatus::Calculated),
+                "{latest:?}"
+            );
+        }
     }
 
     /// The sales calculation a crossing asks for is asked once: the recalculator (on AWS

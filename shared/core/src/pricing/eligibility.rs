@@ -50,9 +50,10 @@ fn period_at(
 
 /// Whether `trigger` calculates a (live) item now, or why it keeps its price.
 ///
-/// - `request` calculates every live item whose dynamicPricing toggle is on (whether the
-///   instance is active and whatever the periods: those are for scheduled pricing).
-/// - `schedule` and `sales` calculate an item only when the instance is active, the item's
+/// - `request` and `sales` calculate every live item whose dynamicPricing toggle is on
+///   (whether the instance is active and whatever the periods: INTERFACE.md scopes both
+///   to scheduled pricing).
+/// - `schedule` calculates an item only when the instance is active, the item's
 ///   dynamicPricing toggle is on and `now` is inside its dynamic pricing period.
 /// - `manual` calculates nothing (it resends).
 pub fn eligibility(
@@ -63,15 +64,18 @@ pub fn eligibility(
     now: Timestamp,
 ) -> Result<(), (KeptReason, Option<Period>)> {
     match trigger {
-        // A request prices the instance whether it is active and whatever the periods
-        // (they are for scheduled pricing, INTERFACE.md), but an item whose dynamic
-        // pricing is off keeps its price: the toggle is for dynamic pricing as a whole.
-        Trigger::Request if !item.properties.dynamic_pricing => {
+        // A request, and a product's sales crossing its soldPercentStep, price the
+        // instance whether it is active and whatever the periods: INTERFACE.md gives the
+        // active flag ("must be set for scheduled pricing to be enabled") and the
+        // dynamicPricingPeriod ("in which scheduled pricing applies") to scheduled
+        // pricing only. An item whose dynamic pricing is off keeps its default: the toggle
+        // is for dynamic pricing as a whole.
+        Trigger::Request | Trigger::Sales if !item.properties.dynamic_pricing => {
             Err((KeptReason::DynamicPricingOff, None))
         }
-        Trigger::Request => Ok(()),
+        Trigger::Request | Trigger::Sales => Ok(()),
         Trigger::Manual => Err((KeptReason::ManualResend, None)),
-        Trigger::Schedule | Trigger::Sales => {
+        Trigger::Schedule => {
             if !instance_active {
                 return Err((KeptReason::InstanceInactive, None));
             }
@@ -218,7 +222,7 @@ mod tests {
     }
 
     #[test]
-    fn the_rules_are_checked_in_order_and_request_skips_them() {
+    fn the_rules_are_checked_in_order_and_request_and_sales_skip_them() {
         let header = Header::default();
         let now = ts("2026-08-15T00:00:00Z");
         let mut it = item(None);
@@ -242,6 +246,9 @@ mod tests {
             ))
         );
         assert_eq!(check(&it, false, Trigger::Request), Ok(()));
+        // A sales run, like a request, needs neither an active instance nor `now` inside
+        // a dynamic pricing period (INTERFACE.md: both are scheduled pricing's).
+        assert_eq!(check(&it, false, Trigger::Sales), Ok(()));
         it.properties.dynamic_pricing = false;
         assert_eq!(
             check(&it, true, Trigger::Request),

@@ -643,14 +643,21 @@ fn scheduled_pricing_prices_only_eligible_items() {
             .reason,
         KeptReason::OutsideDynamicPricingPeriod
     );
-    // Sales triggers follow the same rules.
-    let s = calculate(&b.state, true, Trigger::Sales, ts(NOW), &previous, &[]);
-    assert_eq!(
-        s.calculated()
-            .map(|p| p.item_id.as_str())
-            .collect::<Vec<_>>(),
-        ["on", "own-period"]
-    );
+    // Sales runs price every live item whose toggle is on, active or not and whatever
+    // the periods, as requests do (INTERFACE.md gives both to scheduled pricing).
+    for active in [true, false] {
+        let s = calculate(&b.state, active, Trigger::Sales, ts(NOW), &previous, &[]);
+        assert_eq!(
+            s.calculated()
+                .map(|p| p.item_id.as_str())
+                .collect::<Vec<_>>(),
+            ["future", "on", "own-period", "sales-over"]
+        );
+        assert_eq!(
+            s.get(&id("off")).unwrap().explanation.kept.unwrap().reason,
+            KeptReason::DynamicPricingOff
+        );
+    }
 }
 
 #[test]
