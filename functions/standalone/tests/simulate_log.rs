@@ -211,6 +211,36 @@ async fn a_logged_instance_becomes_a_fitted_market_that_every_model_meets() {
     assert_eq!(json["logged"]["units"], true_sales(7).len());
 }
 
+/// Sales at prices the service never set (no calculation: each paid price is read as the
+/// price in force from its sale on) may identify a mean, and the report says from what
+/// (an outside probe's sales at 40, 50 and 60 in turn read "identified by the log's price
+/// changes").
+#[test]
+fn a_fit_from_prices_paid_alone_says_so() {
+    let start = start();
+    let sales: Vec<_> = (0..90)
+        .map(|d| standalone::simulate::log::LoggedSale {
+            at: start + d * DAY + DAY / 2,
+            quantity: 1 + i64::from(d % 3 == 0),
+            price: [40.0, 50.0, 60.0][(d % 3) as usize],
+        })
+        .collect();
+    let mut observed = Observed {
+        start,
+        end: start + 90 * DAY,
+        default: 50.0,
+        offered: Vec::new(),
+        sales,
+    };
+    let period = (start, start + 90 * DAY);
+    let (fit, _) = fit_item(&observed, period, &[period], 4);
+    assert!(fit.identified && fit.from_prices_paid, "{fit:?}");
+    // Calculated prices that changed are the log's price changes.
+    observed.offered = vec![(start, 40.0), (start + 30 * DAY, 60.0)];
+    let (fit, _) = fit_item(&observed, period, &[period], 4);
+    assert!(!fit.from_prices_paid, "{fit:?}");
+}
+
 #[test]
 fn a_constant_price_leaves_the_price_response_to_the_prior() {
     let start = start();

@@ -131,6 +131,12 @@ pub struct ItemFit {
     pub elasticity_at_default: f64,
     /// Whether the log's price variation identified the mean (else the prior did).
     pub identified: bool,
+    /// Whether the only price variation was in the prices the sales paid (no calculated
+    /// price changed): each is read as the price in force from its sale on, so a log whose
+    /// sales paid prices the service never set (discounts, sales sent later) identifies a
+    /// mean from prices no buyer was offered, and the report says so.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub from_prices_paid: bool,
     /// Why the fit is not identified, when not for prices that hardly varied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -727,6 +733,17 @@ pub fn fit_item(
         wtp_mean: m,
         elasticity_at_default: -item.default / m,
         identified: n > 0.0 && spread.1 - spread.0 >= IDENTIFIED_NATS && !at_edge,
+        from_prices_paid: {
+            let mut calculated: Vec<i64> = item
+                .offered
+                .iter()
+                .map(|(_, p)| (p * 100.0).round() as i64)
+                .chain([(item.default * 100.0).round() as i64])
+                .collect();
+            calculated.sort_unstable();
+            calculated.dedup();
+            calculated.len() < 2 && prices.len() > 1
+        },
         note: at_edge.then(|| {
             "the fit rests on the edge of its search (a mean 50 times below or above the default): the log cannot tell it"
                 .to_owned()
@@ -790,6 +807,9 @@ impl LogReport {
                 };
                 let basis = match (&f.note, f.identified) {
                     (Some(note), _) => format!("not identified: {note}"),
+                    (None, true) if f.from_prices_paid => {
+                        "identified by the prices the sales paid (no calculated price changed: each is read as the price in force from its sale on)".to_owned()
+                    }
                     (None, true) => "identified by the log's price changes".to_owned(),
                     (None, false) if f.units == f.units_outside => {
                         "no sale to fit: the prior decides".to_owned()
