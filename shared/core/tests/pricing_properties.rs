@@ -392,16 +392,17 @@ proptest! {
             }
             prop_assert_eq!(p.changed, p.previous_price != Some(p.price));
         }
-        // Request calculates every live item with dynamic pricing on; manual none.
+        // Requests and sales runs calculate every live item with dynamic pricing on,
+        // active or not; manual none; an inactive instance's schedule none.
         match c.trigger {
-            Trigger::Request => {
+            Trigger::Request | Trigger::Sales => {
                 for p in &calc.prices {
                     let on = b.state.items[&p.item_id].properties.dynamic_pricing;
                     prop_assert_eq!(p.status == PriceStatus::Kept, !on, "{}", p.item_id);
                 }
             }
             Trigger::Manual => prop_assert_eq!(calc.calculated().count(), 0),
-            _ if !c.active => prop_assert_eq!(calc.calculated().count(), 0),
+            Trigger::Schedule if !c.active => prop_assert_eq!(calc.calculated().count(), 0),
             _ => {}
         }
     }
