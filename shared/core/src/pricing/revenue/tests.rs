@@ -1100,3 +1100,55 @@ fn expected_sales_are_at_most_the_units_left() {
     let e = explanation(&c, "ga");
     assert_eq!((e.units_left, e.expected_sales), (0, 0.0), "{e:?}");
 }
+
+fn market(level: f64, relative_response: f64, default: f64, bounds: (f64, f64)) -> Market {
+    Market {
+        estimate: Estimate {
+            level,
+            response: relative_response / default,
+        },
+        default,
+        min: bounds.0,
+        max: bounds.1,
+        remaining: 1.0,
+        left: None,
+    }
+}
+
+/// What prices at `bid` earn when the units left go to the buyers as they come.
+fn earned(items: &[Market], units_left: f64, bid: f64) -> f64 {
+    let (mut sales, mut money) = (0.0, 0.0);
+    for m in items {
+        let p = item_price(m, bid);
+        sales += m.sales_at(p);
+        money += p * m.sales_at(p);
+    }
+    money * (units_left / sales).min(1.0)
+}
+
+#[test]
+fn buyers_of_an_item_held_at_its_max_take_the_units_as_they_come() {
+    // A cheap item held at 1.05 whose buyers alone take 715 of 1,000 units there, beside a
+    // premium one whose default is 8: the fluid bid rations by the premium's price alone
+    // (it would take it to 14 and sell 285), but selling out early to both earns more.
+    let cheap = market(770.0, 1.5, 1.0, (0.95, 1.05));
+    let premium = market(900.0, 1.5, 8.0, (7.9, 20.0));
+    let items = [cheap, premium];
+    let (fluid, _) = fluid_bid(&items, 1000.0);
+    let (bid, expected) = solve(&items, 1000.0);
+    assert!(bid < fluid, "{bid} {fluid}");
+    assert!(expected > 1000.0, "sells out before the end: {expected}");
+    assert!(
+        earned(&items, 1000.0, bid) > earned(&items, 1000.0, fluid) * 1.02,
+        "{bid} {fluid}: {} {}",
+        earned(&items, 1000.0, bid),
+        earned(&items, 1000.0, fluid)
+    );
+    assert!(item_price(&items[1], bid) < item_price(&items[1], fluid) - 1.0);
+    // Without an item held at its max the fluid bid stands (every price rises with it).
+    let free = [
+        market(770.0, 1.5, 1.0, (0.5, 5.0)),
+        market(900.0, 1.5, 8.0, (4.0, 20.0)),
+    ];
+    assert_eq!(solve(&free, 1000.0), fluid_bid(&free, 1000.0));
+}
