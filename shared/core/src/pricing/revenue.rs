@@ -771,72 +771,7 @@ fn exposure_now(
     }
 }
 
-/// The bid price and the product's expected sales at the solved prices: the fluid bid
-/// ([`fluid_bid`]), or a lower one where selling out before the end earns more
-/// ([`sell_out_bid`]).
-fn solve<M: AsRef<Market>>(items: &[M], units_left: f64) -> (f64, f64) {
-    let (lambda, expected) = fluid_bid(items, units_left);
-    sell_out_bid(items, units_left, lambda).unwrap_or((lambda, expected))
-}
-
-/// Grid points of [0, lambda] that [`sell_out_bid`] tries.
-const SELL_OUT_POINTS: usize = 24;
-
-/// A lower bid price than the fluid one, `lambda`, when selling out before the end earns
-/// more: only where an item held at its max still sells (buyers its price cannot turn
-/// away). The fluid bid rations the capacity by price alone, so it takes every other
-/// item's price up until the held item's buyers (and whatever the others keep) fit the
-/// units left, however cheap those buyers are; but units that run out early go to the
-/// buyers as they come, the held item's and the others' in proportion to their demand.
-/// With `S(l)` the believed sales at bid `l`, what a bid earns is `min(1, units left /
-/// S(l)) * sum(price * sales)`; the best of [`SELL_OUT_POINTS`] bids from 0 to `lambda`
-/// is taken when it earns more than `lambda`. Without a held item the earnings rise with
-/// the bid up to `lambda` (every price rises with it), so nothing changes. An outside
-/// probe's product of a cheap item held at 1.05 beside a premium one at 8 priced the
-/// premium out (68 % of the optimum, the fixed defaults 97 %).
-fn sell_out_bid<M: AsRef<Market>>(items: &[M], units_left: f64, lambda: f64) -> Option<(f64, f64)> {
-    if !(lambda > 0.0 && units_left > 0.0) {
-        return None;
-    }
-    let held = items.iter().map(AsRef::as_ref).any(|s| {
-        let price = item_price(s, lambda);
-        price >= s.max
-            && price < lambda + 1.0 / s.estimate.response.max(1e-12)
-            && s.sales_at(price) > 0.0
-    });
-    if !held {
-        return None;
-    }
-    let earned = |bid: f64| -> (f64, f64) {
-        let (mut sales, mut money) = (0.0, 0.0);
-        for s in items.iter().map(AsRef::as_ref) {
-            let price = item_price(s, bid);
-            let d = s.sales_at(price);
-            sales += d;
-            money += price * d;
-        }
-        let share = if sales > units_left {
-            units_left / sales
-        } else {
-            1.0
-        };
-        (share * money, sales)
-    };
-    let (at_lambda, _) = earned(lambda);
-    let mut best: Option<(f64, f64, f64)> = None;
-    for k in 0..SELL_OUT_POINTS {
-        let bid = lambda * k as f64 / SELL_OUT_POINTS as f64;
-        let (money, sales) = earned(bid);
-        if money > best.map_or(at_lambda * (1.0 + 1e-9), |b| b.0) {
-            best = Some((money, bid, sales));
-        }
-    }
-    best.map(|(_, bid, sales)| (bid, sales))
-}
-
-/// The fluid bid price: 0 when the believed demand at each item's revenue-maximising price
-/// fits the units left, else the lowest at which it no longer exceeds them (at most the
-/// highest max), with the believed sales there.
+/// The bid price and the product's expected sales at the solved prices.
 ///
 /// The believed sales `S(lambda)` fall as the bid price rises; the bid price is where they
 /// meet the units left. Newton's method on `ln S` (a log-sum of exponentials, convex in
@@ -845,7 +780,7 @@ fn sell_out_bid<M: AsRef<Market>>(items: &[M], units_left: f64, lambda: f64) -> 
 /// by less than a millionth of `1 + lambda` (a price is exact far below any rounding step;
 /// stopping at a billionth took twice the evaluations where the cut floors hold prices at
 /// their bounds and the steps are halvings).
-fn fluid_bid<M: AsRef<Market>>(items: &[M], units_left: f64) -> (f64, f64) {
+fn solve<M: AsRef<Market>>(items: &[M], units_left: f64) -> (f64, f64) {
     // The believed sales at `lambda` and their slope.
     let sales = |lambda: f64| -> (f64, f64) {
         let (mut total, mut slope) = (0.0, 0.0);
