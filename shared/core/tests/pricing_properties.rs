@@ -392,10 +392,11 @@ proptest! {
             }
             prop_assert_eq!(p.changed, p.previous_price != Some(p.price));
         }
-        // Requests and sales runs calculate every live item with dynamic pricing on,
-        // active or not; manual none; an inactive instance's schedule none.
+        // Requests calculate every live item with dynamic pricing on, active or not;
+        // manual none; an inactive instance's schedule none (its sales runs price the
+        // items inside their periods).
         match c.trigger {
-            Trigger::Request | Trigger::Sales => {
+            Trigger::Request => {
                 for p in &calc.prices {
                     let on = b.state.items[&p.item_id].properties.dynamic_pricing;
                     prop_assert_eq!(p.status == PriceStatus::Kept, !on, "{}", p.item_id);

@@ -826,8 +826,9 @@ mod prices {
 
     /// An instance that is not active gets no scheduled calculation asked for before it was
     /// turned off (such a run prices only active instances' items: it published every item
-    /// as kept, an empty `prices.updated`), while a request and a sales run still price it
-    /// (INTERFACE.md gives the flag to scheduled pricing only).
+    /// as kept, an empty `prices.updated`), while a request and a sales run still price its
+    /// items (INTERFACE.md gives the flag to scheduled pricing only; a sales run prices the
+    /// items inside their dynamic pricing periods).
     #[tokio::test]
     async fn an_inactive_instance_gets_no_scheduled_calculation_but_sales_and_requested_ones() {
         use pricing_contract::fixtures::item;
@@ -849,19 +850,15 @@ mod prices {
             metadata: None,
         };
         let processor = Processor::new();
-        let handled = handle(
-            &store,
-            &store,
-            &processor,
-            &ask(Trigger::Schedule),
-            Timestamp::now(),
-        )
-        .await
-        .unwrap();
+        // Inside the fixture item's sales period (its dynamic pricing period).
+        let now = Timestamp::parse("2026-03-01T00:00:00Z").unwrap();
+        let handled = handle(&store, &store, &processor, &ask(Trigger::Schedule), now)
+            .await
+            .unwrap();
         assert!(matches!(handled, Handled::Inactive { .. }), "{handled}");
         assert!(store.latest_prices(&key).await.unwrap().is_none());
         for trigger in [Trigger::Sales, Trigger::Request] {
-            let handled = handle(&store, &store, &processor, &ask(trigger), Timestamp::now())
+            let handled = handle(&store, &store, &processor, &ask(trigger), now)
                 .await
                 .unwrap();
             assert!(matches!(handled, Handled::Calculated { .. }), "{handled}");

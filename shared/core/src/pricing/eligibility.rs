@@ -50,9 +50,11 @@ fn period_at(
 
 /// Whether `trigger` calculates a (live) item now, or why it keeps its price.
 ///
-/// - `request` and `sales` calculate every live item whose dynamicPricing toggle is on
-///   (whether the instance is active and whatever the periods: INTERFACE.md scopes both
-///   to scheduled pricing).
+/// - `request` calculates every live item whose dynamicPricing toggle is on (whether the
+///   instance is active and whatever the periods).
+/// - `sales` calculates an item whose toggle is on and `now` inside its dynamic pricing
+///   period, whether the instance is active: INTERFACE.md makes the active flag the
+///   switch of scheduled pricing ("must be set for scheduled pricing to be enabled").
 /// - `schedule` calculates an item only when the instance is active, the item's
 ///   dynamicPricing toggle is on and `now` is inside its dynamic pricing period.
 /// - `manual` calculates nothing (it resends).
@@ -64,24 +66,27 @@ pub fn eligibility(
     now: Timestamp,
 ) -> Result<(), (KeptReason, Option<Period>)> {
     match trigger {
-        // A request, and a product's sales crossing its soldPercentStep, price the
-        // instance whether it is active and whatever the periods: INTERFACE.md gives the
-        // active flag ("must be set for scheduled pricing to be enabled") and the
-        // dynamicPricingPeriod ("in which scheduled pricing applies") to scheduled
-        // pricing only. An item whose dynamic pricing is off keeps its default: the toggle
-        // is for dynamic pricing as a whole.
-        Trigger::Request | Trigger::Sales if !item.properties.dynamic_pricing => {
+        // A request prices the instance whether it is active and whatever the periods,
+        // but an item whose dynamic pricing is off keeps its default: the toggle is for
+        // dynamic pricing as a whole.
+        Trigger::Request if !item.properties.dynamic_pricing => {
             Err((KeptReason::DynamicPricingOff, None))
         }
-        Trigger::Request | Trigger::Sales => Ok(()),
+        Trigger::Request => Ok(()),
         Trigger::Manual => Err((KeptReason::ManualResend, None)),
-        Trigger::Schedule => {
-            if !instance_active {
+        Trigger::Schedule | Trigger::Sales => {
+            // The active flag is scheduled pricing's: a product's sales crossing its
+            // soldPercentStep price an inactive instance too (instances start inactive,
+            // and a user who set soldPercentStep and no `active` had no sales run at all).
+            if trigger == Trigger::Schedule && !instance_active {
                 return Err((KeptReason::InstanceInactive, None));
             }
             if !item.properties.dynamic_pricing {
                 return Err((KeptReason::DynamicPricingOff, None));
             }
+            // The item's dynamic pricing period (default: its sales period) holds for both:
+            // a sales run does not reprice an item before or after its sales, or outside
+            // the window a seller (or an instanceActions entry) gave it.
             let periods = dynamic_pricing_periods(&item.properties, header.action_windows());
             match period_at(periods, now) {
                 Ok(_) => Ok(()),
@@ -222,7 +227,7 @@ mod tests {
     }
 
     #[test]
-    fn the_rules_are_checked_in_order_and_request_and_sales_skip_them() {
+    fn the_rules_are_checked_in_order_and_request_skips_them_and_sales_the_flag() {
         let header = Header::default();
         let now = ts("2026-08-15T00:00:00Z");
         let mut it = item(None);
@@ -246,9 +251,24 @@ mod tests {
             ))
         );
         assert_eq!(check(&it, false, Trigger::Request), Ok(()));
-        // A sales run, like a request, needs neither an active instance nor `now` inside
-        // a dynamic pricing period (INTERFACE.md: both are scheduled pricing's).
-        assert_eq!(check(&it, false, Trigger::Sales), Ok(()));
+        // A sales run keeps the period (`now` is after this item's sales) ...
+        assert_eq!(
+            check(&it, false, Trigger::Sales),
+            Err((
+                KeptReason::OutsideDynamicPricingPeriod,
+                Some(it.properties.sales_period)
+            ))
+        );
+        // ... but not the active flag, which is scheduled pricing's (INTERFACE.md).
+        let inside = it.properties.sales_period.start;
+        assert_eq!(
+            eligibility(&it, &header, false, Trigger::Sales, inside),
+            Ok(())
+        );
+        assert_eq!(
+            eligibility(&it, &header, false, Trigger::Schedule, inside),
+            Err((KeptReason::InstanceInactive, None))
+        );
         it.properties.dynamic_pricing = false;
         assert_eq!(
             check(&it, true, Trigger::Request),

@@ -258,7 +258,7 @@ pub struct Kept {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum KeptReason {
-    /// Scheduled and sales-triggered pricing need the instance to be active.
+    /// Scheduled pricing needs the instance to be active.
     InstanceInactive,
     /// The item's dynamicPricing toggle is off.
     DynamicPricingOff,

@@ -3,10 +3,11 @@
 //! [`calculate`] prices the live items of an instance:
 //!
 //! 1. Eligibility ([`eligibility`]): `request` calculates every live item with the
-//!    dynamicPricing toggle on (active or not, whatever its periods); `schedule` and
-//!    `sales` only items of an active instance with the dynamicPricing toggle on and `now`
-//!    inside their dynamic pricing period; `manual` calculates nothing. Items not calculated
-//!    keep their last price (or their default price when they never had one).
+//!    dynamicPricing toggle on (active or not, whatever its periods); `sales` items with
+//!    the toggle on and `now` inside their dynamic pricing period (active or not);
+//!    `schedule` the same, of an active instance only; `manual` calculates nothing. Items
+//!    not calculated keep their last price (or their default price when they never had
+//!    one); an item whose toggle is off is at its default as its settings make it.
 //! 2. The product's model yields M ([`models`]); the model price is
 //!    `default * multiplier * M`, to the millionth, then capped by `maxStepChange` against
 //!    the previous price, clamped to `[min, max]` and rounded to the product's

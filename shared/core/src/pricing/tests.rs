@@ -643,15 +643,15 @@ fn scheduled_pricing_prices_only_eligible_items() {
             .reason,
         KeptReason::OutsideDynamicPricingPeriod
     );
-    // Sales runs price every live item whose toggle is on, active or not and whatever
-    // the periods, as requests do (INTERFACE.md gives both to scheduled pricing).
+    // Sales runs follow the same rules but the active flag, which is scheduled pricing's
+    // (INTERFACE.md): an inactive instance's eligible items are priced too.
     for active in [true, false] {
         let s = calculate(&b.state, active, Trigger::Sales, ts(NOW), &previous, &[]);
         assert_eq!(
             s.calculated()
                 .map(|p| p.item_id.as_str())
                 .collect::<Vec<_>>(),
-            ["future", "on", "own-period", "sales-over"]
+            ["on", "own-period"]
         );
         assert_eq!(
             s.get(&id("off")).unwrap().explanation.kept.unwrap().reason,
