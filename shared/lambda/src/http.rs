@@ -26,7 +26,9 @@ pub async fn run(router: axum::Router) -> Result<(), lambda_http::Error> {
 
 /// Percent-encodes the bytes of an API Gateway v2 event's raw query string that a URI
 /// query cannot hold as they are.
-#[allow(irrefutable_let_patterns)] // the one origin lambda_http is built for here
+///
+/// The raw path needs nothing: lambda_http builds it through `url::Url`, which encodes
+/// what a path cannot hold (the test shows every ASCII byte converting).
 pub fn escape_query(request: &mut LambdaRequest) {
     if let LambdaRequest::ApiGatewayV2(event) = request
         && let Some(query) = event.raw_query_string.as_mut()
@@ -80,12 +82,17 @@ mod tests {
     }
 
     fn event(raw_query: &str) -> LambdaRequest {
+        event_at("/projects", raw_query)
+    }
+
+    fn event_at(raw_path: &str, raw_query: &str) -> LambdaRequest {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../infra/events/apigw-v2-submit-entries.json"
         );
         let mut e: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("json");
+        e["rawPath"] = raw_path.into();
         e["rawQueryString"] = raw_query.into();
         serde_json::from_value(e).expect("an API Gateway v2 event")
     }
@@ -95,12 +102,16 @@ mod tests {
         // Unescaped, lambda_http's conversion panics (the invocation fails: a bare 500).
         let raw = event("cursor=a b");
         assert!(std::panic::catch_unwind(|| lambda_http::Request::from(raw)).is_err());
-        // Escaped, every ASCII byte converts.
+        // Escaped, every ASCII byte of the query converts.
         for b in 0u8..0x80 {
             let mut request = event(&format!("q=a{}b", b as char));
             escape_query(&mut request);
             let converted = std::panic::catch_unwind(|| lambda_http::Request::from(request));
             assert!(converted.is_ok(), "byte {b:#04x}");
+            // The path converts as it is (lambda_http encodes it through `url::Url`).
+            let request = event_at(&format!("/projects/a{}b", b as char), "");
+            let converted = std::panic::catch_unwind(|| lambda_http::Request::from(request));
+            assert!(converted.is_ok(), "path byte {b:#04x}");
         }
 
         let echo = axum::Router::new().fallback(|uri: axum::http::Uri| async move {

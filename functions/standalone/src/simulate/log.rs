@@ -714,6 +714,7 @@ pub fn fit_item(
     // Levels are per unit of share; each period is 1 / bins of it.
     let arrivals: f64 = c.iter().sum::<f64>() / bins as f64;
     let shape = Shape::steps(&c).unwrap_or_else(Shape::flat);
+    let identified = n > 0.0 && spread.1 - spread.0 >= IDENTIFIED_NATS && !at_edge;
     let fit = ItemFit {
         item_id: String::new(),
         units,
@@ -732,17 +733,21 @@ pub fn fit_item(
             .collect(),
         wtp_mean: m,
         elasticity_at_default: -item.default / m,
-        identified: n > 0.0 && spread.1 - spread.0 >= IDENTIFIED_NATS && !at_edge,
-        from_prices_paid: {
+        identified,
+        from_prices_paid: identified && {
+            // The prices the service set (its calculations, and the default before them)
+            // did not vary, and the prices paid differ from them: the path's changes are
+            // the sales' own.
+            let cents = |p: f64| (p * 100.0).round() as i64;
             let mut calculated: Vec<i64> = item
                 .offered
                 .iter()
-                .map(|(_, p)| (p * 100.0).round() as i64)
-                .chain([(item.default * 100.0).round() as i64])
+                .map(|(_, p)| cents(*p))
+                .chain([cents(item.default)])
                 .collect();
             calculated.sort_unstable();
             calculated.dedup();
-            calculated.len() < 2 && prices.len() > 1
+            calculated.len() < 2 && prices.iter().any(|p| !calculated.contains(p))
         },
         note: at_edge.then(|| {
             "the fit rests on the edge of its search (a mean 50 times below or above the default): the log cannot tell it"
