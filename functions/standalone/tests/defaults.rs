@@ -544,9 +544,9 @@ fn a_first_start_that_fails_shows_its_client_on_the_next_start() {
     // The client is kept once shown: the service marks it so right after printing it, so
     // the file may come a moment after the line (a loaded CI machine saw it missing).
     let shown = data.join("clients.json");
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !shown.exists() && std::time::Instant::now() < until {
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    let until = Instant::now() + Duration::from_secs(10);
+    while !shown.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
     }
     assert!(shown.exists());
 }

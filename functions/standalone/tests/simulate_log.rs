@@ -235,42 +235,31 @@ fn a_fit_from_prices_paid_alone_says_so() {
     let period = (start, start + 90 * DAY);
     let (fit, _) = fit_item(&observed, period, &[period], 4);
     assert!(fit.identified && fit.from_prices_paid, "{fit:?}");
-    // Paid at the default and at one price below it, in turns of five days: the path's
-    // changes are the sales' again, though only one paid price differs from the default.
-    let turns: Vec<_> = observed
-        .sales
-        .iter()
-        .enumerate()
-        .map(|(k, s)| {
-            let low = k % 10 >= 5;
-            standalone::simulate::log::LoggedSale {
-                price: if low { 40.0 } else { 50.0 },
-                quantity: if low { 3 } else { 1 },
-                ..*s
-            }
-        })
-        .collect();
-    let one_price = Observed {
-        sales: turns,
+    // The same days of sales, each sale's price and quantity set by its index.
+    let repriced = |of: fn(usize) -> (f64, i64)| Observed {
+        sales: observed
+            .sales
+            .iter()
+            .enumerate()
+            .map(|(k, s)| {
+                let (price, quantity) = of(k);
+                standalone::simulate::log::LoggedSale {
+                    price,
+                    quantity,
+                    ..*s
+                }
+            })
+            .collect(),
         ..observed.clone()
     };
-    let (fit, _) = fit_item(&one_price, period, &[period], 4);
+    // Paid at the default and at one price below it, in turns of five days: the path's
+    // changes are the sales' again, though only one paid price differs from the default.
+    let turns = repriced(|k| if k % 10 >= 5 { (40.0, 3) } else { (50.0, 1) });
+    let (fit, _) = fit_item(&turns, period, &[period], 4);
     assert!(fit.identified && fit.from_prices_paid, "{fit:?}");
     // Not identified (a step between halves of the period, which its periods' levels
     // explain): nothing to say of what identified it.
-    let halves: Vec<_> = observed
-        .sales
-        .iter()
-        .enumerate()
-        .map(|(k, s)| standalone::simulate::log::LoggedSale {
-            price: if k < 45 { 50.0 } else { 40.0 },
-            ..*s
-        })
-        .collect();
-    let step = Observed {
-        sales: halves,
-        ..observed.clone()
-    };
+    let step = repriced(|k| (if k < 45 { 50.0 } else { 40.0 }, 1 + i64::from(k % 3 == 0)));
     let (fit, _) = fit_item(&step, period, &[period], 4);
     assert!(!fit.identified && !fit.from_prices_paid, "{fit:?}");
     // Calculated prices that changed are the log's price changes.

@@ -30,6 +30,9 @@ impl Timestamp {
         (0..=9999).contains(&utc.year()).then_some(Self(utc))
     }
 
+    /// The last millisecond [`Timestamp::parse`] reads: the end of 9999-12-31 UTC.
+    pub const LAST_MILLIS: i64 = 253_402_300_799_999;
+
     pub fn from_millis(ms: i64) -> Option<Self> {
         DateTime::from_timestamp_millis(ms).map(Self)
     }
@@ -139,6 +142,7 @@ mod tests {
         assert!(Timestamp::parse("9999-12-31T23:59:59-23:59").is_none());
         assert!(Timestamp::parse("0000-01-01T00:00:00+00:01").is_none());
         let last = Timestamp::parse("9999-12-31T23:59:59.999Z").unwrap();
+        assert_eq!(last.millis(), Timestamp::LAST_MILLIS);
         assert_eq!(Timestamp::parse(&last.to_rfc3339()), Some(last));
         let first = Timestamp::parse("0000-01-01T00:00:00Z").unwrap();
         assert_eq!(Timestamp::parse(&first.to_rfc3339()), Some(first));

@@ -207,13 +207,11 @@ fn timestamp(millis: i64) -> Result<Timestamp, Error> {
 /// 1,000 past instances of 10,000 days ran past it, and failed naming the item's price
 /// settings, whose sales period no longer parsed).
 fn instance_start(s: &Scenario, back: u32) -> Result<i64, Error> {
-    // The end of 9999-12-31 UTC.
-    const LAST_MS: i64 = 253_402_300_799_999;
     let instances = i64::from(s.past_instances) + 1;
     let last_end = instances
         .checked_mul(s.period_ms)
         .and_then(|span| s.context.start.millis().checked_add(span));
-    if last_end.is_none_or(|end| end > LAST_MS) {
+    if last_end.is_none_or(|end| end > Timestamp::LAST_MILLIS) {
         return Err(fail(format!(
             "pastInstances + 1 = {instances} instances of {} days run past the year 9999 from {}: use fewer past instances or a shorter period",
             s.period_ms as f64 / 86_400_000.0,

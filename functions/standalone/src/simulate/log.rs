@@ -650,6 +650,8 @@ pub fn fit_item(
     let mut counts = vec![0.0f64; bins];
     let mut paid = 0.0;
     let (mut units, mut outside) = (0u64, 0u64);
+    // Prices compared in cents (the paid ones among themselves and with the ones set).
+    let cents = |p: f64| (p * 100.0).round() as i64;
     let mut prices: Vec<i64> = Vec::new();
     // A sale counts where the exposure does: within the item's period and the product's
     // (an item's sales before it opened were put in its first period, where no exposure
@@ -657,7 +659,7 @@ pub fn fit_item(
     let (from, to) = (item.start.max(period.0), item.end.min(period.1));
     let exposed = |t: i64| t >= from && t <= to && open.iter().any(|(a, b)| *a <= t && t <= *b);
     for s in item.sales.iter().filter(|s| s.quantity > 0) {
-        prices.push((s.price * 100.0).round() as i64);
+        prices.push(cents(s.price));
         units += s.quantity as u64;
         if !exposed(s.at) {
             outside += s.quantity as u64;
@@ -738,7 +740,6 @@ pub fn fit_item(
             // The prices the service set (its calculations, and the default before them)
             // did not vary, and the prices paid differ from them: the path's changes are
             // the sales' own.
-            let cents = |p: f64| (p * 100.0).round() as i64;
             let mut calculated: Vec<i64> = item
                 .offered
                 .iter()
