@@ -34,11 +34,18 @@ pub fn load_or_create_signing_keys(dir: &Path) -> Result<Vec<StoredKey>, Embedde
     Ok(keys)
 }
 
+/// The lock file of [`rotate_signing_keys`]'s read-modify-write of the key file.
+pub const SIGNING_KEYS_LOCK_FILE: &str = "signing-keys.lock";
+
 /// Rotates the signing keys in `dir/signing-keys.json` (see `pricing_core::jws::rotate`)
-/// and returns the new set. The file is replaced atomically. Two rotations at the same
-/// moment both succeed and the last one wins; each leaves a valid key set.
+/// and returns the new set. The file is replaced atomically. Rotations take turns on
+/// `dir/signing-keys.lock` (a running `serve` does not hold it: it only reads the file),
+/// so each one reads the set the one before it wrote: two `rotate-keys` at the same
+/// moment (a cron job and an operator) leave both new keys published, where the last
+/// write used to win and drop the other's key, which its run had reported as rotated in.
 pub fn rotate_signing_keys(dir: &Path) -> Result<Vec<StoredKey>, EmbeddedError> {
     let path = dir.join(SIGNING_KEYS_FILE);
+    let _turn = take_turn(dir)?;
     let current = load_or_create_signing_keys(dir)?;
     let now = Timestamp(chrono::Utc::now());
     let new = StoredKey::generate(new_kid(now), now)?;
@@ -51,6 +58,27 @@ pub fn rotate_signing_keys(dir: &Path) -> Result<Vec<StoredKey>, EmbeddedError> 
     write_private_file(&path, &bytes)?;
     tracing::info!(path = %path.display(), %kid, "rotated the signing keys");
     Ok(keys)
+}
+
+/// Waits for, then holds, the exclusive lock on `dir/signing-keys.lock` until the returned
+/// file is dropped. On a file system without locks (some network ones) it goes on
+/// unguarded, and says so.
+fn take_turn(dir: &Path) -> Result<File, EmbeddedError> {
+    create_private_dir(dir)?;
+    let path = dir.join(SIGNING_KEYS_LOCK_FILE);
+    let mut options = OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let file = options.open(&path).map_err(|e| io_err("open", &path, e))?;
+    if let Err(e) = file.lock() {
+        tracing::warn!(path = %path.display(), error = %e,
+            "cannot lock the signing keys: make sure no other rotation runs at the same time");
+    }
+    Ok(file)
 }
 
 /// Reads the signing keys from `dir` if the file exists and is valid.
@@ -248,6 +276,38 @@ mod tests {
         let read = read_signing_keys(dir.path()).unwrap().unwrap();
         assert_eq!(read.len(), 2);
         assert_eq!(read[1].kid, rotated[1].kid);
+    }
+
+    #[test]
+    fn rotations_at_the_same_moment_each_keep_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        load_or_create_signing_keys(dir.path()).unwrap();
+        let sets: Vec<Vec<StoredKey>> = std::thread::scope(|scope| {
+            let runs: Vec<_> = (0..8)
+                .map(|_| scope.spawn(|| rotate_signing_keys(dir.path()).unwrap()))
+                .collect();
+            runs.into_iter().map(|run| run.join().unwrap()).collect()
+        });
+        // Each run's new key is the active one of the set it wrote; every one of them is
+        // in the file, and so is the first key: nine keys, one active.
+        let read = read_signing_keys(dir.path()).unwrap().unwrap();
+        assert_eq!(read.len(), 9);
+        for set in &sets {
+            let active = set
+                .iter()
+                .find(|k| k.status == pricing_core::jws::KeyStatus::Active)
+                .unwrap();
+            assert!(
+                read.iter().any(|k| k.kid == active.kid),
+                "{} lost",
+                active.kid
+            );
+        }
+        let active = read
+            .iter()
+            .filter(|k| k.status == pricing_core::jws::KeyStatus::Active)
+            .count();
+        assert_eq!(active, 1);
     }
 
     #[test]
