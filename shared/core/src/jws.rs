@@ -213,16 +213,21 @@ struct KeyEntry {
 }
 
 impl KeyEntry {
-    /// Whether this key may sign at `now` (see [`KEY_PROPAGATION`]).
-    fn signs_at(&self, now: Timestamp) -> bool {
-        let p = ms(KEY_PROPAGATION);
+    /// Whether this key may still sign at `now`: it has its private half and is active or
+    /// retired less than [`KEY_PROPAGATION`] ago.
+    fn in_service(&self, now: Timestamp) -> bool {
         self.pair.is_some()
             && match self.status {
-                KeyStatus::Active => self.created_at.millis().saturating_add(p) <= now.millis(),
-                KeyStatus::Retired => self
-                    .retired_at
-                    .is_some_and(|at| at.millis().saturating_add(p) > now.millis()),
+                KeyStatus::Active => true,
+                KeyStatus::Retired => self.retired_at.is_some_and(|at| {
+                    at.millis().saturating_add(ms(KEY_PROPAGATION)) > now.millis()
+                }),
             }
+    }
+
+    /// Whether this key has been published for [`KEY_PROPAGATION`] at `now`.
+    fn propagated(&self, now: Timestamp) -> bool {
+        self.created_at.millis().saturating_add(ms(KEY_PROPAGATION)) <= now.millis()
     }
 }
 
@@ -281,9 +286,15 @@ impl KeySet {
         Ok(KeySet { entries })
     }
 
-    /// The key that signs at `now`: the newest that may (see [`KeyEntry::signs_at`]), else
-    /// the newest active one (a fresh key set's first key signs at once), and its private
-    /// key (an active key always has one: [`KeySet::new`]).
+    /// The key that signs at `now` and its private key: the newest key still in service
+    /// that has propagated, else the oldest in service (a fresh key set's first key signs
+    /// at once, and keeps signing through a rotation within its first minutes), else the
+    /// newest active one (an active key always has its private half: [`KeySet::new`]).
+    ///
+    /// A retired key that never propagated never signs: two rotations within
+    /// [`KEY_PROPAGATION`] retire the first one's key before anyone may have it, and the
+    /// key before it signs on (an outside probe's second `rotate-keys`, a minute after the
+    /// first, had the first one's key sign 100 s after it was published).
     fn signing_pair(&self, now: Timestamp) -> (&KeyEntry, &SigningPair) {
         let key = self.signing(now);
         let pair = key
@@ -295,12 +306,11 @@ impl KeySet {
 
     /// See [`KeySet::signing_pair`].
     fn signing(&self, now: Timestamp) -> &KeyEntry {
-        let propagated = self
-            .entries
-            .iter()
-            .filter(|e| e.signs_at(now))
-            .max_by_key(|e| e.created_at.0);
-        propagated
+        let in_service = || self.entries.iter().filter(|e| e.in_service(now));
+        in_service()
+            .filter(|e| e.propagated(now))
+            .max_by_key(|e| e.created_at.0)
+            .or_else(|| in_service().min_by_key(|e| e.created_at.0))
             .or_else(|| {
                 self.entries
                     .iter()
@@ -662,6 +672,47 @@ mod tests {
         // A set whose only active key is fresh signs with it at once.
         let fresh = KeySet::new(&[StoredKey::generate("f".into(), at(0)).unwrap()]).unwrap();
         assert_eq!(fresh.signing(at(0)).kid, "f");
+    }
+
+    #[test]
+    fn a_key_retired_before_it_propagated_never_signs() {
+        let t0 = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+        let at = |secs: i64| Timestamp::from_millis(t0.millis() + secs * 1000).unwrap();
+        let key = |kid: &str, secs: i64| StoredKey::generate(kid.into(), at(secs)).unwrap();
+        let signer = |keys: &[StoredKey], secs: i64| {
+            KeySet::new(keys).unwrap().signing(at(secs)).kid.clone()
+        };
+        // Two rotations a minute apart: the first key signs until it has been retired
+        // for the propagation time, then the second (propagated by then) until the third
+        // has propagated.
+        let once = rotate(&[key("k0", -100_000)], key("k1", 0), at(0));
+        let twice = rotate(&once, key("k2", 60), at(60));
+        for (secs, kid) in [
+            (100, "k0"),
+            (599, "k0"),
+            (600, "k1"),
+            (659, "k1"),
+            (660, "k2"),
+        ] {
+            assert_eq!(signer(&twice, secs), kid, "at {secs} s");
+        }
+        // A fresh set's first key, rotated within its first minutes, keeps signing until
+        // the next key has propagated: the next key never signs early.
+        let fresh = rotate(&[key("f0", 0)], key("f1", 120), at(120));
+        for (secs, kid) in [(0, "f0"), (130, "f0"), (719, "f0"), (720, "f1")] {
+            assert_eq!(signer(&fresh, secs), kid, "at {secs} s");
+        }
+        // Rotated twice within its first minutes: still the first key, then each in turn.
+        let again = rotate(&fresh, key("f2", 180), at(180));
+        for (secs, kid) in [
+            (181, "f0"),
+            (719, "f0"),
+            (720, "f1"),
+            (779, "f1"),
+            (780, "f2"),
+        ] {
+            assert_eq!(signer(&again, secs), kid, "at {secs} s");
+        }
     }
 
     #[test]
