@@ -627,6 +627,92 @@ async fn a_trigger_resends_rejections_whose_delivery_failed_once_per_trigger() {
     assert_eq!(report.rejections, 0);
 }
 
+/// A trigger message retried after its first try stored its deliveries and stopped before
+/// it sent them (a crash) sends them: they waited for the sweep's grace period.
+#[tokio::test]
+async fn a_retried_trigger_sends_what_its_first_try_stored_and_never_sent() {
+    use pricing_core::ids::InstanceKey;
+    use pricing_core::model::Message;
+    use pricing_core::ports::{EventStore, WorkQueue};
+    use pricing_core::webhooks::manual_trigger;
+    use pricing_core::webhooks::trigger::resent_event_id;
+
+    let f = fixture().await;
+    f.instance("i").await;
+    let project = project_p();
+    let i = InstanceId::parse("i").unwrap();
+    let key = InstanceKey::new(
+        project.tenant.clone(),
+        project.project_id.clone(),
+        i.clone(),
+    );
+    let lost = Event {
+        id: "evt_lost".into(),
+        event_type: "entries.rejected".into(),
+        project_id: ProjectId::parse("p").unwrap(),
+        instance_id: i.clone(),
+        created_at: f.t0,
+        data: json!({"errors": [{"transactionId": "t", "code": "unknownItem"}]}),
+    };
+    f.store
+        .append_events(&key, std::slice::from_ref(&lost))
+        .await
+        .unwrap();
+    f.store
+        .create_deliveries(&[Delivery {
+            status: DeliveryStatus::Failed,
+            ..Delivery::new(&lost, &f.subscription, f.t0)
+        }])
+        .await
+        .unwrap();
+    // The first try of trg_1 stored the resent delivery, then stopped.
+    let resent = Event {
+        id: resent_event_id("trg_1", &lost),
+        ..lost.clone()
+    };
+    let stored = Delivery::new(&resent, &f.subscription, f.t0);
+    f.store
+        .create_deliveries(std::slice::from_ref(&stored))
+        .await
+        .unwrap();
+    let queue = f.store.webhook_queue();
+    assert!(
+        queue
+            .receive(10, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let sub = &f.subscription.subscription_id;
+    let report = manual_trigger(
+        &f.store,
+        &f.store,
+        &project,
+        sub,
+        "trg_1",
+        Some(&i),
+        None,
+        f.t0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.rejections, 0, "nothing new was created");
+    let sent: Vec<Message> = queue
+        .receive(10, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.message)
+        .collect();
+    assert_eq!(
+        sent,
+        [Message::Deliver {
+            webhook_id: stored.webhook_id.clone()
+        }]
+    );
+}
+
 /// A dispatch whose create was applied but whose answer was lost (the retry finds the
 /// delivery stored) still sends it, and a dispatch finds an attempted delivery sent.
 #[tokio::test]

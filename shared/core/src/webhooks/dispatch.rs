@@ -4,7 +4,8 @@
 //! enqueued, and so are the ones an earlier run created that still wait for their first
 //! attempt: a crash before the mark repeats the run, and a create whose answer was lost
 //! (it was applied, the retry finds the deliveries there) would otherwise leave them to the
-//! overdue-delivery sweep, a grace period late. That costs at most a duplicate message,
+//! overdue-delivery sweep, a grace period late ([`create_and_send`], which a manual
+//! trigger's resend uses too). That costs at most a duplicate message,
 //! which an attempt finds done or sends under the same webhook id. A crash between
 //! creating a delivery and enqueueing it after the mark is repaired by the sweep.
 
@@ -58,26 +59,44 @@ where
                     .map(|s| Delivery::new(e, s, now))
             })
             .collect();
-        if !deliveries.is_empty() {
-            let created = store.create_deliveries(&deliveries).await?;
-            if created.len() < deliveries.len() {
-                // Some existed already: a dispatch before this one created them and may not
-                // have sent them (it stopped, or the answer to its create was lost).
-                for webhook_id in unsent(store, &deliveries, &created).await? {
-                    queue.send(&Message::Deliver { webhook_id }).await?;
-                }
-            }
-            for webhook_id in created {
-                queue.send(&Message::Deliver { webhook_id }).await?;
-                report.deliveries += 1;
-            }
-        }
+        report.deliveries += create_and_send(store, queue, &deliveries).await?;
         store.mark_dispatched(key, &last.id).await?;
         report.events += events.len();
         if events.len() < EVENTS_PER_ROUND {
             return Ok(report);
         }
     }
+}
+
+/// Creates `deliveries` and enqueues the ones created and, of the others, those an earlier
+/// run created that still wait for their first attempt (it stopped before it sent them,
+/// or the answer to its create was lost). Returns how many were created. Dispatch and a
+/// manual trigger's resend both go through it: a trigger message retried after a crash
+/// found its deliveries stored and sent none of them, which waited for the sweep's grace
+/// period (an outside probe's kill right after a trigger: sent 10 minutes late).
+pub(super) async fn create_and_send<S, Q>(
+    store: &S,
+    queue: &Q,
+    deliveries: &[Delivery],
+) -> StoreResult<usize>
+where
+    S: DeliveryStore,
+    Q: Enqueue,
+{
+    if deliveries.is_empty() {
+        return Ok(0);
+    }
+    let created = store.create_deliveries(deliveries).await?;
+    if created.len() < deliveries.len() {
+        for webhook_id in unsent(store, deliveries, &created).await? {
+            queue.send(&Message::Deliver { webhook_id }).await?;
+        }
+    }
+    let count = created.len();
+    for webhook_id in created {
+        queue.send(&Message::Deliver { webhook_id }).await?;
+    }
+    Ok(count)
 }
 
 /// Of `deliveries`, those not in `created` that are stored and still wait for their first

@@ -3,7 +3,8 @@
 //! calculation id and sequence (receivers that keep the newest sequence ignore them), and
 //! so is every `entries.rejected` event whose delivery to it failed for good (a lost
 //! rejection; the events stay readable at `GET .../instances/{instanceId}/events` too).
-//! Idempotent per trigger id: webhook ids derive from it. A project-level trigger fans out
+//! Idempotent per trigger id: webhook ids derive from it, and a retried message sends
+//! what an earlier try stored and never sent (see `dispatch::create_and_send`). A project-level trigger fans out
 //! into one message per instance, a page of instances per message (the next page is the
 //! next message), so a project of any size is resent in bounded steps; an instance's
 //! rejections are looked through [`MAX_EVENTS_EXAMINED`] events per message, the next
@@ -19,6 +20,7 @@ use crate::recalc::resent_prices_events;
 use crate::time::Timestamp;
 
 use super::delivery::{Delivery, DeliveryStatus, webhook_id};
+use super::dispatch::create_and_send;
 use super::history::{EventQuery, MAX_EVENTS_EXAMINED, read_events};
 use super::subscription::{EventType, Subscription, SubscriptionStatus};
 
@@ -150,10 +152,7 @@ where
         return Ok(());
     }
     report.instances += 1;
-    for webhook_id in store.create_deliveries(&deliveries).await? {
-        queue.send(&Message::Deliver { webhook_id }).await?;
-        report.deliveries += 1;
-    }
+    report.deliveries += create_and_send(store, queue, &deliveries).await?;
     Ok(())
 }
 
@@ -219,11 +218,9 @@ where
         }
     }
     for chunk in deliveries.chunks(100) {
-        for webhook_id in store.create_deliveries(chunk).await? {
-            queue.send(&Message::Deliver { webhook_id }).await?;
-            report.deliveries += 1;
-            report.rejections += 1;
-        }
+        let created = create_and_send(store, queue, chunk).await?;
+        report.deliveries += created;
+        report.rejections += created;
     }
     if let Some(next) = page.next {
         queue
