@@ -137,6 +137,28 @@ fn database_files(db: &Path) -> [PathBuf; 3] {
     [db.to_path_buf(), with("-wal"), with("-shm")]
 }
 
+/// Refuses a data directory whose database holds data but whose signing keys are gone (a
+/// restore that missed the file, a hand that deleted it): a start would make a new key
+/// set, and no entry of the log, each stored signed by a key of the old set, would verify
+/// against the keys the service publishes. A first start makes the keys before the
+/// database, so an empty or missing database is a first start.
+pub fn signing_keys_kept(dir: &Path, db: &Path) -> Result<(), Error> {
+    let keys = dir.join(pricing_embedded::keys::SIGNING_KEYS_FILE);
+    let holds_data = std::fs::metadata(db).is_ok_and(|m| m.len() > 0);
+    if holds_data && !keys.exists() {
+        return Err(Error::Setup(format!(
+            "{} is missing, but {} holds this service's data: the entries in it are signed by \
+             the keys that file held, and would no longer verify. Restore it from a backup; \
+             to go on with new keys instead (what was signed before will not verify), run \
+             `standalone rotate-keys --data {}` first",
+            keys.display(),
+            db.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Makes the database private before it is opened: creates an empty `db` with mode 0600 if
 /// it is missing (SQLite gives its -wal and -shm files the mode of the database file), and
 /// sets 0600 on the database files that exist (made by an earlier version, or copied in).
@@ -360,6 +382,26 @@ pub fn print_token(args: &TokenArgs) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_database_without_its_signing_keys_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("pricing.db");
+        // A first start: no database, or the empty one a start that stopped left.
+        assert!(signing_keys_kept(dir.path(), &db).is_ok());
+        std::fs::write(&db, b"").unwrap();
+        assert!(signing_keys_kept(dir.path(), &db).is_ok());
+        std::fs::write(&db, b"SQLite format 3\0").unwrap();
+        let e = signing_keys_kept(dir.path(), &db).expect_err("the keys are gone");
+        let message = e.to_string();
+        assert!(
+            message.contains("signing-keys.json is missing"),
+            "{message}"
+        );
+        assert!(message.contains("rotate-keys --data"), "{message}");
+        pricing_embedded::keys::load_or_create_signing_keys(dir.path()).unwrap();
+        assert!(signing_keys_kept(dir.path(), &db).is_ok());
+    }
 
     /// One `serve` per data directory: a second one is refused with a message that says
     /// why, and the directory is free again once the first lets go.

@@ -18,7 +18,8 @@ use tokio::sync::watch;
 use crate::Error;
 use crate::cli::{CallbackPolicyArg, ServeArgs};
 use crate::datadir::{
-    Clients, ensure_dir, lock_data_dir, private_database, restrict_database, token_secret,
+    Clients, ensure_dir, lock_data_dir, private_database, restrict_database, signing_keys_kept,
+    token_secret,
 };
 use crate::oauth::{self, TokenEndpoint};
 
@@ -48,6 +49,8 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     ensure_dir(&args.data)?;
     // Held until `run` returns: one `serve` per data directory.
     let _lock = lock_data_dir(&args.data)?;
+    let database = args.data.join(DATABASE_FILE);
+    signing_keys_kept(&args.data, &database)?;
     let keys = pricing_embedded::keys::load_or_create_signing_keys(&args.data)
         .map_err(|e| Error::Setup(format!("signing keys: {e}")))?;
     let signer = Arc::new(Signer::from_keys(&keys).map_err(|e| Error::Setup(e.to_string()))?);
@@ -58,7 +61,6 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     // next start makes and shows a new one (found by outside probes: the client was kept,
     // never shown, unusable).
     let unshown = UnshownClient(created.is_some().then(|| args.data.clone()));
-    let database = args.data.join(DATABASE_FILE);
     private_database(&database)?;
     let store =
         EmbeddedStore::open(&database).map_err(|e| Error::Setup(format!("database: {e}")))?;
