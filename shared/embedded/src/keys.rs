@@ -78,7 +78,34 @@ fn take_turn(dir: &Path) -> Result<File, EmbeddedError> {
         tracing::warn!(path = %path.display(), error = %e,
             "cannot lock the signing keys: make sure no other rotation runs at the same time");
     }
+    remove_stale_temporaries(dir);
     Ok(file)
+}
+
+/// Removes the temporary copies of the key file (private keys, 0600) that a rotation
+/// killed between writing and renaming left behind, once they are a minute old (a first
+/// start making the file does not take the lock, and takes well under that).
+fn remove_stale_temporaries(dir: &Path) {
+    let prefix = format!(".{SIGNING_KEYS_FILE}.");
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with(&prefix) && name.ends_with(".tmp")) {
+            continue;
+        }
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= std::time::Duration::from_secs(60));
+        if stale && fs::remove_file(entry.path()).is_ok() {
+            tracing::info!(path = %entry.path().display(), "removed a stale temporary key file");
+        }
+    }
 }
 
 /// Reads the signing keys from `dir` if the file exists and is valid.
@@ -308,6 +335,26 @@ mod tests {
             .filter(|k| k.status == pricing_core::jws::KeyStatus::Active)
             .count();
         assert_eq!(active, 1);
+    }
+
+    #[test]
+    fn a_rotation_removes_the_temporary_files_a_killed_one_left() {
+        let dir = tempfile::tempdir().unwrap();
+        load_or_create_signing_keys(dir.path()).unwrap();
+        let stale = dir.path().join(format!(".{SIGNING_KEYS_FILE}.1.aa.tmp"));
+        let fresh = dir.path().join(format!(".{SIGNING_KEYS_FILE}.2.bb.tmp"));
+        fs::write(&stale, b"[]").unwrap();
+        fs::write(&fresh, b"[]").unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+        File::options()
+            .write(true)
+            .open(&stale)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        rotate_signing_keys(dir.path()).unwrap();
+        assert!(!stale.exists(), "a minute old: removed");
+        assert!(fresh.exists(), "maybe still being written: kept");
     }
 
     #[test]
