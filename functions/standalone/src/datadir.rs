@@ -141,11 +141,12 @@ fn database_files(db: &Path) -> [PathBuf; 3] {
 /// restore that missed the file, a hand that deleted it): a start would make a new key
 /// set, and no entry of the log, each stored signed by a key of the old set, would verify
 /// against the keys the service publishes. A first start makes the keys before the
-/// database, so an empty or missing database is a first start.
+/// database, so a missing or empty database is a first start; a file that is not one of
+/// ours (not SQLite, or no schema version of ours) is left to the store's own refusal,
+/// which names what it is.
 pub fn signing_keys_kept(dir: &Path, db: &Path) -> Result<(), Error> {
     let keys = dir.join(pricing_embedded::keys::SIGNING_KEYS_FILE);
-    let holds_data = std::fs::metadata(db).is_ok_and(|m| m.len() > 0);
-    if holds_data && !keys.exists() {
+    if !keys.exists() && holds_pricing_data(db) {
         return Err(Error::Setup(format!(
             "{} is missing, but {} holds this service's data: the entries in it are signed by \
              the keys that file held, and would no longer verify. Restore it from a backup; \
@@ -157,6 +158,21 @@ pub fn signing_keys_kept(dir: &Path, db: &Path) -> Result<(), Error> {
         )));
     }
     Ok(())
+}
+
+/// Whether `db` is a SQLite file with a schema version (`PRAGMA user_version`, bytes 60 to
+/// 63 of the header) or with a write-ahead log holding changes not yet copied into it.
+fn holds_pricing_data(db: &Path) -> bool {
+    use std::io::Read;
+    let mut header = [0u8; 64];
+    let read = std::fs::File::open(db).and_then(|mut f| f.read_exact(&mut header));
+    if read.is_err() || !header.starts_with(b"SQLite format 3\0") {
+        return false;
+    }
+    let version = u32::from_be_bytes([header[60], header[61], header[62], header[63]]);
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    version > 0 || std::fs::metadata(wal).is_ok_and(|m| m.len() > 0)
 }
 
 /// Makes the database private before it is opened: creates an empty `db` with mode 0600 if
@@ -391,7 +407,17 @@ mod tests {
         assert!(signing_keys_kept(dir.path(), &db).is_ok());
         std::fs::write(&db, b"").unwrap();
         assert!(signing_keys_kept(dir.path(), &db).is_ok());
-        std::fs::write(&db, b"SQLite format 3\0").unwrap();
+        // Not ours (not SQLite; SQLite without a schema version): the store says what
+        // it is.
+        std::fs::write(&db, [7u8; 100]).unwrap();
+        assert!(signing_keys_kept(dir.path(), &db).is_ok());
+        let mut header = b"SQLite format 3\0".to_vec();
+        header.resize(100, 0);
+        std::fs::write(&db, &header).unwrap();
+        assert!(signing_keys_kept(dir.path(), &db).is_ok());
+        // A database of ours.
+        std::fs::remove_file(&db).unwrap();
+        drop(pricing_embedded::EmbeddedStore::open(&db).unwrap());
         let e = signing_keys_kept(dir.path(), &db).expect_err("the keys are gone");
         let message = e.to_string();
         assert!(
