@@ -190,6 +190,86 @@ async fn calculations_and_history_expire_only_once_replaced() {
     );
 }
 
+async fn put(stack: &Stack, item: Item) {
+    stack
+        .dynamodb()
+        .put_item()
+        .table_name(&stack.config.table_name)
+        .set_item(Some(item))
+        .send()
+        .await
+        .expect("put_item");
+}
+
+/// A save cut off after its transaction (a crash, the function's 30 s timeout, a history
+/// write that failed) is finished by the next `has_calculation`, which every redelivered
+/// message asks before it calculates, and by a replayed save: the history, the done flag,
+/// and the retirement of the calculation it replaced (its marker's TTL, its parts
+/// deleted). Before, the redelivered message was answered "stored" and nothing finished
+/// it: the changed prices had no history, and the replaced calculation was kept for ever.
+#[tokio::test]
+async fn an_interrupted_save_is_finished_and_retires_what_it_replaced() {
+    let stack = Stack::new("retention-replay").await;
+    let store = store(&stack).await;
+    let run = Run::new("retention-replay");
+    let key = run.key("p", "i");
+    let pk = instance_pk(&key);
+    let t0 = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+    let mut first = calculation(
+        "calc-1",
+        1,
+        Trigger::Schedule,
+        vec![calculated("a", 10.0, None)],
+    );
+    first.calculated_at = t0;
+    assert!(store.save_calculation(&key, &first, &[]).await.unwrap());
+    let part = raw(&stack, &pk, "~P#S#calc-1#0000").await.expect("a part");
+    let mut second = calculation(
+        "calc-2",
+        2,
+        Trigger::Schedule,
+        vec![calculated("a", 11.0, Some(10.0))],
+    );
+    second.calculated_at = plus(t0, DAY);
+    assert!(store.save_calculation(&key, &second, &[]).await.unwrap());
+    let entry = |seq: u64| format!("~P#H#a#{seq:020}");
+    // What a save of calc-2 cut off after its transaction leaves: calc-2 not done and no
+    // history entry of it, a's first entry without its TTL, calc-1 neither expiring nor
+    // without its parts.
+    let interrupt = || async {
+        let mut marker = raw(&stack, &pk, "~P#C#calc-2").await.expect("marker");
+        marker.insert("done".into(), AttributeValue::Bool(false));
+        put(&stack, marker).await;
+        delete(&stack, &pk, &entry(2)).await;
+        let mut earlier = raw(&stack, &pk, &entry(1)).await.expect("entry");
+        earlier.remove(TTL_ATTRIBUTE);
+        put(&stack, earlier).await;
+        let mut replaced = raw(&stack, &pk, "~P#C#calc-1").await.expect("marker");
+        replaced.remove(TTL_ATTRIBUTE);
+        put(&stack, replaced).await;
+        put(&stack, part.clone()).await;
+    };
+    let finished = || async {
+        let marker = raw(&stack, &pk, "~P#C#calc-2").await.expect("marker");
+        assert_eq!(marker.get("done"), Some(&AttributeValue::Bool(true)));
+        assert!(raw(&stack, &pk, &entry(2)).await.is_some(), "its history");
+        let earlier = raw(&stack, &pk, &entry(1)).await.expect("entry");
+        assert_eq!(ttl(&earlier), Some(secs(t0) + 180 * DAY));
+        let replaced = raw(&stack, &pk, "~P#C#calc-1").await.expect("marker");
+        assert!(ttl(&replaced).is_some(), "the replaced marker expires");
+        assert!(
+            raw(&stack, &pk, "~P#S#calc-1#0000").await.is_none(),
+            "the replaced parts are deleted"
+        );
+    };
+    interrupt().await;
+    assert!(store.has_calculation(&key, "calc-2").await.unwrap());
+    finished().await;
+    interrupt().await;
+    assert!(!store.save_calculation(&key, &second, &[]).await.unwrap());
+    finished().await;
+}
+
 /// Events and their batch expire the event retention after they were written; a listing
 /// skips an event TTL deleted from a batch past its retention, and still reports one
 /// missing from a batch that is not (damage).

@@ -445,7 +445,10 @@ pub trait PriceStore: Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<bool>> + Send {
         self.save_calculation_with(key, calculation, SaveEvents::Listed(events))
     }
-    /// Whether a calculation with this id is stored for the instance.
+    /// Whether a calculation with this id is stored for the instance. A store whose save
+    /// takes several writes finishes one that was cut off first (on DynamoDB: its events,
+    /// history and the retirement of the calculation it replaced), since a redelivered
+    /// message asks this before anything else.
     fn has_calculation(
         &self,
         key: &InstanceKey,

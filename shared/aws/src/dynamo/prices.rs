@@ -6,7 +6,7 @@
 //! | sk | what |
 //! |---|---|
 //! | `~P#HEAD` | latest calculation pointer: `seq`, `calc`, `parts` |
-//! | `~P#C#{calculationId}` | calculation marker: `seq`, `parts`, `done` (history written) |
+//! | `~P#C#{calculationId}` | calculation marker: `seq`, `parts`, `done` (history written), the calculation it replaced (`replaced`, `replacedParts`) |
 //! | `~P#S#{calculationId}#{part:04}` | the calculation's prices, up to ~350 KB per item |
 //! | `~P#H#{itemId}#{seq:020}` | one history entry of an item |
 //!
@@ -22,13 +22,16 @@
 //! `save_calculation` writes the price parts first (keyed by calculation id: a loser of a
 //! race leaves only unreferenced parts), then one transaction: the pointer (conditional on
 //! the previous sequence), the marker and the `prices.updated` events. History entries
-//! follow, then the marker's `done` flag; a replay of a stored calculation whose history
-//! is not done finishes it from the stored parts, so a crash loses nothing.
+//! follow, then the marker's `done` flag, then the replaced calculation's retirement (its
+//! marker's TTL, its parts deleted). `has_calculation` and a replayed save of a stored
+//! calculation whose history is not done finish it from the stored parts, the
+//! retirement included (the marker names the calculation it replaced), so a crash loses
+//! nothing and leaks nothing.
 
 use aws_sdk_dynamodb::types::{DeleteRequest, Put, PutRequest, TransactWriteItem, WriteRequest};
 use pricing_core::ids::{InstanceKey, ItemId};
 use pricing_core::model::{
-    Page, PageRequest, PriceCalculation, PriceHistoryEntry, StoredPrice, StoredPriceRef,
+    Event, Page, PageRequest, PriceCalculation, PriceHistoryEntry, StoredPrice, StoredPriceRef,
     is_history_entry,
 };
 use pricing_core::money::Money;
@@ -43,6 +46,9 @@ use super::{DynamoStore, Item, Query, backoff, built, decode, encode, get_n, get
 use crate::error::{corrupt, store_error};
 
 const HEAD: &str = "~P#HEAD";
+/// A marker's attributes naming the calculation it replaced and that one's part count.
+const REPLACED: &str = "replaced";
+const REPLACED_PARTS: &str = "replacedParts";
 const MATCHES: &str = "~M#SET";
 /// Bytes of prices per stored part (an item holds 400 KB with its keys and attributes).
 const PART_BYTES: usize = 350_000;
@@ -396,6 +402,72 @@ impl DynamoStore {
         }
     }
 
+    /// Finishes the save of the calculation whose marker is `marker` when it was cut off
+    /// after its transaction (step 2: pointer, marker, first events) and before its done
+    /// flag (a crash, the function's timeout, a history write that failed): the events
+    /// the transaction could not hold (made again from the stored prices, unless `listed`;
+    /// those stored are skipped by id), the history, the done flag, and the retirement of
+    /// the calculation it replaced, which its marker names (markers written before
+    /// 2026-12-01 do not: their predecessor is left as it is). A marker already done is
+    /// left alone.
+    async fn finish_interrupted(
+        &self,
+        key: &InstanceKey,
+        pk: &str,
+        marker: &Item,
+        listed: Option<&[Event]>,
+    ) -> StoreResult<()> {
+        const OP: &str = "save_calculation (finish)";
+        if matches!(
+            marker.get("done"),
+            Some(aws_sdk_dynamodb::types::AttributeValue::Bool(true))
+        ) {
+            return Ok(());
+        }
+        let stored: CalcMeta = decode(OP, marker)?;
+        let prices = self
+            .read_parts(OP, pk, &stored.calculation_id, get_n(OP, marker, "parts")?)
+            .await?;
+        let calculation = PriceCalculation {
+            calculation_id: stored.calculation_id.clone(),
+            trigger: stored.trigger,
+            metadata: stored.metadata.clone(),
+            calculated_at: stored.calculated_at,
+            sequence: stored.sequence,
+            prices,
+        };
+        let events = match listed {
+            Some(events) => SaveEvents::Listed(events),
+            None => SaveEvents::PricesUpdated {
+                key,
+                calculation: &calculation,
+            },
+        };
+        let records = encode_events(OP, events)?;
+        for chunk in event_chunks(&records) {
+            self.write_event_records(OP, pk, chunk).await?;
+        }
+        self.write_history(pk, &stored, &calculation.prices).await?;
+        let replaced = match marker.get(REPLACED) {
+            Some(_) => Some((
+                get_s(OP, marker, REPLACED)?.to_owned(),
+                get_n(OP, marker, REPLACED_PARTS)?,
+            )),
+            None => None,
+        };
+        self.retire(pk, replaced).await
+    }
+
+    /// A calculation that is no longer the latest: its marker's retention starts (the
+    /// latest keeps none), and its price list is deleted unless a replay still needs it.
+    async fn retire(&self, pk: &str, replaced: Option<(String, u64)>) -> StoreResult<()> {
+        if let Some((replaced, parts)) = replaced {
+            self.expire_calculation(pk, &replaced).await;
+            self.drop_parts(pk, &replaced, parts).await?;
+        }
+        Ok(())
+    }
+
     /// Deletes the parts of a calculation that is no longer the latest, once its history
     /// is written (a replay of it finishes its history from them otherwise).
     async fn drop_parts(&self, pk: &str, calculation_id: &str, parts: u64) -> StoreResult<()> {
@@ -498,45 +570,12 @@ impl PriceStore for DynamoStore {
             .get(OP, pk.clone(), &marker_sk(&meta.calculation_id))
             .await?
         {
-            // Stored already: finish its history if a crash interrupted it.
-            if !matches!(
-                marker.get("done"),
-                Some(aws_sdk_dynamodb::types::AttributeValue::Bool(true))
-            ) {
-                let stored: CalcMeta = decode(OP, &marker)?;
-                let prices = self
-                    .read_parts(
-                        OP,
-                        &pk,
-                        &stored.calculation_id,
-                        get_n(OP, &marker, "parts")?,
-                    )
-                    .await?;
-                let calculation = PriceCalculation {
-                    calculation_id: stored.calculation_id.clone(),
-                    trigger: stored.trigger,
-                    metadata: stored.metadata.clone(),
-                    calculated_at: stored.calculated_at,
-                    sequence: stored.sequence,
-                    prices,
-                };
-                // The events a large calculation's first transaction could not hold may
-                // not all be stored: they are made again from the stored prices (those
-                // stored are skipped by id).
-                let events = match events {
-                    SaveEvents::PricesUpdated { key, .. } => SaveEvents::PricesUpdated {
-                        key,
-                        calculation: &calculation,
-                    },
-                    listed => listed,
-                };
-                let records = encode_events(OP, events)?;
-                for chunk in event_chunks(&records) {
-                    self.write_event_records(OP, &pk, chunk).await?;
-                }
-                self.write_history(&pk, &stored, &calculation.prices)
-                    .await?;
-            }
+            // Stored already: finish it if a crash interrupted it.
+            let listed = match events {
+                SaveEvents::Listed(events) => Some(events),
+                SaveEvents::PricesUpdated { .. } => None,
+            };
+            self.finish_interrupted(key, &pk, &marker, listed).await?;
             return Ok(false);
         }
         let (latest, replaced) = match self.get(OP, pk.clone(), HEAD).await? {
@@ -606,8 +645,13 @@ impl PriceStore for DynamoStore {
                 .item(RECORD, s(encode(OP, &meta)?))
                 .item(keys::SEQ, n(calculation.sequence))
                 .item("parts", n(parts as u64))
-                .item("done", aws_sdk_dynamodb::types::AttributeValue::Bool(false))
-                .condition_expression("attribute_not_exists(pk)");
+                .item("done", aws_sdk_dynamodb::types::AttributeValue::Bool(false));
+            // The calculation this one replaces, for a replay to retire (step 4).
+            let marker = match &replaced {
+                Some((id, count)) => marker.item(REPLACED, s(id)).item(REPLACED_PARTS, n(*count)),
+                None => marker,
+            }
+            .condition_expression("attribute_not_exists(pk)");
             actions.push(
                 TransactWriteItem::builder()
                     .put(built(OP, marker.build())?)
@@ -641,28 +685,24 @@ impl PriceStore for DynamoStore {
         for chunk in rest {
             self.write_event_records(OP, &pk, chunk).await?;
         }
-        // 4. History, then the marker's done flag.
+        // 4. History, then the marker's done flag; then the replaced calculation retires.
         self.write_history(&pk, &meta, &calculation.prices).await?;
-        // The replaced calculation's marker: its retention starts (the latest keeps none).
-        if let Some((replaced, _)) = &replaced {
-            self.expire_calculation(&pk, replaced).await;
-        }
-        // 5. The replaced calculation's price list, unless a replay still needs it.
-        if let Some((replaced, parts)) = replaced {
-            self.drop_parts(&pk, &replaced, parts).await?;
-        }
+        self.retire(&pk, replaced).await?;
         Ok(true)
     }
 
+    /// Whether the calculation is stored, its save finished first when one was cut off
+    /// after its transaction (see [`DynamoStore::finish_interrupted`]): every caller asks
+    /// this before it calculates, and a redelivered message answered "stored" never
+    /// reached the save that finishes it.
     async fn has_calculation(&self, key: &InstanceKey, calculation_id: &str) -> StoreResult<bool> {
-        Ok(self
-            .get(
-                "has_calculation",
-                keys::instance_pk(key),
-                &marker_sk(calculation_id),
-            )
-            .await?
-            .is_some())
+        const OP: &str = "has_calculation";
+        let pk = keys::instance_pk(key);
+        let Some(marker) = self.get(OP, pk.clone(), &marker_sk(calculation_id)).await? else {
+            return Ok(false);
+        };
+        self.finish_interrupted(key, &pk, &marker, None).await?;
+        Ok(true)
     }
 
     async fn latest_prices(&self, key: &InstanceKey) -> StoreResult<Option<PriceCalculation>> {
