@@ -21,9 +21,15 @@
 //! let api = Client::with_client_credentials("http://127.0.0.1:8080", "client-id", "secret")?;
 //! api.create_project(&ProjectRequest::id("shop")).await?;
 //! api.create_instance("shop", &InstanceRequest::id("gig")).await?;
+//! // The item first (a sale of an unknown item is accepted, then rejected when applied).
+//! let product = Entry::new("productRegistration", json!({"productId": "ga", "capacity": 100}));
+//! let item = Entry::new("itemRegistration", json!({"itemId": "a", "productId": "ga",
+//!     "salesPeriod": {"start": "2026-11-01T00:00:00Z", "end": "2027-07-01T00:00:00Z"},
+//!     "priceSettings": {"min": 30, "max": 90, "default": 40}}));
 //! let sale = Entry::new("itemSale", json!({"itemId": "a", "quantity": 1, "price": 40}));
-//! let summary = api.submit_entries("shop", "gig", &EntrySubmission::new([sale])).await?;
-//! assert_eq!(summary.accepted, 1);
+//! let entries = EntrySubmission::new([product, item, sale]);
+//! let summary = api.submit_entries("shop", "gig", &entries).await?;
+//! assert_eq!(summary.accepted, 3);
 //! let details = api.instance("shop", "gig").await?;
 //! println!("applied up to {}", details.processing.applied_sequence);
 //!
