@@ -236,6 +236,52 @@ fn a_corrupted_or_foreign_database_is_refused_never_overwritten() {
     );
 }
 
+/// A database of ours whose signing keys are gone stops the start, naming both files and
+/// the deliberate way on; `rotate-keys` does not make a new set either, unless asked to
+/// with `--new-key-set`, after which the service starts.
+#[test]
+fn a_database_without_its_signing_keys_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    drop(pricing_embedded::EmbeddedStore::open(&data.join("pricing.db")).unwrap());
+    let err = start_fails(&data);
+    assert!(err.contains("signing-keys.json is missing"), "{err}");
+    assert!(err.contains("rotate-keys --new-key-set"), "{err}");
+    let rotate = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_standalone"))
+            .arg("rotate-keys")
+            .args(extra)
+            .arg("--data")
+            .arg(&data)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap()
+    };
+    let refused = rotate(&[]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--new-key-set"),
+        "{refused:?}"
+    );
+    assert!(!data.join("signing-keys.json").exists(), "no set made");
+    assert!(rotate(&["--new-key-set"]).status.success());
+    assert!(data.join("signing-keys.json").exists());
+    let mut started = Command::new(env!("CARGO_BIN_EXE_standalone"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let exited = started.try_wait().unwrap();
+    let _ = started.kill();
+    let _ = started.wait();
+    assert_eq!(exited, None, "it starts with the new set");
+}
+
 /// A read-only data directory (a tmpfs remounted read-only; root only, like the full disk):
 /// a clear error naming the path, at start.
 #[test]

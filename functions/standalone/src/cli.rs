@@ -37,6 +37,10 @@ pub struct RotateKeysArgs {
     /// Data directory of the service (its keys live there).
     #[arg(long, default_value = "./data")]
     pub data: PathBuf,
+    /// Make a new key set where signing-keys.json is missing (lost, and no backup), instead
+    /// of rotating: the entries signed by the lost keys will no longer verify.
+    #[arg(long)]
+    pub new_key_set: bool,
 }
 
 /// Which callback URLs subscriptions may use.

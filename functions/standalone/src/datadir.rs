@@ -148,10 +148,10 @@ pub fn signing_keys_kept(dir: &Path, db: &Path) -> Result<(), Error> {
     let keys = dir.join(pricing_embedded::keys::SIGNING_KEYS_FILE);
     if !keys.exists() && holds_pricing_data(db) {
         return Err(Error::Setup(format!(
-            "{} is missing, but {} holds this service's data: the entries in it are signed by \
-             the keys that file held, and would no longer verify. Restore it from a backup; \
-             to go on with new keys instead (what was signed before will not verify), run \
-             `standalone rotate-keys --data {}` first",
+            "{} is missing, but {} is this service's database: the entries in it are signed \
+             by the keys that file held, and would no longer verify. Restore it from a \
+             backup; to go on with new keys instead (what was signed before will not \
+             verify), run `standalone rotate-keys --new-key-set --data {}` first",
             keys.display(),
             db.display(),
             dir.display()
@@ -424,7 +424,7 @@ mod tests {
             message.contains("signing-keys.json is missing"),
             "{message}"
         );
-        assert!(message.contains("rotate-keys --data"), "{message}");
+        assert!(message.contains("rotate-keys --new-key-set"), "{message}");
         pricing_embedded::keys::load_or_create_signing_keys(dir.path()).unwrap();
         assert!(signing_keys_kept(dir.path(), &db).is_ok());
     }

@@ -51,6 +51,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
     let _lock = lock_data_dir(&args.data)?;
     let database = args.data.join(DATABASE_FILE);
     signing_keys_kept(&args.data, &database)?;
+    pricing_embedded::keys::remove_stale_temporaries(&args.data);
     let keys = pricing_embedded::keys::load_or_create_signing_keys(&args.data)
         .map_err(|e| Error::Setup(format!("signing keys: {e}")))?;
     let signer = Arc::new(Signer::from_keys(&keys).map_err(|e| Error::Setup(e.to_string()))?);

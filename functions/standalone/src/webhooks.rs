@@ -130,8 +130,15 @@ pub async fn watch_keys(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let file = dir.join(pricing_embedded::keys::SIGNING_KEYS_FILE);
-    let modified = |f: &std::path::Path| -> Option<SystemTime> {
-        std::fs::metadata(f).and_then(|m| m.modified()).ok()
+    // Time, length and inode: two rotations within a coarse timestamp's tick (a second on
+    // some file systems) still differ, each rename being a new inode.
+    let modified = |f: &std::path::Path| -> Option<(SystemTime, u64, u64)> {
+        let m = std::fs::metadata(f).ok()?;
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(&m);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Some((m.modified().ok()?, m.len(), inode))
     };
     let mut seen = modified(&file);
     loop {
@@ -170,8 +177,20 @@ pub fn rotate_keys(args: &RotateKeysArgs) -> Result<(), Error> {
             args.data.display()
         )));
     }
-    let keys = pricing_embedded::keys::rotate_signing_keys(&args.data)
-        .map_err(|e| Error::Setup(format!("signing keys: {e}")))?;
+    let made = if args.new_key_set {
+        pricing_embedded::keys::new_signing_keys(&args.data)
+    } else {
+        pricing_embedded::keys::rotate_signing_keys(&args.data)
+    };
+    let keys = made.map_err(|e| match e {
+        pricing_embedded::EmbeddedError::Missing { path } => Error::Setup(format!(
+            "{} does not exist: rotate-keys rotates the keys a service has. If the file was \
+             lost, restore it from a backup; `rotate-keys --new-key-set` makes a new set \
+             instead (the entries signed by the lost keys will no longer verify)",
+            path.display()
+        )),
+        e => Error::Setup(format!("signing keys: {e}")),
+    })?;
     let listed: String = keys
         .iter()
         .map(|k| {

@@ -35,18 +35,20 @@ pub fn load_or_create_signing_keys(dir: &Path) -> Result<Vec<StoredKey>, Embedde
 }
 
 /// The lock file of [`rotate_signing_keys`]'s read-modify-write of the key file.
-pub const SIGNING_KEYS_LOCK_FILE: &str = "signing-keys.lock";
+const SIGNING_KEYS_LOCK_FILE: &str = "signing-keys.lock";
 
 /// Rotates the signing keys in `dir/signing-keys.json` (see `pricing_core::jws::rotate`)
 /// and returns the new set. The file is replaced atomically. Rotations take turns on
 /// `dir/signing-keys.lock` (a running `serve` does not hold it: it only reads the file),
-/// so each one reads the set the one before it wrote: two `rotate-keys` at the same
-/// moment (a cron job and an operator) leave both new keys published, where the last
-/// write used to win and drop the other's key, which its run had reported as rotated in.
+/// so each one reads the set the one before it wrote and every rotated-in key is kept.
+/// A missing file is [`EmbeddedError::Missing`]: a new set in its place would leave
+/// what the old one signed unverifiable, which only [`new_signing_keys`] does, on
+/// purpose.
 pub fn rotate_signing_keys(dir: &Path) -> Result<Vec<StoredKey>, EmbeddedError> {
     let path = dir.join(SIGNING_KEYS_FILE);
     let _turn = take_turn(dir)?;
-    let current = load_or_create_signing_keys(dir)?;
+    let current =
+        read_signing_keys(dir)?.ok_or_else(|| EmbeddedError::Missing { path: path.clone() })?;
     let now = Timestamp(chrono::Utc::now());
     let new = StoredKey::generate(new_kid(now), now)?;
     let kid = new.kid.clone();
@@ -58,6 +60,21 @@ pub fn rotate_signing_keys(dir: &Path) -> Result<Vec<StoredKey>, EmbeddedError> 
     write_private_file(&path, &bytes)?;
     tracing::info!(path = %path.display(), %kid, "rotated the signing keys");
     Ok(keys)
+}
+
+/// Makes a new key set in `dir/signing-keys.json` where there is none (one active key,
+/// signing at once), and returns it; an existing file is refused
+/// ([`EmbeddedError::Invalid`]): that is a rotation's.
+pub fn new_signing_keys(dir: &Path) -> Result<Vec<StoredKey>, EmbeddedError> {
+    let path = dir.join(SIGNING_KEYS_FILE);
+    let _turn = take_turn(dir)?;
+    if read_private_file(&path)?.is_some() {
+        return Err(EmbeddedError::Invalid {
+            path,
+            detail: "a key set is there already: rotate it instead".into(),
+        });
+    }
+    load_or_create_signing_keys(dir)
 }
 
 /// Waits for, then holds, the exclusive lock on `dir/signing-keys.lock` until the returned
@@ -74,7 +91,15 @@ fn take_turn(dir: &Path) -> Result<File, EmbeddedError> {
         options.mode(0o600);
     }
     let file = options.open(&path).map_err(|e| io_err("open", &path, e))?;
-    if let Err(e) = file.lock() {
+    let locked = match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            tracing::info!(path = %path.display(), "waiting for another rotation of the signing keys");
+            file.lock()
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    };
+    if let Err(e) = locked {
         tracing::warn!(path = %path.display(), error = %e,
             "cannot lock the signing keys: make sure no other rotation runs at the same time");
     }
@@ -82,10 +107,11 @@ fn take_turn(dir: &Path) -> Result<File, EmbeddedError> {
     Ok(file)
 }
 
-/// Removes the temporary copies of the key file (private keys, 0600) that a rotation
-/// killed between writing and renaming left behind, once they are a minute old (a first
-/// start making the file does not take the lock, and takes well under that).
-fn remove_stale_temporaries(dir: &Path) {
+/// Removes the temporary copies of the key file (private keys, 0600) that a rotation or
+/// a first start killed between writing and renaming left behind, once they are a minute
+/// old (a first start making the file does not take the lock, and takes well under
+/// that). Run by every rotation and by `serve` at start.
+pub fn remove_stale_temporaries(dir: &Path) {
     let prefix = format!(".{SIGNING_KEYS_FILE}.");
     let Ok(entries) = fs::read_dir(dir) else {
         return;
@@ -335,6 +361,22 @@ mod tests {
             .filter(|k| k.status == pricing_core::jws::KeyStatus::Active)
             .count();
         assert_eq!(active, 1);
+    }
+
+    #[test]
+    fn a_missing_key_file_is_not_rotated_into_a_new_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = rotate_signing_keys(dir.path()).unwrap_err();
+        assert!(matches!(err, EmbeddedError::Missing { .. }), "{err}");
+        assert!(
+            read_signing_keys(dir.path()).unwrap().is_none(),
+            "nothing made"
+        );
+        // On purpose: a new set, and only where there is none.
+        let keys = new_signing_keys(dir.path()).unwrap();
+        assert_eq!(keys.len(), 1);
+        assert!(new_signing_keys(dir.path()).is_err());
+        assert_eq!(rotate_signing_keys(dir.path()).unwrap().len(), 2);
     }
 
     #[test]

@@ -113,6 +113,8 @@ pub enum EmbeddedError {
     },
     #[error("{path} is not valid: {detail}")]
     Invalid { path: PathBuf, detail: String },
+    #[error("{path} does not exist")]
+    Missing { path: PathBuf },
     #[error(transparent)]
     Key(#[from] pricing_core::jws::KeyError),
 }
