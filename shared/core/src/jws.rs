@@ -286,15 +286,14 @@ impl KeySet {
         Ok(KeySet { entries })
     }
 
-    /// The key that signs at `now` and its private key: the newest key still in service
-    /// that has propagated, else the oldest in service (a fresh key set's first key signs
-    /// at once, and keeps signing through a rotation within its first minutes), else the
-    /// newest active one (an active key always has its private half: [`KeySet::new`]).
-    ///
-    /// A retired key that never propagated never signs: two rotations within
-    /// [`KEY_PROPAGATION`] retire the first one's key before anyone may have it, and the
-    /// key before it signs on (an outside probe's second `rotate-keys`, a minute after the
-    /// first, had the first one's key sign 100 s after it was published).
+    /// The key that signs at `now` and its private key. No key signs before it has been
+    /// published for [`KEY_PROPAGATION`], except a fresh set's first key, which signs at
+    /// once; each key signs from then until the next key has propagated. So: the newest
+    /// key still in service (active, or retired less than [`KEY_PROPAGATION`] ago) that
+    /// has propagated, else the oldest in service, else the newest active one (an active
+    /// key always has its private half: [`KeySet::new`]). A key retired before it
+    /// propagated (two rotations within [`KEY_PROPAGATION`]) signs only once it has, until
+    /// the key after it has.
     fn signing_pair(&self, now: Timestamp) -> (&KeyEntry, &SigningPair) {
         let key = self.signing(now);
         let pair = key
@@ -675,16 +674,15 @@ mod tests {
     }
 
     #[test]
-    fn a_key_retired_before_it_propagated_never_signs() {
+    fn no_key_signs_before_it_has_propagated() {
         let t0 = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
         let at = |secs: i64| Timestamp::from_millis(t0.millis() + secs * 1000).unwrap();
         let key = |kid: &str, secs: i64| StoredKey::generate(kid.into(), at(secs)).unwrap();
         let signer = |keys: &[StoredKey], secs: i64| {
             KeySet::new(keys).unwrap().signing(at(secs)).kid.clone()
         };
-        // Two rotations a minute apart: the first key signs until it has been retired
-        // for the propagation time, then the second (propagated by then) until the third
-        // has propagated.
+        // Two rotations a minute apart: each key signs from its propagation until the
+        // next key's, the second for a minute only, and none before it propagated.
         let once = rotate(&[key("k0", -100_000)], key("k1", 0), at(0));
         let twice = rotate(&once, key("k2", 60), at(60));
         for (secs, kid) in [
