@@ -59,7 +59,7 @@ where
                     .map(|s| Delivery::new(e, s, now))
             })
             .collect();
-        report.deliveries += create_and_send(store, queue, &deliveries).await?;
+        report.deliveries += create_and_send(store, queue, &deliveries).await?.created;
         store.mark_dispatched(key, &last.id).await?;
         report.events += events.len();
         if events.len() < EVENTS_PER_ROUND {
@@ -68,35 +68,45 @@ where
     }
 }
 
+/// What [`create_and_send`] did with a list of deliveries.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Sent {
+    /// Created now, and sent.
+    pub created: usize,
+    /// Created by an earlier run that did not send them (it stopped, or the answer to its
+    /// create was lost), and still waiting for their first attempt: sent now.
+    pub resent: usize,
+}
+
 /// Creates `deliveries` and enqueues the ones created and, of the others, those an earlier
-/// run created that still wait for their first attempt (it stopped before it sent them,
-/// or the answer to its create was lost). Returns how many were created. Dispatch and a
-/// manual trigger's resend both go through it: a trigger message retried after a crash
-/// found its deliveries stored and sent none of them, which waited for the sweep's grace
-/// period (an outside probe's kill right after a trigger: sent 10 minutes late).
+/// run created that still wait for their first attempt. Dispatch and a manual trigger's
+/// resend both go through it, so a retried message never leaves what its first try stored
+/// to the overdue-delivery sweep.
 pub(super) async fn create_and_send<S, Q>(
     store: &S,
     queue: &Q,
     deliveries: &[Delivery],
-) -> StoreResult<usize>
+) -> StoreResult<Sent>
 where
     S: DeliveryStore,
     Q: Enqueue,
 {
+    let mut sent = Sent::default();
     if deliveries.is_empty() {
-        return Ok(0);
+        return Ok(sent);
     }
     let created = store.create_deliveries(deliveries).await?;
     if created.len() < deliveries.len() {
         for webhook_id in unsent(store, deliveries, &created).await? {
             queue.send(&Message::Deliver { webhook_id }).await?;
+            sent.resent += 1;
         }
     }
-    let count = created.len();
     for webhook_id in created {
         queue.send(&Message::Deliver { webhook_id }).await?;
+        sent.created += 1;
     }
-    Ok(count)
+    Ok(sent)
 }
 
 /// Of `deliveries`, those not in `created` that are stored and still wait for their first

@@ -4,11 +4,11 @@
 //! so is every `entries.rejected` event whose delivery to it failed for good (a lost
 //! rejection; the events stay readable at `GET .../instances/{instanceId}/events` too).
 //! Idempotent per trigger id: webhook ids derive from it, and a retried message sends
-//! what an earlier try stored and never sent (see `dispatch::create_and_send`). A project-level trigger fans out
-//! into one message per instance, a page of instances per message (the next page is the
-//! next message), so a project of any size is resent in bounded steps; an instance's
-//! rejections are looked through [`MAX_EVENTS_EXAMINED`] events per message, the next
-//! message going on after the last one examined.
+//! what an earlier try stored and never sent (`dispatch::create_and_send`). A
+//! project-level trigger fans out into one message per instance, a page of instances per
+//! message (the next page is the next message), so a project of any size is resent in
+//! bounded steps; an instance's rejections are looked through [`MAX_EVENTS_EXAMINED`]
+//! events per message, the next message going on after the last one examined.
 
 use crate::ids::{InstanceId, InstanceKey, ProjectKey, SubscriptionId};
 use crate::model::{Event, Message, PageRequest};
@@ -35,6 +35,9 @@ pub struct TriggerReport {
     pub fanned_out: usize,
     /// `entries.rejected` events resent (their delivery to this subscription had failed).
     pub rejections: usize,
+    /// Deliveries an earlier try of this trigger stored and did not send (it stopped),
+    /// sent now.
+    pub resent: usize,
 }
 
 /// Instances listed per fan-out message.
@@ -152,7 +155,9 @@ where
         return Ok(());
     }
     report.instances += 1;
-    report.deliveries += create_and_send(store, queue, &deliveries).await?;
+    let sent = create_and_send(store, queue, &deliveries).await?;
+    report.deliveries += sent.created;
+    report.resent += sent.resent;
     Ok(())
 }
 
@@ -218,9 +223,10 @@ where
         }
     }
     for chunk in deliveries.chunks(100) {
-        let created = create_and_send(store, queue, chunk).await?;
-        report.deliveries += created;
-        report.rejections += created;
+        let sent = create_and_send(store, queue, chunk).await?;
+        report.deliveries += sent.created;
+        report.rejections += sent.created;
+        report.resent += sent.resent;
     }
     if let Some(next) = page.next {
         queue
