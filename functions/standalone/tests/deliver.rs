@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use pricing_core::ids::{InstanceId, ProjectId};
+use pricing_core::ids::{InstanceId, InstanceKey, ProjectId};
 use pricing_core::jws::{Signer, StoredKey};
 use pricing_core::model::Event;
 use pricing_core::ports::{
@@ -88,18 +88,33 @@ async fn fixture() -> Fixture {
 
 impl Fixture {
     async fn delivery(&self, n: u32) -> String {
-        let event = Event {
-            id: format!("evt_{n}"),
-            event_type: "prices.updated".into(),
-            project_id: ProjectId::parse("p").unwrap(),
-            instance_id: InstanceId::parse("i").unwrap(),
-            created_at: self.t0,
-            data: json!({"prices": []}),
-        };
+        let event = self.event(&format!("evt_{n}"), "prices.updated", json!({"prices": []}));
         let d = Delivery::new(&event, &self.subscription, self.t0);
         let created = self.store.create_deliveries(&[d]).await.unwrap();
         assert_eq!(created.len(), 1);
         created[0].clone()
+    }
+
+    /// An event of instance `i` of project `p`, made at `t0`.
+    fn event(&self, id: &str, kind: &str, data: serde_json::Value) -> Event {
+        Event {
+            id: id.into(),
+            event_type: kind.into(),
+            project_id: ProjectId::parse("p").unwrap(),
+            instance_id: InstanceId::parse("i").unwrap(),
+            created_at: self.t0,
+            data,
+        }
+    }
+
+    /// Creates instance `i` of project `p` and returns its key.
+    async fn instance_i(&self) -> InstanceKey {
+        self.instance("i").await;
+        InstanceKey::new(
+            project_p().tenant,
+            ProjectId::parse("p").unwrap(),
+            InstanceId::parse("i").unwrap(),
+        )
     }
 
     /// Creates instance `id` of project `p` (inactive, no state).
@@ -384,7 +399,6 @@ async fn a_project_trigger_fans_out_per_instance_and_scope_is_kept() {
 
 #[tokio::test]
 async fn the_sweep_wakes_undispatched_events_and_lost_deliveries() {
-    use pricing_core::ids::InstanceKey;
     use pricing_core::model::Message;
     use pricing_core::ports::{EventStore, WorkQueue};
     use pricing_core::webhooks::{OVERDUE_GRACE, sweep};
@@ -445,20 +459,8 @@ async fn the_sweep_wakes_undispatched_events_and_lost_deliveries() {
     assert_eq!(sent, [Message::Deliver { webhook_id: id }]);
 
     // An event stored but never dispatched wakes its instance's processor.
-    let key = InstanceKey::new(
-        project_p().tenant,
-        ProjectId::parse("p").unwrap(),
-        InstanceId::parse("i").unwrap(),
-    );
-    f.instance(key.instance_id.as_str()).await;
-    let event = Event {
-        id: "evt_lonely".into(),
-        event_type: "instance.deactivated".into(),
-        project_id: key.project_id.clone(),
-        instance_id: key.instance_id.clone(),
-        created_at: f.t0,
-        data: json!({}),
-    };
+    let key = f.instance_i().await;
+    let event = f.event("evt_lonely", "instance.deactivated", json!({}));
     f.store.append_events(&key, &[event]).await.unwrap();
     let report = sweep(&f.store, &f.store, f.t0, 100).await.unwrap();
     assert_eq!(report.instances, 1);
@@ -526,27 +528,19 @@ async fn a_large_project_trigger_goes_on_page_by_page() {
 
 #[tokio::test]
 async fn a_trigger_resends_rejections_whose_delivery_failed_once_per_trigger() {
-    use pricing_core::ids::InstanceKey;
     use pricing_core::ports::EventStore;
     use pricing_core::webhooks::manual_trigger;
     use pricing_core::webhooks::trigger::resent_event_id;
 
     let f = fixture().await;
-    f.instance("i").await;
-    let project = project_p();
-    let i = InstanceId::parse("i").unwrap();
-    let key = InstanceKey::new(
-        project.tenant.clone(),
-        project.project_id.clone(),
-        i.clone(),
-    );
-    let event = |id: &str, kind: &str| Event {
-        id: id.into(),
-        event_type: kind.into(),
-        project_id: ProjectId::parse("p").unwrap(),
-        instance_id: i.clone(),
-        created_at: f.t0,
-        data: json!({"errors": [{"transactionId": id, "code": "unknownItem"}]}),
+    let key = f.instance_i().await;
+    let (project, i) = (project_p(), key.instance_id.clone());
+    let event = |id: &str, kind: &str| {
+        f.event(
+            id,
+            kind,
+            json!({"errors": [{"transactionId": id, "code": "unknownItem"}]}),
+        )
     };
     // lost: its delivery failed for good; late: still retrying; old: before the
     // subscription (no delivery); price: a failed prices.updated (prices are resent from
@@ -631,29 +625,19 @@ async fn a_trigger_resends_rejections_whose_delivery_failed_once_per_trigger() {
 /// it sent them (a crash) sends them: they waited for the sweep's grace period.
 #[tokio::test]
 async fn a_retried_trigger_sends_what_its_first_try_stored_and_never_sent() {
-    use pricing_core::ids::InstanceKey;
     use pricing_core::model::Message;
     use pricing_core::ports::{EventStore, WorkQueue};
     use pricing_core::webhooks::manual_trigger;
     use pricing_core::webhooks::trigger::resent_event_id;
 
     let f = fixture().await;
-    f.instance("i").await;
-    let project = project_p();
-    let i = InstanceId::parse("i").unwrap();
-    let key = InstanceKey::new(
-        project.tenant.clone(),
-        project.project_id.clone(),
-        i.clone(),
+    let key = f.instance_i().await;
+    let (project, i) = (project_p(), key.instance_id.clone());
+    let lost = f.event(
+        "evt_lost",
+        "entries.rejected",
+        json!({"errors": [{"transactionId": "t", "code": "unknownItem"}]}),
     );
-    let lost = Event {
-        id: "evt_lost".into(),
-        event_type: "entries.rejected".into(),
-        project_id: ProjectId::parse("p").unwrap(),
-        instance_id: i.clone(),
-        created_at: f.t0,
-        data: json!({"errors": [{"transactionId": "t", "code": "unknownItem"}]}),
-    };
     f.store
         .append_events(&key, std::slice::from_ref(&lost))
         .await
@@ -721,26 +705,13 @@ async fn a_retried_trigger_sends_what_its_first_try_stored_and_never_sent() {
 /// delivery stored) still sends it, and a dispatch finds an attempted delivery sent.
 #[tokio::test]
 async fn a_dispatch_sends_what_an_earlier_create_stored_and_never_sent() {
-    use pricing_core::ids::InstanceKey;
     use pricing_core::model::Message;
     use pricing_core::ports::EventStore;
     use pricing_core::webhooks::dispatch;
 
     let f = fixture().await;
-    let key = InstanceKey::new(
-        project_p().tenant,
-        ProjectId::parse("p").unwrap(),
-        InstanceId::parse("i").unwrap(),
-    );
-    f.instance(key.instance_id.as_str()).await;
-    let event = |id: &str| Event {
-        id: id.into(),
-        event_type: "prices.updated".into(),
-        project_id: key.project_id.clone(),
-        instance_id: key.instance_id.clone(),
-        created_at: f.t0,
-        data: json!({"prices": []}),
-    };
+    let key = f.instance_i().await;
+    let event = |id: &str| f.event(id, "prices.updated", json!({"prices": []}));
     let (lost, sent) = (event("evt_lost"), event("evt_sent"));
     f.store
         .append_events(&key, &[lost.clone(), sent.clone()])

@@ -678,39 +678,43 @@ mod tests {
         let t0 = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
         let at = |secs: i64| Timestamp::from_millis(t0.millis() + secs * 1000).unwrap();
         let key = |kid: &str, secs: i64| StoredKey::generate(kid.into(), at(secs)).unwrap();
-        let signer = |keys: &[StoredKey], secs: i64| {
-            KeySet::new(keys).unwrap().signing(at(secs)).kid.clone()
+        // Which key signs at each (seconds, kid) of `expected`.
+        let signs = |keys: &[StoredKey], expected: &[(i64, &str)]| {
+            let set = KeySet::new(keys).unwrap();
+            for &(secs, kid) in expected {
+                assert_eq!(set.signing(at(secs)).kid, kid, "at {secs} s");
+            }
         };
         // Two rotations a minute apart: each key signs from its propagation until the
         // next key's, the second for a minute only, and none before it propagated.
         let once = rotate(&[key("k0", -100_000)], key("k1", 0), at(0));
         let twice = rotate(&once, key("k2", 60), at(60));
-        for (secs, kid) in [
-            (100, "k0"),
-            (599, "k0"),
-            (600, "k1"),
-            (659, "k1"),
-            (660, "k2"),
-        ] {
-            assert_eq!(signer(&twice, secs), kid, "at {secs} s");
-        }
+        signs(
+            &twice,
+            &[
+                (100, "k0"),
+                (599, "k0"),
+                (600, "k1"),
+                (659, "k1"),
+                (660, "k2"),
+            ],
+        );
         // A fresh set's first key, rotated within its first minutes, keeps signing until
         // the next key has propagated: the next key never signs early.
         let fresh = rotate(&[key("f0", 0)], key("f1", 120), at(120));
-        for (secs, kid) in [(0, "f0"), (130, "f0"), (719, "f0"), (720, "f1")] {
-            assert_eq!(signer(&fresh, secs), kid, "at {secs} s");
-        }
+        signs(&fresh, &[(0, "f0"), (130, "f0"), (719, "f0"), (720, "f1")]);
         // Rotated twice within its first minutes: still the first key, then each in turn.
         let again = rotate(&fresh, key("f2", 180), at(180));
-        for (secs, kid) in [
-            (181, "f0"),
-            (719, "f0"),
-            (720, "f1"),
-            (779, "f1"),
-            (780, "f2"),
-        ] {
-            assert_eq!(signer(&again, secs), kid, "at {secs} s");
-        }
+        signs(
+            &again,
+            &[
+                (181, "f0"),
+                (719, "f0"),
+                (720, "f1"),
+                (779, "f1"),
+                (780, "f2"),
+            ],
+        );
     }
 
     #[test]
