@@ -471,7 +471,7 @@ fn check_state(state: &InstanceState, model: &Model, dirty: &Dirty) {
     assert_round_trip(&state.header, "the header");
     for (id, item) in &state.items {
         assert_eq!(&item.item_id, id, "an item under another id");
-        assert_document_map(&item.metadata, "item metadata");
+        assert_document_map(&item.metadata.to_map(), "item metadata");
         assert_props(&item.properties, "item properties");
         assert!(
             model.products.contains(&item.product_id),

@@ -41,6 +41,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use pricing_core::document::CompactObject;
 use pricing_core::entry::{
     ItemProps, PriceSettings, PricingModel, ProductProps, Rounding, Tier, TimeStep,
 };
@@ -165,9 +166,9 @@ fn instance() -> (InstanceState, BTreeMap<ItemId, Money>, Vec<PriceMatch>) {
                             default: Money::from_micros(default),
                             multiplier: 1.0 + (n % 5) as f64 * 0.05,
                         },
-                        extra: Map::new(),
+                        extra: CompactObject::new(),
                     },
-                    metadata: Map::new(),
+                    metadata: CompactObject::new(),
                     sold: (n as u64 * 7) % 23,
                     reserved: 0,
                     total: None,
@@ -326,9 +327,9 @@ fn revenue_instance() -> Warm {
                         default: Money::from_micros(default),
                         multiplier: 1.0,
                     },
-                    extra: Map::new(),
+                    extra: CompactObject::new(),
                 },
-                metadata: Map::new(),
+                metadata: CompactObject::new(),
                 sold: 0,
                 reserved: 0,
                 total: None,

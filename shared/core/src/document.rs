@@ -21,6 +21,9 @@ use serde_json::{Map, Value};
 
 use crate::entry::DocChange;
 
+mod compact;
+pub use compact::CompactObject;
+
 /// Largest document, as compact JSON, at any point of a change.
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
 /// Deepest document: the root object is level 1, a value inside it level 2, and so on.

@@ -3,7 +3,7 @@
 //! Syntactic = decidable from the entry alone. What depends on the instance's state is
 //! checked when the entry is applied (see [`crate::state`]).
 
-use crate::document::{MAX_DOCUMENT_DEPTH, MAX_PATCH_OPERATIONS};
+use crate::document::{CompactObject, MAX_DOCUMENT_DEPTH, MAX_PATCH_OPERATIONS};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -224,9 +224,9 @@ pub struct ItemProps {
     pub dynamic_pricing_period: Option<Period>,
     pub dynamic_pricing: bool,
     pub price_settings: PriceSettings,
-    /// Client-defined properties beside the known ones.
+    /// Client-defined properties beside the known ones (compact: one per item).
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: CompactObject,
 }
 
 /// The typed view of a product's properties document; serializes to that document.
@@ -804,12 +804,12 @@ pub fn item_props_from_doc(
         extra.remove(*key);
     }
     let (sales_period, price_settings) = (sales_period?, price_settings?);
-    (errors.len() == before).then_some(ItemProps {
+    (errors.len() == before).then(|| ItemProps {
         sales_period,
         dynamic_pricing_period,
         dynamic_pricing,
         price_settings,
-        extra,
+        extra: CompactObject::from_map(&extra),
     })
 }
 

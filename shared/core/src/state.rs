@@ -21,7 +21,7 @@ use crate::pricing::revenue::{record_product_sale, record_sale};
 use crate::time::Timestamp;
 use crate::validate::Errors;
 
-use crate::document::DocumentError;
+use crate::document::{CompactObject, DocumentError};
 pub use crate::document::{MAX_DOCUMENT_BYTES, MAX_DOCUMENT_DEPTH};
 
 /// Instance-wide state written by the entry processor.
@@ -76,7 +76,8 @@ pub struct ItemState {
     pub item_id: ItemId,
     pub product_id: ProductId,
     pub properties: ItemProps,
-    pub metadata: Map<String, Value>,
+    /// Compact: the engine never reads it, and an instance may hold 100,000 items.
+    pub metadata: CompactObject,
     /// Net units sold (sales minus returns); never negative.
     pub sold: u64,
     /// Units reserved on this item.
@@ -342,7 +343,7 @@ impl InstanceState {
                     existing.product_id = r.product_id.clone();
                     existing.properties = r.props.clone();
                     if let Some(m) = &r.metadata {
-                        existing.metadata = m.clone();
+                        existing.metadata = CompactObject::from_map(m);
                     }
                     if r.legacy_quantity.is_some() {
                         existing.legacy_quantity = r.legacy_quantity;
@@ -355,7 +356,11 @@ impl InstanceState {
                             item_id: r.item_id.clone(),
                             product_id: r.product_id.clone(),
                             properties: r.props.clone(),
-                            metadata: r.metadata.clone().unwrap_or_default(),
+                            metadata: r
+                                .metadata
+                                .as_ref()
+                                .map(CompactObject::from_map)
+                                .unwrap_or_default(),
                             sold: 0,
                             reserved: 0,
                             total: None,
@@ -386,7 +391,8 @@ impl InstanceState {
             }
             EntryKind::ItemMetadata { item_id, change } => {
                 let item = self.live_item_mut(item_id)?;
-                item.metadata = changed_document(&item.metadata, change, |_, _| {})?;
+                item.metadata =
+                    changed_document(&item.metadata.to_map(), change, |_, _| {})?.into();
                 item.seq = seq;
                 dirty.items.insert(item_id.clone());
             }

@@ -8,6 +8,7 @@
 
 use std::fmt;
 
+use pricing_core::document::CompactObject;
 use pricing_core::entry::{ItemProps, PriceSettings};
 use pricing_core::ids::{ItemId, ProductId};
 use pricing_core::pricing::demand::SalesStats;
@@ -15,7 +16,7 @@ use pricing_core::state::ItemState;
 use pricing_core::time::{Period, Timestamp};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
-use serde_json::{Map, Value};
+use serde_json::Map;
 
 /// One stored item record.
 pub(crate) fn decode_item(record: &str) -> serde_json::Result<ItemState> {
@@ -45,7 +46,7 @@ struct StoredItem {
     item_id: ItemId,
     product_id: ProductId,
     properties: Props,
-    metadata: Map<String, Value>,
+    metadata: CompactObject,
     sold: u64,
     reserved: u64,
     #[serde(default)]
@@ -104,7 +105,7 @@ impl<'de> Visitor<'de> for PropsVisitor {
                 .ok_or_else(|| de::Error::missing_field("dynamicPricing"))?,
             price_settings: price_settings
                 .ok_or_else(|| de::Error::missing_field("priceSettings"))?,
-            extra,
+            extra: CompactObject::from_map(&extra),
         }))
     }
 }
@@ -145,7 +146,7 @@ impl<'de> Deserialize<'de> for Key {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn same(record: Value) {
         let text = record.to_string();

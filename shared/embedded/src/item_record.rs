@@ -15,13 +15,14 @@
 //! key and value, a value a tag byte ([`Tag`]) then its content. Decoding gives back the
 //! same `ItemState` exactly (tested), amounts and timestamps included.
 
+use pricing_core::document::CompactObject;
 use pricing_core::entry::{ItemProps, PriceSettings};
 use pricing_core::ids::{ItemId, ProductId};
 use pricing_core::money::Money;
 use pricing_core::pricing::demand::SalesStats;
 use pricing_core::state::ItemState;
 use pricing_core::time::{Period, Timestamp};
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 /// The first byte of a record in the binary form, version 1.
 const FORM_V1: u8 = 1;
@@ -58,7 +59,7 @@ pub(crate) fn encode(item: &ItemState) -> Vec<u8> {
     w.str(item_id.as_str());
     w.str(product_id.as_str());
     w.props(properties);
-    w.map(metadata);
+    w.object(metadata);
     w.uint(*sold);
     w.uint(*reserved);
     w.option(total.as_ref(), |w, v| w.uint(*v));
@@ -91,7 +92,7 @@ fn decode_v1(bytes: &[u8]) -> DecodeResult<ItemState> {
         item_id: ItemId::parse(r.str()?).map_err(|e| invalid(&format!("item id: {e}")))?,
         product_id: ProductId::parse(r.str()?).map_err(|e| invalid(&format!("product id: {e}")))?,
         properties: r.props()?,
-        metadata: r.map(0)?,
+        metadata: r.object()?,
         sold: r.uint()?,
         reserved: r.uint()?,
         total: r.option(Reader::uint)?,
@@ -201,7 +202,7 @@ impl Writer {
         self.money(*max);
         self.money(*default);
         self.f64(*multiplier);
-        self.map(extra);
+        self.object(extra);
     }
 
     fn sales(&mut self, s: &SalesStats) {
@@ -221,6 +222,10 @@ impl Writer {
         for r in relative {
             self.f64(*r);
         }
+    }
+
+    fn object(&mut self, o: &CompactObject) {
+        self.map(&o.to_map());
     }
 
     fn map(&mut self, m: &Map<String, Value>) {
@@ -384,7 +389,7 @@ impl<'a> Reader<'a> {
                 default: self.money()?,
                 multiplier: self.f64()?,
             },
-            extra: self.map(0)?,
+            extra: self.object()?,
         })
     }
 
@@ -409,44 +414,119 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn map(&mut self, depth: usize) -> DecodeResult<Map<String, Value>> {
-        let n = self.len()?;
-        let mut m = Map::new();
-        for _ in 0..n {
-            let k = self.str()?.to_owned();
-            let v = self.value(depth + 1)?;
-            m.insert(k, v);
+    /// A JSON object (metadata, the client's other properties), written straight into its
+    /// canonical text: no map is built.
+    fn object(&mut self) -> DecodeResult<CompactObject> {
+        // About the encoded length of a small object; grows for a larger one.
+        let mut text = String::with_capacity(64);
+        if !self.object_text(0, &mut text)? {
+            return Ok(CompactObject::new());
         }
-        Ok(m)
+        Ok(CompactObject::from_canonical(text))
     }
 
-    fn value(&mut self, depth: usize) -> DecodeResult<Value> {
+    /// Writes the object at the cursor as compact JSON, keys in the order stored (which
+    /// [`Writer::map`] wrote from a sorted map, so the text is canonical; a record whose
+    /// keys are out of order is refused). Whether it has entries.
+    fn object_text(&mut self, depth: usize, out: &mut String) -> DecodeResult<bool> {
+        let n = self.len()?;
+        out.push('{');
+        let mut last: Option<&str> = None;
+        for i in 0..n {
+            if i > 0 {
+                out.push(',');
+            }
+            let k = self.str()?;
+            if last.is_some_and(|last| last >= k) {
+                return Err(invalid("object keys out of order"));
+            }
+            last = Some(k);
+            string(out, k);
+            out.push(':');
+            self.value_text(depth + 1, out)?;
+        }
+        out.push('}');
+        Ok(n > 0)
+    }
+
+    fn value_text(&mut self, depth: usize, out: &mut String) -> DecodeResult<()> {
         if depth > MAX_DEPTH {
             return Err(invalid("values nested too deep"));
         }
         let tag = self.byte()?;
-        Ok(match tag {
-            t if t == Tag::Null as u8 => Value::Null,
-            t if t == Tag::False as u8 => Value::Bool(false),
-            t if t == Tag::True as u8 => Value::Bool(true),
-            t if t == Tag::PosInt as u8 => Value::Number(self.uint()?.into()),
-            t if t == Tag::NegInt as u8 => Value::Number(self.int()?.into()),
-            t if t == Tag::Float as u8 => Value::Number(
-                Number::from_f64(self.f64()?).ok_or_else(|| invalid("a number not finite"))?,
-            ),
-            t if t == Tag::String as u8 => Value::String(self.str()?.to_owned()),
+        match tag {
+            t if t == Tag::Null as u8 => out.push_str("null"),
+            t if t == Tag::False as u8 => out.push_str("false"),
+            t if t == Tag::True as u8 => out.push_str("true"),
+            // Integers as serde_json writes them (it formats them with itoa too).
+            t if t == Tag::PosInt as u8 => out.push_str(itoa::Buffer::new().format(self.uint()?)),
+            t if t == Tag::NegInt as u8 => out.push_str(itoa::Buffer::new().format(self.int()?)),
+            t if t == Tag::Float as u8 => {
+                let f = self.f64()?;
+                if !f.is_finite() {
+                    return Err(invalid("a number not finite"));
+                }
+                // serde_json's own float formatting, whatever it is.
+                out.push_str(&serde_json::to_string(&f)?);
+            }
+            t if t == Tag::String as u8 => string(out, self.str()?),
             t if t == Tag::Array as u8 => {
                 let n = self.len()?;
-                let mut a = Vec::with_capacity(n);
-                for _ in 0..n {
-                    a.push(self.value(depth + 1)?);
+                out.push('[');
+                for i in 0..n {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    self.value_text(depth + 1, out)?;
                 }
-                Value::Array(a)
+                out.push(']');
             }
-            t if t == Tag::Object as u8 => Value::Object(self.map(depth)?),
+            t if t == Tag::Object as u8 => {
+                self.object_text(depth, out)?;
+            }
             t => return Err(invalid(&format!("unknown value tag {t}"))),
-        })
+        }
+        Ok(())
     }
+}
+
+/// A string as serde_json writes it: quoted, `"` `\\` and control characters escaped as
+/// its escape table does, everything else (any other UTF-8) as is.
+fn string(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(s.len() + 2);
+    out.push('"');
+    let needs_escape = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+    if !s.bytes().any(needs_escape) {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        if !needs_escape(b) {
+            continue;
+        }
+        // Escaped bytes are ASCII, so `start` and `i` fall on character boundaries.
+        out.push_str(&s[start..i]);
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            _ => {
+                out.push_str("\\u00");
+                out.push(char::from(HEX[usize::from(b >> 4)]));
+                out.push(char::from(HEX[usize::from(b & 0xf)]));
+            }
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
 }
 
 /// Rows rewritten per batch of the version 9 step.
@@ -498,7 +578,7 @@ pub(crate) fn rewrite_json_records(tx: &rusqlite::Transaction<'_>) -> rusqlite::
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     /// An item with every field away from its default: sales statistics with bins, typed
     /// and other properties, nested metadata of every JSON kind, timestamps with
@@ -620,6 +700,35 @@ mod tests {
         }
         w.0.push(Tag::Null as u8);
         let mut r = Reader { bytes: &w.0, at: 0 };
-        assert!(r.map(0).is_err());
+        assert!(r.object().is_err());
+    }
+
+    #[test]
+    fn an_object_decodes_to_the_text_serde_json_writes_and_keys_out_of_order_are_refused() {
+        let every_ascii: String = (0u8..=0x7f).map(char::from).collect();
+        let map = match json!({
+            "b": [1, -2, 2.5, 1e-7, 1e300, -0.0, u64::MAX, i64::MIN, null, true, false],
+            "a": {"y": {}, "x": [], "z": "é\u{2028}😀"},
+            every_ascii.clone(): every_ascii,
+        }) {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        };
+        let mut w = Writer(vec![]);
+        w.map(&map);
+        let mut r = Reader { bytes: &w.0, at: 0 };
+        let o = r.object().expect("decodes");
+        assert_eq!(o.as_str(), serde_json::to_string(&map).expect("text"));
+        assert_eq!(o.to_map(), map);
+
+        let mut w = Writer(vec![]);
+        w.len(2);
+        w.str("b");
+        w.0.push(Tag::Null as u8);
+        w.str("a");
+        w.0.push(Tag::Null as u8);
+        let mut r = Reader { bytes: &w.0, at: 0 };
+        let err = r.object().expect_err("out of order").to_string();
+        assert!(err.contains("out of order"), "{err}");
     }
 }

@@ -626,7 +626,7 @@ fn item_registration_with_every_field() {
     assert!(!r.props.dynamic_pricing);
     assert_eq!(r.props.price_settings.multiplier, 1.2);
     assert_eq!(r.props.price_settings.max, money(0.5));
-    assert_eq!(r.props.extra.get("color"), Some(&json!("red")));
+    assert_eq!(r.props.extra.to_map().get("color"), Some(&json!("red")));
     assert_eq!(
         r.metadata.as_ref().and_then(|m| m.get("seat")),
         Some(&json!("12A"))
@@ -922,7 +922,7 @@ fn errors_inside_registration_properties_point_into_properties() {
         panic!("an item registration")
     };
     assert_eq!(r.legacy_quantity, Some(5));
-    assert!(!r.props.extra.contains_key("quantity"));
+    assert!(!r.props.extra.to_map().contains_key("quantity"));
     let EntryKind::ItemRegistration(r) = kind(item_reg(set(data, "/quantity", json!(7)))) else {
         panic!("an item registration")
     };

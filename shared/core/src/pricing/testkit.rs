@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::document::CompactObject;
 use crate::entry::{ItemProps, PriceSettings, PricingModel, ProductProps, Rounding};
 use crate::ids::{ItemId, ProductId};
 use crate::money::Money;
@@ -119,9 +120,9 @@ impl Builder {
                         default: money(i.default),
                         multiplier: i.multiplier,
                     },
-                    extra: Map::new(),
+                    extra: CompactObject::new(),
                 },
-                metadata: Map::new(),
+                metadata: CompactObject::new(),
                 sold: i.sold,
                 reserved: 0,
                 total: None,

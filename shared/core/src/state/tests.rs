@@ -615,7 +615,7 @@ fn item_and_product_metadata() {
         json!([{"op": "add", "path": "/seat", "value": {"row": 1}}, {"op": "add", "path": "/seat/col", "value": 2}]),
     ));
     assert_eq!(
-        t.item("A").metadata.get("seat"),
+        t.item("A").metadata.to_map().get("seat"),
         Some(&json!({"row": 1, "col": 2}))
     );
     t.ok(&patch(
@@ -636,7 +636,7 @@ fn item_and_product_metadata() {
         json!({"itemId": "A", "update": {"seat": null, "gate": 3}}),
     ));
     assert_eq!(
-        Value::Object(t.item("A").metadata.clone()),
+        Value::Object(t.item("A").metadata.to_map()),
         json!({"gate": 3})
     );
 }
@@ -662,7 +662,10 @@ fn item_properties_patches() {
         a.properties.dynamic_pricing_period,
         Period::new(ts("2026-06-10T00:00:00Z"), ts("2026-06-20T00:00:00Z"))
     );
-    assert_eq!(a.properties.extra.get("color"), Some(&json!("red")));
+    assert_eq!(
+        a.properties.extra.to_map().get("color"),
+        Some(&json!("red"))
+    );
     // Client properties survive later changes; the deprecated update merges at the root.
     t.ok(&entry(
         "itemProperties",
@@ -670,8 +673,11 @@ fn item_properties_patches() {
     ));
     let a = t.item("A");
     assert!(a.properties.dynamic_pricing);
-    assert_eq!(a.properties.extra.get("color"), Some(&json!("red")));
-    assert_eq!(a.properties.extra.get("size"), Some(&json!("L")));
+    assert_eq!(
+        a.properties.extra.to_map().get("color"),
+        Some(&json!("red"))
+    );
+    assert_eq!(a.properties.extra.to_map().get("size"), Some(&json!("L")));
     // The sales period can be moved; the old name is accepted in patches too.
     t.ok(&item_props(
         "A",
@@ -704,7 +710,7 @@ fn deprecated_item_quantity_is_accepted_and_ignored() {
     t.ok(&entry("itemRegistration", data));
     let a = t.item("A");
     assert_eq!(a.legacy_quantity, Some(30));
-    assert!(!a.properties.extra.contains_key("quantity"));
+    assert!(!a.properties.extra.to_map().contains_key("quantity"));
     assert_eq!(t.item_counts("A"), counts(0, 0, 30, 0));
     // Every patch operation on /quantity does nothing; the others apply.
     t.ok(&item_props(
@@ -722,9 +728,12 @@ fn deprecated_item_quantity_is_accepted_and_ignored() {
     ));
     let a = t.item("A");
     assert_eq!(a.properties.price_settings.default.micros(), 60_000_000);
-    assert_eq!(a.properties.extra.get("color"), Some(&json!("red")));
-    assert!(!a.properties.extra.contains_key("quantity"));
-    assert!(!a.properties.extra.contains_key("copied"));
+    assert_eq!(
+        a.properties.extra.to_map().get("color"),
+        Some(&json!("red"))
+    );
+    assert!(!a.properties.extra.to_map().contains_key("quantity"));
+    assert!(!a.properties.extra.to_map().contains_key("copied"));
     assert_eq!((a.legacy_quantity, a.total), (Some(30), None));
     // A failing operation keeps its number although ignored ones came before it.
     let r = t.err(&item_props(
@@ -745,8 +754,8 @@ fn deprecated_item_quantity_is_accepted_and_ignored() {
         json!([{"op": "replace", "path": "", "value": whole}]),
     ));
     let a = t.item("A");
-    assert_eq!(a.properties.extra.get("size"), Some(&json!("L")));
-    assert!(!a.properties.extra.contains_key("quantity"));
+    assert_eq!(a.properties.extra.to_map().get("size"), Some(&json!("L")));
+    assert!(!a.properties.extra.to_map().contains_key("quantity"));
     assert_eq!(t.item_counts("A"), counts(0, 0, 30, 0));
     // Client metadata may still hold its own `quantity`.
     t.ok(&patch(
@@ -754,7 +763,10 @@ fn deprecated_item_quantity_is_accepted_and_ignored() {
         json!({"itemId": "A"}),
         json!([{"op": "add", "path": "/quantity", "value": 3}]),
     ));
-    assert_eq!(t.item("A").metadata.get("quantity"), Some(&json!(3)));
+    assert_eq!(
+        t.item("A").metadata.to_map().get("quantity"),
+        Some(&json!(3))
+    );
 }
 
 #[test]

@@ -1,0 +1,172 @@
+//! [`CompactObject`]: a JSON object kept as its compact text.
+//!
+//! An item's metadata and its client-defined properties are read by the API and changed by
+//! entries, never by the pricing engine, and a large instance holds 100,000 items or more.
+//! Held as a `serde_json::Map` (a `BTreeMap`), every non-empty one costs a tree node of
+//! about 630 bytes plus an allocation per key and per string value; held as text, one
+//! allocation of its compact length, and nothing for an empty one. Loading a large state
+//! and keeping it in memory are where that shows (docs/performance.md).
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+/// A JSON object held as its compact, canonical text: the text `serde_json` writes for the
+/// same [`Map`] (keys in order, no spaces). Two objects are equal exactly when their maps
+/// are, so equality compares the text. An empty object holds nothing.
+///
+/// It serializes and deserializes as the object itself (also under `#[serde(flatten)]`).
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct CompactObject(Option<Box<str>>);
+
+impl CompactObject {
+    /// The empty object.
+    pub const fn new() -> Self {
+        Self(None)
+    }
+
+    /// The object `map`.
+    pub fn from_map(map: &Map<String, Value>) -> Self {
+        if map.is_empty() {
+            return Self(None);
+        }
+        // Serializing a map of `Value`s to a `String` cannot fail.
+        let text = serde_json::to_string(map).unwrap_or_else(|_| "{}".to_owned());
+        Self(Some(text.into_boxed_str()))
+    }
+
+    /// An object from its canonical text, as [`CompactObject::as_str`] gives it. The caller
+    /// vouches for the form (a store decoding what it wrote from such a text or map); debug
+    /// builds check it.
+    pub fn from_canonical(text: String) -> Self {
+        debug_assert!(
+            serde_json::from_str::<Map<String, Value>>(&text)
+                .is_ok_and(|m| serde_json::to_string(&m).is_ok_and(|t| t == text)),
+            "not the canonical text of a JSON object: {text}"
+        );
+        if text == "{}" {
+            Self(None)
+        } else {
+            Self(Some(text.into_boxed_str()))
+        }
+    }
+
+    /// The compact text, `{}` when empty.
+    pub fn as_str(&self) -> &str {
+        self.0.as_deref().unwrap_or("{}")
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// The object as a map (decoded from the text).
+    pub fn to_map(&self) -> Map<String, Value> {
+        match &self.0 {
+            None => Map::new(),
+            // The text was written from a map (or checked as its canonical form).
+            Some(text) => serde_json::from_str(text).unwrap_or_default(),
+        }
+    }
+}
+
+impl From<Map<String, Value>> for CompactObject {
+    fn from(map: Map<String, Value>) -> Self {
+        Self::from_map(&map)
+    }
+}
+
+impl From<&Map<String, Value>> for CompactObject {
+    fn from(map: &Map<String, Value>) -> Self {
+        Self::from_map(map)
+    }
+}
+
+impl fmt::Debug for CompactObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for CompactObject {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_map().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for CompactObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Map::<String, Value>::deserialize(deserializer).map(|m| Self::from_map(&m))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn map(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!("an object"),
+        }
+    }
+
+    #[test]
+    fn it_is_the_text_serde_json_writes_and_gives_the_same_map_back() {
+        let m = map(json!({"z": [1, -2, 2.5, 1e300, null, true], "a": {"é\"\n": "x"}, "m": {}}));
+        let o = CompactObject::from_map(&m);
+        assert_eq!(o.as_str(), serde_json::to_string(&m).unwrap());
+        assert_eq!(o.to_map(), m);
+        assert_eq!(serde_json::to_value(&o).unwrap(), Value::Object(m.clone()));
+        let back: CompactObject = serde_json::from_str(o.as_str()).unwrap();
+        assert_eq!(back, o);
+    }
+
+    #[test]
+    fn equal_maps_make_equal_objects_whatever_their_order_or_spacing() {
+        let a: CompactObject = serde_json::from_str(r#"{"b": 1, "a": [2.0, "x"]}"#).unwrap();
+        let b: CompactObject = serde_json::from_str(r#"{"a":[2.0,"x"],"b":1}"#).unwrap();
+        assert_eq!(a, b);
+        assert_ne!(
+            a,
+            CompactObject::from_map(&map(json!({"a": [2.0, "x"], "b": 2})))
+        );
+    }
+
+    #[test]
+    fn the_empty_object_holds_nothing() {
+        assert!(CompactObject::from_map(&Map::new()).is_empty());
+        assert_eq!(CompactObject::new().as_str(), "{}");
+        assert_eq!(
+            CompactObject::from_canonical("{}".into()),
+            CompactObject::new()
+        );
+        assert_eq!(serde_json::to_string(&CompactObject::new()).unwrap(), "{}");
+        assert!(!CompactObject::from_map(&map(json!({"a": {}}))).is_empty());
+    }
+
+    #[test]
+    fn it_flattens_into_the_struct_around_it() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct Props {
+            known: u32,
+            #[serde(flatten)]
+            extra: CompactObject,
+        }
+        let p: Props = serde_json::from_value(json!({"known": 1, "b": [1], "a": "x"})).unwrap();
+        assert_eq!(p.extra.as_str(), r#"{"a":"x","b":[1]}"#);
+        assert_eq!(
+            serde_json::to_value(&p).unwrap(),
+            json!({"known": 1, "a": "x", "b": [1]})
+        );
+    }
+
+    #[test]
+    fn a_value_that_is_no_object_is_refused() {
+        assert!(serde_json::from_str::<CompactObject>("[1]").is_err());
+        assert!(serde_json::from_value::<CompactObject>(json!("x")).is_err());
+    }
+}
