@@ -44,6 +44,15 @@ pub enum ParseError {
     Json(serde_json::Error),
 }
 
+/// Whether serde_json reserves a member named `name` for itself: with the workspace's
+/// `raw_value`, it reads an object whose first member is named `$serde_json::private::...`
+/// as one of its own values (the member's string parsed as JSON), so a stored document
+/// holding one would not read back as it was. Documents never hold one: request bodies
+/// ([`parse_unique`]) and patch paths (`entry.rs`) refuse them.
+pub fn is_reserved_member(name: &str) -> bool {
+    name.starts_with("$serde_json::private::")
+}
+
 /// Parses one JSON value in which no object names a member twice. Where a member repeats,
 /// serde_json keeps the last value and another parser may keep the first, so the input
 /// says two things: the service refuses it rather than pick one (a request body, a
@@ -100,7 +109,7 @@ pub fn parse_unique(bytes: &[u8]) -> Result<Value, ParseError> {
                 // serde_json reads an object whose member is named so as one of its own
                 // values (a raw value, with the workspace's `raw_value`): stored, it would
                 // not decode again.
-                if key.starts_with(RESERVED) {
+                if is_reserved_member(&key) {
                     return Err(de::Error::custom(format!(
                         "the member name {} is reserved",
                         quoted(&key)
@@ -121,7 +130,6 @@ pub fn parse_unique(bytes: &[u8]) -> Result<Value, ParseError> {
         }
     }
     const DUPLICATE: &str = "an object names the member";
-    const RESERVED: &str = "$serde_json::private::";
     /// A member's name as JSON, cut to 64 characters.
     fn quoted(key: &str) -> String {
         match key.char_indices().nth(64) {

@@ -1332,6 +1332,23 @@ fn check_patch_op(
     plain: bool,
     errors: &mut Errors,
 ) {
+    use json_patch::PatchOperation as Op;
+    // The operations that make a member at `path`.
+    if let Op::Add(json_patch::AddOperation { path, .. })
+    | Op::Copy(json_patch::CopyOperation { path, .. })
+    | Op::Move(json_patch::MoveOperation { path, .. }) = op
+        && let Some(name) = path
+            .tokens()
+            .map(|t| t.decoded().into_owned())
+            .find(|t| crate::document::is_reserved_member(t))
+    {
+        errors.push(
+            format!("{ptr}/path"),
+            codes::FORMAT,
+            format!("names the member {}, which is reserved", Value::from(name)),
+        );
+        return;
+    }
     let Some((path, value)) = set_by(op) else {
         return;
     };

@@ -9,8 +9,9 @@
 
 use std::fmt;
 
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{Map, Value};
+use serde_json::{Map, Number, Value};
 
 /// A JSON object held as its compact, canonical text: the text `serde_json` writes for the
 /// same [`Map`] (keys in order, no spaces). Two objects are equal exactly when their maps
@@ -40,16 +41,16 @@ impl CompactObject {
     /// vouches for the form (a store decoding what it wrote from such a text or map); debug
     /// builds check it.
     pub fn from_canonical(text: String) -> Self {
-        debug_assert!(
-            serde_json::from_str::<Map<String, Value>>(&text)
-                .is_ok_and(|m| serde_json::to_string(&m).is_ok_and(|t| t == text)),
-            "not the canonical text of a JSON object: {text}"
-        );
         if text == "{}" {
-            Self(None)
-        } else {
-            Self(Some(text.into_boxed_str()))
+            return Self(None);
         }
+        let object = Self(Some(text.into_boxed_str()));
+        debug_assert!(
+            serde_json::to_string(&object.to_map()).is_ok_and(|t| t == object.as_str()),
+            "not the canonical text of a JSON object: {}",
+            object.as_str()
+        );
+        object
     }
 
     /// The compact text, `{}` when empty.
@@ -61,13 +62,115 @@ impl CompactObject {
         self.0.is_none()
     }
 
-    /// The object as a map (decoded from the text).
+    /// The object as a map (decoded from the text, every member as it is: see [`Plain`]).
     pub fn to_map(&self) -> Map<String, Value> {
-        match &self.0 {
-            None => Map::new(),
-            // The text was written from a map (or checked as its canonical form).
-            Some(text) => serde_json::from_str(text).unwrap_or_default(),
+        let Some(text) = &self.0 else {
+            return Map::new();
+        };
+        let mut de = serde_json::Deserializer::from_str(text);
+        let map = PlainMap
+            .deserialize(&mut de)
+            .and_then(|m| de.end().map(|()| m));
+        // The text is JSON that serde_json or the store's decoder wrote from a map (at
+        // most the depth documents may have), so it reads back.
+        debug_assert!(
+            map.is_ok(),
+            "the text of a CompactObject does not read: {text}"
+        );
+        map.unwrap_or_default()
+    }
+}
+
+/// Reads a JSON value as it is written. serde_json's own `Value` (with the workspace's
+/// `raw_value`) reads an object whose first member is named `$serde_json::private::...`
+/// as one of its own values; no document can get such a member any more (see
+/// [`super::is_reserved_member`]), but one stored before that was refused must still read
+/// back as the map it was, not as something else or nothing.
+struct Plain;
+
+/// [`Plain`] for an object.
+struct PlainMap;
+
+impl<'de> DeserializeSeed<'de> for Plain {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(PlainVisitor)
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for PlainMap {
+    type Value = Map<String, Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        match d.deserialize_map(PlainVisitor)? {
+            Value::Object(map) => Ok(map),
+            _ => Err(de::Error::custom("expected a JSON object")),
         }
+    }
+}
+
+struct PlainVisitor;
+
+impl<'de> Visitor<'de> for PlainVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        // As serde_json's own `Value`: a number that is not finite is null.
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        Plain.deserialize(d)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        while let Some(v) = seq.next_element_seed(Plain)? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut members = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value_seed(Plain)?;
+            members.insert(key, value);
+        }
+        Ok(Value::Object(members))
     }
 }
 
@@ -97,7 +200,9 @@ impl Serialize for CompactObject {
 
 impl<'de> Deserialize<'de> for CompactObject {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Map::<String, Value>::deserialize(deserializer).map(|m| Self::from_map(&m))
+        PlainMap
+            .deserialize(deserializer)
+            .map(|m| Self::from_map(&m))
     }
 }
 
@@ -162,6 +267,24 @@ mod tests {
             serde_json::to_value(&p).unwrap(),
             json!({"known": 1, "a": "x", "b": [1]})
         );
+    }
+
+    #[test]
+    fn a_member_serde_json_reserves_reads_back_as_the_member_it_is() {
+        // Stored before patch paths refused such names: it must come back as it was
+        // (serde_json's own Value reads the first as the array [1,2], the second as
+        // nothing).
+        for m in [
+            json!({"n": {"$serde_json::private::RawValue": "[1,2]"}, "keep": 1}),
+            json!({"$serde_json::private::RawValue": "9", "x": 1}),
+        ] {
+            let m = map(m);
+            let o = CompactObject::from_map(&m);
+            assert_eq!(o.to_map(), m);
+            assert_eq!(serde_json::to_value(&o).unwrap(), Value::Object(m.clone()));
+            let back: CompactObject = serde_json::from_str(o.as_str()).unwrap();
+            assert_eq!(back, o);
+        }
     }
 
     #[test]

@@ -2108,6 +2108,42 @@ fn an_invalid_entry_is_never_returned() {
     }
 }
 
+/// A patch may not make a member whose name serde_json reserves for itself: stored, the
+/// document would read back as something else (a request body cannot hold one either).
+#[test]
+fn a_patch_that_makes_a_reserved_member_is_refused_at_submit() {
+    for (kind, target) in [
+        ("instanceMetadata", json!({})),
+        ("itemMetadata", json!({"itemId": "i"})),
+        ("itemProperties", json!({"itemId": "i"})),
+        ("productMetadata", json!({"productId": "p"})),
+        ("productProperties", json!({"productId": "p"})),
+    ] {
+        for op in [
+            json!({"op": "add", "path": "/n/$serde_json::private::RawValue", "value": "[1,2]"}),
+            json!({"op": "copy", "from": "/a", "path": "/$serde_json::private::Number"}),
+            json!({"op": "move", "from": "/a", "path": "/x/$serde_json::private::RawValue/y"}),
+        ] {
+            let mut data = target.clone();
+            data["patch"] = json!([{"op": "test", "path": "/a", "value": 1}, op]);
+            let e = single(json!({"type": kind, "data": data}));
+            assert_eq!(
+                (e.pointer.as_str(), e.code.as_str()),
+                ("/data/patch/1/path", codes::FORMAT),
+                "{kind} {op}"
+            );
+            assert!(e.message.contains("reserved"), "{}", e.message);
+        }
+    }
+    // Removing one (a document that holds one from before) is allowed, and so is a name
+    // that only mentions the prefix.
+    ok(
+        json!({"type": "itemMetadata", "data": {"itemId": "i", "patch": [
+        {"op": "remove", "path": "/n/$serde_json::private::RawValue"},
+        {"op": "add", "path": "/x$serde_json::private::RawValue", "value": 1}]}}),
+    );
+}
+
 /// Depth and operation count are syntactic: a value too deep for its path, a registration
 /// document too deep, a patch with too many operations are 400s at submit.
 #[test]
