@@ -23,9 +23,6 @@ const UNSHOWN_CLIENTS_FILE: &str = "clients.json.unshown";
 /// Tenant of the client created on first start.
 pub const LOCAL_TENANT: &str = "local";
 
-/// Creates the data directory (mode 0700) when it is missing. An existing directory is left
-/// as it is: its owner chose its mode (a shared parent, a mounted volume); the files in it
-/// that matter are private on their own (0600).
 /// The file `serve` locks in its data directory.
 pub const LOCK_FILE: &str = "serve.lock";
 
@@ -61,15 +58,19 @@ pub struct DataDirLock {
 
 fn lock_file(dir: &Path) -> Result<std::fs::File, Error> {
     let path = dir.join(LOCK_FILE);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|source| Error::DataDir {
-            path: path.display().to_string(),
-            source,
-        })?;
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    // Private like every other file of the directory (it holds nothing, but an operator
+    // auditing the modes should not have to know that).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let file = options.open(&path).map_err(|source| Error::DataDir {
+        path: path.display().to_string(),
+        source,
+    })?;
     take(file, &path, dir)
 }
 
@@ -91,6 +92,9 @@ fn take(file: std::fs::File, path: &Path, dir: &Path) -> Result<std::fs::File, E
     }
 }
 
+/// Creates the data directory (mode 0700) when it is missing. An existing directory is left
+/// as it is: its owner chose its mode (a shared parent, a mounted volume); the files in it
+/// that matter are private on their own (0600).
 pub fn ensure_dir(dir: &Path) -> Result<(), Error> {
     let failed = |source| Error::DataDir {
         path: dir.display().to_string(),
@@ -435,6 +439,15 @@ mod tests {
     fn a_data_directory_is_taken_by_one_serve() {
         let dir = tempfile::tempdir().unwrap();
         let first = lock_data_dir(dir.path()).expect("the first takes it");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(LOCK_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "private like the other files");
+        }
         let second = lock_data_dir(dir.path()).expect_err("a second is refused");
         assert!(
             second.to_string().contains("another `serve` is running"),

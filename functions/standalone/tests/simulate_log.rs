@@ -462,6 +462,8 @@ async fn the_binary_reads_a_data_directory() {
         let store = EmbeddedStore::open(&dir.path().join("pricing.db")).unwrap();
         fill(&store).await;
     }
+    let db = dir.path().join("pricing.db");
+    let before = std::fs::read(&db).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_standalone"))
         .args([
             "simulate",
@@ -484,6 +486,11 @@ async fn the_binary_reads_a_data_directory() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Its help says the database is read, not changed.
+    assert!(
+        std::fs::read(&db).unwrap() == before,
+        "simulate log changed the database"
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["method"].as_str().unwrap().starts_with("counterfactual"));
     let report = &v["products"][0]["report"];
@@ -504,6 +511,26 @@ async fn the_binary_reads_a_data_directory() {
     assert!(!out.status.success());
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("over the cap of 1000000000"), "{said}");
+    // A database an older build wrote is refused as it is, not upgraded (an operator
+    // trying the new build's simulate log on live data must not migrate it for good).
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .pragma_update(None, "user_version", 8)
+        .unwrap();
+    let before = std::fs::read(&db).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_standalone"))
+        .args(["simulate", "log", "--tenant", "acme", "--project", "p1"])
+        .args(["--instance", "i1", "--runs", "3", "--data"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("schema version 8 is older"), "{said}");
+    assert!(
+        std::fs::read(&db).unwrap() == before,
+        "the older database changed"
+    );
 }
 
 /// An instance still on sale: the log has seen half of its 60 days. The rest of the period

@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 use crate::entry::DocChange;
 
 mod compact;
-pub use compact::CompactObject;
+pub use compact::{CompactObject, PlainValue, plain_map};
 
 /// Largest document, as compact JSON, at any point of a change.
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;

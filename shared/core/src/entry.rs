@@ -240,7 +240,7 @@ pub struct ProductProps {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recalculation: Option<Recalculation>,
     pub rounding: Rounding,
-    #[serde(flatten)]
+    #[serde(flatten, deserialize_with = "crate::document::plain_map")]
     pub extra: Map<String, Value>,
 }
 

@@ -29,6 +29,7 @@ pub use crate::document::{MAX_DOCUMENT_BYTES, MAX_DOCUMENT_DEPTH};
 #[serde(rename_all = "camelCase")]
 pub struct Header {
     /// The instance `meta` document (dates, location, ...).
+    #[serde(deserialize_with = "crate::document::plain_map")]
     pub meta: Map<String, Value>,
     /// Sequence of the last log entry applied (0 = none).
     pub applied_seq: u64,
@@ -105,6 +106,7 @@ pub struct ItemState {
 pub struct ProductState {
     pub product_id: ProductId,
     pub properties: ProductProps,
+    #[serde(deserialize_with = "crate::document::plain_map")]
     pub metadata: Map<String, Value>,
     /// Product-level reservation.
     pub reserved: u64,

@@ -224,6 +224,53 @@ pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
+/// A connection that reads the database and never writes to it: no data change
+/// (`query_only`), no checkpoint when it closes, the file never created.
+pub(crate) fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = open_reader(path)?;
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    )?;
+    Ok(conn)
+}
+
+/// The schema version of the database `conn` reads, refused unless it is exactly this
+/// build's: a reader that must change nothing cannot upgrade an older file, and must not
+/// misread a newer one.
+pub(crate) fn require_current(conn: &Connection, path: &Path) -> Result<(), EmbeddedError> {
+    let found = schema_version(conn, path)?;
+    match found.cmp(&SCHEMA_VERSION) {
+        std::cmp::Ordering::Equal => Ok(()),
+        std::cmp::Ordering::Greater => Err(newer_than_this_build(found, path)),
+        std::cmp::Ordering::Less => Err(EmbeddedError::Invalid {
+            path: path.to_path_buf(),
+            detail: format!(
+                "schema version {found} is older than this build's {SCHEMA_VERSION}, and this \
+                 command changes nothing: `standalone serve` of this build upgrades it (for \
+                 good: older builds then refuse it; back the data directory up first)"
+            ),
+        }),
+    }
+}
+
+/// The schema version of the database `conn` reads (`PRAGMA user_version`; 0 for a new
+/// file).
+fn schema_version(conn: &Connection, path: &Path) -> Result<i64, EmbeddedError> {
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(|source| EmbeddedError::Database {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+fn newer_than_this_build(found: i64, path: &Path) -> EmbeddedError {
+    EmbeddedError::Invalid {
+        path: path.to_path_buf(),
+        detail: format!("schema version {found} is newer than this build's {SCHEMA_VERSION}"),
+    }
+}
+
 /// Checkpoints the WAL every `CHECKPOINT_EVERY` from a connection of its own (PASSIVE: it
 /// never waits for nor blocks the writer and readers), so that appends do not pay for
 /// checkpoints. Ends once `alive` can no longer be upgraded (the store was dropped).
@@ -304,17 +351,9 @@ fn configure(conn: &Connection, cache_kib: i64) -> rusqlite::Result<()> {
 
 /// Creates or checks the schema. Returns the version found before migrating.
 pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<i64, EmbeddedError> {
-    let found: i64 = conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .map_err(|source| EmbeddedError::Database {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    let found = schema_version(conn, path)?;
     if found > SCHEMA_VERSION {
-        return Err(EmbeddedError::Invalid {
-            path: path.to_path_buf(),
-            detail: format!("schema version {found} is newer than this build's {SCHEMA_VERSION}"),
-        });
+        return Err(newer_than_this_build(found, path));
     }
     create_schema(conn, found).map_err(|source| EmbeddedError::Database {
         path: path.to_path_buf(),

@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use pricing_core::document::CompactObject;
+use pricing_core::document::{CompactObject, PlainValue};
 use pricing_core::entry::{ItemProps, PriceSettings};
 use pricing_core::ids::{ItemId, ProductId};
 use pricing_core::pricing::demand::SalesStats;
@@ -94,7 +94,7 @@ impl<'de> Visitor<'de> for PropsVisitor {
                 Key::DynamicPricing => dynamic_pricing = Some(map.next_value()?),
                 Key::PriceSettings => price_settings = Some(map.next_value()?),
                 Key::Other(name) => {
-                    extra.insert(name, map.next_value()?);
+                    extra.insert(name, map.next_value_seed(PlainValue)?);
                 }
             }
         }
@@ -193,6 +193,19 @@ mod tests {
         r["lastSaleAt"] = json!("2026-02-01T10:00:00Z");
         r["removed"] = json!(true);
         same(r);
+    }
+
+    /// A member named as serde_json reserves (a patch could make one before such names were
+    /// refused) reads back as it was stored, in the metadata and the other properties.
+    #[test]
+    fn a_reserved_member_name_reads_back_as_stored() {
+        let mut r = record();
+        let odd = json!({"$serde_json::private::RawValue": "{}", "k": 1});
+        r["properties"]["pn"] = odd.clone();
+        r["metadata"] = json!({"n": odd});
+        let item = decode_item(&r.to_string()).expect("decodes");
+        assert_eq!(item.properties.extra.to_map()["pn"], odd);
+        assert_eq!(item.metadata.to_map()["n"], odd);
     }
 
     #[test]

@@ -28,7 +28,7 @@
 //! (ProcessInstance, Recalculate); its [`WebhookQueue`] receives webhooks (Deliver,
 //! Trigger). `send` on either routes by `Message::lane()`.
 //!
-//! Schema (version 10, `PRAGMA user_version`; see `db.rs`, which upgrades older files in
+//! Schema (version 11, `PRAGMA user_version`; see `db.rs`, which upgrades older files in
 //! place): every record is JSON text in a `record` column beside the key columns queries
 //! need: `projects` (by tenant), `instances`, `entries` (one row per log entry, unique
 //! (instance, transactionId)), `log_heads` (last sequence per instance), `state_headers`
@@ -194,6 +194,34 @@ impl EmbeddedStore {
             })?;
         db::spawn_checkpointer(path, Arc::downgrade(&store.inner))?;
         Ok(store)
+    }
+
+    /// Opens the existing database file at `path` to read it and nothing else (`simulate
+    /// log`): no file created, no schema step, no checkpoint; a file of another schema
+    /// version than this build's is refused, and so is every write.
+    pub fn open_read_only(path: &Path) -> Result<Self, EmbeddedError> {
+        if !path.is_file() {
+            return Err(EmbeddedError::Missing {
+                path: path.to_path_buf(),
+            });
+        }
+        let db_err = |source| EmbeddedError::Database {
+            path: path.to_path_buf(),
+            source,
+        };
+        let first = db::open_read_only(path).map_err(db_err)?;
+        db::require_current(&first, path)?;
+        let readers = (0..READERS)
+            .map(|_| db::open_read_only(path).map(Mutex::new))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(db_err)?;
+        Self::from_parts(first, readers, Some(path.to_path_buf())).map_err(|source| {
+            EmbeddedError::Io {
+                op: "start the writer thread for",
+                path: path.to_path_buf(),
+                source,
+            }
+        })
     }
 
     /// A private in-memory database, for tests: same schema and semantics, nothing on disk.

@@ -182,6 +182,67 @@ fn refuses_a_newer_schema() {
     assert!(err.to_string().contains("newer"), "{err}");
 }
 
+/// `open_read_only` (what `simulate log` opens) reads a database of this build's schema and
+/// changes nothing: an older file is refused as it is (not upgraded), a newer one too, a
+/// missing one is not created, and every write fails.
+#[tokio::test]
+async fn a_read_only_store_reads_and_changes_nothing() {
+    let (dir, store) = file_store();
+    let path = store.path().unwrap().to_path_buf();
+    let run = Run::new("read-only");
+    let key = run.key("p", "i");
+    store
+        .create_instance(&instance(&key, "I"), &header(0, json!({"a": 1})))
+        .await
+        .unwrap();
+    drop(store);
+    let bytes = || std::fs::read(&path).unwrap();
+    let version = || {
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))
+            .unwrap()
+    };
+
+    let before = bytes();
+    let reader = EmbeddedStore::open_read_only(&path).unwrap();
+    assert_eq!(
+        reader.get_instance(&key).await.unwrap().map(|i| i.name),
+        Some("I".to_owned())
+    );
+    let err = reader
+        .create_instance(&instance(&run.key("p", "j"), "J"), &header(0, json!({})))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("readonly"), "{err}");
+    drop(reader);
+    assert!(bytes() == before, "the file changed");
+
+    for (older, word) in [
+        (db::SCHEMA_VERSION - 3, "older"),
+        (db::SCHEMA_VERSION + 1, "newer"),
+    ] {
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", older)
+            .unwrap();
+        let before = bytes();
+        let err = EmbeddedStore::open_read_only(&path)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(word), "{err}");
+        assert_eq!(version(), older, "not upgraded");
+        assert!(bytes() == before, "the file changed");
+    }
+
+    let missing = dir.path().join("none.db");
+    assert!(matches!(
+        EmbeddedStore::open_read_only(&missing),
+        Err(EmbeddedError::Missing { .. })
+    ));
+    assert!(!missing.exists());
+}
+
 #[test]
 fn busy_and_locked_are_unavailable() {
     let busy =

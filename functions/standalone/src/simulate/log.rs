@@ -194,7 +194,9 @@ async fn open_log(args: &LogArgs) -> Result<(EmbeddedStore, InstanceKey), Error>
             path.display()
         )));
     }
-    let store = EmbeddedStore::open(&path)
+    // Read only: the help promises the database is not changed (no schema upgrade, no
+    // checkpoint), whether or not a service runs on it.
+    let store = EmbeddedStore::open_read_only(&path)
         .map_err(|e| fail(format!("cannot open {}: {e}", path.display())))?;
     let key = instance_key(&store, &args.tenant, &args.project, &args.instance).await?;
     Ok((store, key))

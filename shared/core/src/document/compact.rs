@@ -62,7 +62,7 @@ impl CompactObject {
         self.0.is_none()
     }
 
-    /// The object as a map (decoded from the text, every member as it is: see [`Plain`]).
+    /// The object as a map (decoded from the text, every member as it is: see [`PlainValue`]).
     pub fn to_map(&self) -> Map<String, Value> {
         let Some(text) = &self.0 else {
             return Map::new();
@@ -81,17 +81,24 @@ impl CompactObject {
     }
 }
 
-/// Reads a JSON value as it is written. serde_json's own `Value` (with the workspace's
-/// `raw_value`) reads an object whose first member is named `$serde_json::private::...`
-/// as one of its own values; no document can get such a member any more (see
-/// [`super::is_reserved_member`]), but one stored before that was refused must still read
-/// back as the map it was, not as something else or nothing.
-struct Plain;
+/// Reads a JSON value as it is written (a seed for hand-written decoders). serde_json's own
+/// `Value` (with the workspace's `raw_value`) reads an object whose first member is named
+/// `$serde_json::private::...` as one of its own values; no document can get such a
+/// member any more (see [`super::is_reserved_member`]), but one stored before that was
+/// refused must still read back as the map it was, not as something else, nothing, or an
+/// error that stops its instance from loading.
+pub struct PlainValue;
 
-/// [`Plain`] for an object.
+/// [`PlainValue`] for an object.
 struct PlainMap;
 
-impl<'de> DeserializeSeed<'de> for Plain {
+/// For `#[serde(deserialize_with = "...")]` on a stored document: an object read with
+/// [`PlainValue`].
+pub fn plain_map<'de, D: Deserializer<'de>>(d: D) -> Result<Map<String, Value>, D::Error> {
+    PlainMap.deserialize(d)
+}
+
+impl<'de> DeserializeSeed<'de> for PlainValue {
     type Value = Value;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
@@ -153,12 +160,12 @@ impl<'de> Visitor<'de> for PlainVisitor {
     }
 
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        Plain.deserialize(d)
+        PlainValue.deserialize(d)
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-        while let Some(v) = seq.next_element_seed(Plain)? {
+        while let Some(v) = seq.next_element_seed(PlainValue)? {
             items.push(v);
         }
         Ok(Value::Array(items))
@@ -167,7 +174,7 @@ impl<'de> Visitor<'de> for PlainVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut members = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            let value = map.next_value_seed(Plain)?;
+            let value = map.next_value_seed(PlainValue)?;
             members.insert(key, value);
         }
         Ok(Value::Object(members))
