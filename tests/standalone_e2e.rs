@@ -708,6 +708,15 @@ async fn metrics_count_a_real_flow() {
             "application/problem+json"
         );
     }
+    // The token in the first of two Authorization headers: 401 too (no header is picked).
+    let response = http
+        .get(&metrics_url)
+        .header("authorization", "Bearer scrape-secret")
+        .header("authorization", "Bearer wrong")
+        .send()
+        .await
+        .expect("scrape");
+    assert_eq!(response.status(), 401);
     // The API's listener does not serve them.
     let on_api = http
         .get(format!("{}/metrics", service.base))

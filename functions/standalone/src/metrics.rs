@@ -82,8 +82,12 @@ pub fn router(scrape: Arc<Scrape>) -> Router {
 
 async fn serve(State(scrape): State<Arc<Scrape>>, headers: HeaderMap) -> Response {
     if let Some(expected) = &scrape.token_sha256 {
-        let offered = headers
-            .get(header::AUTHORIZATION)
+        // Exactly one Authorization header: with two, which one holds the token is not
+        // for the server to pick.
+        let mut given = headers.get_all(header::AUTHORIZATION).iter();
+        let offered = given
+            .next()
+            .filter(|_| given.next().is_none())
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.split_once(' '))
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))

@@ -84,6 +84,17 @@ fn basic_credentials(headers: &HeaderMap) -> Option<Option<(String, String)>> {
 
 async fn token(State(endpoint): State<Arc<TokenEndpoint>>, request: Request) -> Response {
     let (mut parts, body) = request.into_parts();
+    // Two Authorization or Content-Type headers say two things (which credentials, what
+    // the body is): refused, as the API refuses them, rather than one picked.
+    for name in [header::AUTHORIZATION, header::CONTENT_TYPE] {
+        if parts.headers.get_all(&name).iter().nth(1).is_some() {
+            return oauth_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                &format!("the request has more than one {name} header"),
+            );
+        }
+    }
     // A media type is case-insensitive (RFC 9110 section 8.3.1); the form extractor
     // matches it as written, so `APPLICATION/X-WWW-FORM-URLENCODED` was refused.
     let is_form = parts
@@ -299,6 +310,32 @@ mod tests {
                     r.headers_mut().insert(
                         header::AUTHORIZATION,
                         format!("Basic {basic}").parse().expect("a header"),
+                    );
+                    r
+                },
+                StatusCode::BAD_REQUEST,
+            ),
+            // Two Authorization headers, the client's Basic credentials first, or two
+            // Content-Types, the form first: refused, not the first one used.
+            (
+                {
+                    let mut r = form("grant_type=client_credentials".into(), None);
+                    let basic =
+                        STANDARD.encode(format!("{}:{}", client.client_id, client.client_secret));
+                    for value in [format!("Basic {basic}"), "Basic Zm9vOmJhcg==".into()] {
+                        r.headers_mut()
+                            .append(header::AUTHORIZATION, value.parse().expect("a header"));
+                    }
+                    r
+                },
+                StatusCode::BAD_REQUEST,
+            ),
+            (
+                {
+                    let mut r = form(good.clone(), None);
+                    r.headers_mut().append(
+                        header::CONTENT_TYPE,
+                        "application/json".parse().expect("a header"),
                     );
                     r
                 },

@@ -16,7 +16,9 @@ where
     S: InstanceStore + EntryLog + StateStore + SubscriptionStore,
 {
     let run = Run::new("tenants");
-    let (a, b) = (run.tenant("a"), run.tenant("b"));
+    // B is named as an identity provider may name a subject (`abc@clients`, `auth0|123`):
+    // any claim a token may carry must read back from every record that stores it.
+    let (a, b) = (run.tenant("a"), run.tenant("b@clients|x y"));
     let project = run.project_id("p");
     let key_a = ProjectKey::new(a, project.clone()).instance(instance_id("i"));
     let key_b = ProjectKey::new(b, project).instance(instance_id("i"));

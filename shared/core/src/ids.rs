@@ -13,6 +13,8 @@ pub enum IdError {
     Charset,
     #[error("may not be . or .. (a URL path reads them as the current and parent segment)")]
     DotSegment,
+    #[error("must be 1 to 256 bytes long")]
+    TenantLength,
 }
 
 /// Checks the id rule shared by every client-supplied id (DESIGN.md section 3).
@@ -36,6 +38,17 @@ pub fn check_id(s: &str) -> Result<(), IdError> {
 pub fn check_new_path_id(s: &str) -> Result<(), IdError> {
     if s == "." || s == ".." {
         return Err(IdError::DotSegment);
+    }
+    Ok(())
+}
+
+/// The rule for a tenant: what a verified token's `tenant` or `sub` claim may be, any
+/// text of 1 to 256 bytes (an identity provider's subject, such as `abc@clients` or
+/// `auth0|123`). The same rule reads a stored one back: a stricter one refused the records
+/// of tenants the token check had let in, and every read of their instances failed.
+pub fn check_tenant(s: &str) -> Result<(), IdError> {
+    if s.is_empty() || s.len() > 256 {
+        return Err(IdError::TenantLength);
     }
     Ok(())
 }
@@ -135,7 +148,8 @@ id_type!(
 );
 id_type!(
     /// The tenant that owns projects: the `tenant` or `sub` claim of the caller's token.
-    TenantId
+    TenantId,
+    check_tenant
 );
 
 impl ProjectId {
@@ -157,9 +171,10 @@ impl SubscriptionId {
 }
 
 impl TenantId {
-    /// Tenants come from verified tokens; they only need to be non-empty and bounded.
+    /// Tenants come from verified tokens; they only need to be non-empty and bounded
+    /// ([`check_tenant`]).
     pub fn from_claim(s: &str) -> Option<Self> {
-        (!s.is_empty() && s.len() <= 256).then(|| Self(s.to_owned()))
+        Self::parse(s).ok()
     }
 
     /// The tenant as a key component: id characters other than `~` as they are, every
@@ -290,6 +305,28 @@ impl fmt::Display for InstanceKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every tenant a token may name reads back from a stored record (a model instance,
+    /// a queue message), not only from its storage key.
+    #[test]
+    fn every_tenant_a_token_may_name_deserializes() {
+        for t in [
+            "abc@clients",
+            "auth0|123",
+            "acme x",
+            "é ü\n",
+            &"a".repeat(256),
+        ] {
+            let tenant = TenantId::from_claim(t).unwrap();
+            let json = serde_json::to_string(&tenant).unwrap();
+            assert_eq!(serde_json::from_str::<TenantId>(&json).unwrap(), tenant);
+        }
+        for t in ["", &"a".repeat(257)] {
+            assert!(TenantId::from_claim(t).is_none());
+            let json = serde_json::to_string(t).unwrap();
+            assert!(serde_json::from_str::<TenantId>(&json).is_err());
+        }
+    }
 
     #[test]
     fn storage_keys_round_trip_and_keep_tenants_apart() {
