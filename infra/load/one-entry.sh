@@ -16,15 +16,22 @@
 #                     # (scheduled ms, latency ms: `load --latencies`), to see when the
 #                     # slow ones were sent
 #
-# Needs wrk (Debian package `wrk`). The server, wrk and the open-loop sender share the
-# machine's cores: compare numbers from one run, and note the load average it prints.
+# Installs wrk (Debian package `wrk`) with apt when it is missing (root or sudo). The
+# server, wrk and the open-loop sender share the machine's cores: compare numbers from one
+# run, and note the load average it prints.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CONNECTIONS=${CONNECTIONS:-8}
 THREADS=${THREADS:-2}
 SECONDS_EACH=${SECONDS_EACH:-10}
 PORT=${PORT:-18091}
-command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
+if ! command -v wrk >/dev/null; then
+    echo "== installing wrk (apt)"
+    sudo_=""
+    [ "$(id -u)" -eq 0 ] || sudo_="sudo"
+    $sudo_ apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq wrk >/dev/null
+fi
 if [ -z "${BIN:-}" ]; then
     cargo build --release -q -p standalone -p load
     BIN=target/release/standalone
