@@ -1205,3 +1205,71 @@ fn every_plain_function_logs_into_a_log_group_with_a_retention() {
         );
     }
 }
+
+/// The parameters the functions read as whole numbers (quotas, rates, retention days, the
+/// key rotation period) let only a plain whole number through. A `Number` parameter is
+/// checked as a number but handed to `!Ref` as it was written, so `14.0`, `1e1` or `0.5`
+/// passed CloudFormation and then stopped every function's cold start, and `07` slipped
+/// past the rule that refuses retention of 1 to 13 days. They are Strings with a pattern,
+/// the same range as the code accepts, and their defaults match it.
+#[test]
+fn whole_number_parameters_admit_only_what_the_functions_read() {
+    let template = template();
+    let parameters = section(&template, "Parameters");
+    let retention = (0..=36_500, Some(36_501));
+    let whole = (0..=999_999_999, Some(1_000_000_000));
+    for (name, (range, over)) in [
+        ("KeyRotationDays", whole.clone()),
+        ("TenantRateLimit", whole.clone()),
+        (
+            "TenantRateWindowSeconds",
+            (1..=999_999_999, Some(1_000_000_000)),
+        ),
+        ("MaxProjectsPerTenant", whole.clone()),
+        ("MaxInstancesPerProject", whole.clone()),
+        ("MaxSubscriptionsPerScope", whole.clone()),
+        ("RetainCalculationsDays", retention.clone()),
+        ("RetainPriceHistoryDays", retention.clone()),
+        ("RetainDeliveriesDays", retention.clone()),
+        ("RetainEventsDays", retention.clone()),
+    ] {
+        let (_, lines) = parameters
+            .iter()
+            .find(|(p, _)| p == name)
+            .unwrap_or_else(|| panic!("no parameter {name}"));
+        assert_eq!(property(lines, "Type"), ["String"], "{name}");
+        let pattern = property(lines, "AllowedPattern");
+        assert_eq!(pattern.len(), 1, "{name}: one AllowedPattern");
+        let pattern = regex_lite::Regex::new(pattern[0].trim_matches('"')).expect(name);
+        let admits = |v: &str| pattern.is_match(v);
+        for n in [
+            *range.start(),
+            range.start() + 1,
+            9,
+            10,
+            14,
+            99,
+            100,
+            36_500,
+            *range.end(),
+        ] {
+            if range.contains(&n) {
+                assert!(admits(&n.to_string()), "{name}: {n}");
+            }
+        }
+        if *range.start() > 0 {
+            assert!(!admits("0"), "{name}: 0");
+        }
+        if let Some(over) = over {
+            assert!(!admits(&over.to_string()), "{name}: {over}");
+        }
+        for bad in [
+            "14.0", "13.5", "0.5", "07", "+7", "-1", "1e1", "", " 7", "7 ", "seven",
+        ] {
+            assert!(!admits(bad), "{name}: {bad:?}");
+        }
+        let default = property(lines, "Default");
+        assert_eq!(default.len(), 1, "{name}: one Default");
+        assert!(admits(default[0].trim_matches('"')), "{name}: default");
+    }
+}

@@ -13,7 +13,7 @@ use serde_json::Value;
 async fn main() -> Result<(), Error> {
     let started = pricing_lambda::init_tracing();
     let aws = Aws::from_env().await?;
-    let rotation = pricing_lambda::key_rotation_from_env();
+    let rotation = pricing_lambda::key_rotation_from_env()?;
     let http = http_client()?;
     pricing_lambda::initialized("key-rotator", started);
     let (aws, http) = (&aws, &http);

@@ -28,13 +28,30 @@ pub fn initialized(function: &str, started: std::time::Instant) {
 }
 
 /// `KEY_ROTATION_DAYS`: rotate the signing keys when the active one is this old (default
-/// 90; 0 never rotates).
-pub fn key_rotation_from_env() -> Option<std::time::Duration> {
-    let days = std::env::var("KEY_ROTATION_DAYS")
+/// 90 when unset; 0 never rotates). A value that is not a whole number of days a duration
+/// holds stops the cold start, naming the variable, as every other setting does (it was
+/// read as 90: `0.5` meant to rotate twice a day rotated every 90 days, and a huge one
+/// wrapped around to hours).
+pub fn key_rotation_from_env() -> Result<Option<std::time::Duration>, pricing_aws::ConfigError> {
+    key_rotation(std::env::var("KEY_ROTATION_DAYS").ok().as_deref())
+}
+
+fn key_rotation(
+    value: Option<&str>,
+) -> Result<Option<std::time::Duration>, pricing_aws::ConfigError> {
+    let Some(value) = value else {
+        return Ok(Some(std::time::Duration::from_secs(90 * 86_400)));
+    };
+    let days = value
+        .trim()
+        .parse::<u64>()
         .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(90);
-    (days > 0).then(|| std::time::Duration::from_secs(days * 86_400))
+        .filter(|d| d.checked_mul(86_400).is_some())
+        .ok_or(pricing_aws::ConfigError::Invalid(
+            "KEY_ROTATION_DAYS",
+            "a whole number of days (0 never rotates)",
+        ))?;
+    Ok((days > 0).then(|| std::time::Duration::from_secs(days * 86_400)))
 }
 
 /// Errors that stop a cold start; each names what is missing.
@@ -44,4 +61,31 @@ pub enum StartError {
     Config(#[from] pricing_aws::ConfigError),
     #[error("signing keys: {0}")]
     Keys(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_rotation_period_is_a_whole_number_of_days_or_the_start_stops() {
+        let days = |d: u64| Some(std::time::Duration::from_secs(d * 86_400));
+        assert_eq!(key_rotation(None).unwrap(), days(90));
+        assert_eq!(key_rotation(Some("30")).unwrap(), days(30));
+        assert_eq!(key_rotation(Some(" 7 ")).unwrap(), days(7));
+        assert_eq!(key_rotation(Some("0")).unwrap(), None);
+        for bad in [
+            "0.5",
+            "1.0",
+            "7.5",
+            "-1",
+            "",
+            "1e3",
+            "ninety",
+            "213503982334602",
+        ] {
+            let e = key_rotation(Some(bad)).expect_err(bad).to_string();
+            assert!(e.contains("KEY_ROTATION_DAYS"), "{bad}: {e}");
+        }
+    }
 }
