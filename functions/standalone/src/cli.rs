@@ -26,9 +26,10 @@ pub enum Command {
     /// log: revenue per model against the optimal dynamic policy.
     Simulate(SimulateArgs),
     /// Rotate the signing keys: a new key is published at once and signs webhooks and
-    /// entries 10 minutes later; the old key stays published for good (so that the entries
-    /// it signed can be verified), its private half dropped by the first rotation a week or
-    /// more after it retired. A running service picks the new set up within 30 s.
+    /// entries 10 minutes later; the old key stays published (so that the entries it signed
+    /// can be verified), its private half dropped by the first rotation a week or more after
+    /// it retired. The newest 100 retired keys are kept: a rotation beyond them drops the
+    /// oldest, with a warning. A running service picks the new set up within 30 s.
     RotateKeys(RotateKeysArgs),
 }
 

@@ -329,6 +329,11 @@ pub async fn rotate_signing_keys_if_due(
         source,
     })?;
     let rotated = checked(secret_id, pricing_core::jws::rotate(&keys, key, now))?;
+    let dropped = pricing_core::jws::dropped_kids(&keys, &rotated);
+    if !dropped.is_empty() {
+        tracing::warn!(secret_id, dropped = ?dropped, kept = pricing_core::jws::MAX_RETIRED_KEYS,
+            "the rotation dropped the oldest retired keys: what they signed can no longer be verified");
+    }
     if let Some(public_secret_id) = publish_to {
         write_public_keys(client, secret_id, public_secret_id, &rotated).await?;
     }

@@ -193,6 +193,17 @@ pub fn rotate(keys: &[StoredKey], new: StoredKey, now: Timestamp) -> Vec<StoredK
     out
 }
 
+/// The kids of `before` that `after` no longer holds: the retired keys a [`rotate`] dropped
+/// beyond [`MAX_RETIRED_KEYS`], whose signatures can no longer be verified (the rotation
+/// says so).
+pub fn dropped_kids(before: &[StoredKey], after: &[StoredKey]) -> Vec<String> {
+    before
+        .iter()
+        .filter(|k| !after.iter().any(|a| a.kid == k.kid))
+        .map(|k| k.kid.clone())
+        .collect()
+}
+
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
@@ -761,14 +772,22 @@ mod tests {
         let day = |d: i64| Timestamp::from_millis(t0.millis() + d * 86_400_000).unwrap();
         let key = StoredKey::generate("k0".into(), day(0)).unwrap();
         let mut keys = vec![key.clone()];
+        let mut dropped = Vec::new();
         for d in 1..=(MAX_RETIRED_KEYS as i64 + 3) {
             let new = StoredKey {
                 kid: format!("k{d}"),
                 created_at: day(d),
                 ..key.clone()
             };
-            keys = rotate(&keys, new, day(d));
+            let next = rotate(&keys, new, day(d));
+            dropped.extend(dropped_kids(&keys, &next));
+            keys = next;
         }
+        assert_eq!(
+            dropped,
+            ["k0", "k1", "k2"],
+            "each rotation past the cap names its drop"
+        );
         assert_eq!(keys.len(), MAX_RETIRED_KEYS + 1);
         assert_eq!(keys[0].kid, "k3", "the oldest three were dropped");
         assert_eq!(keys.last().unwrap().status, KeyStatus::Active);

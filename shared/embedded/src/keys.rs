@@ -59,6 +59,11 @@ pub fn rotate_signing_keys(dir: &Path) -> Result<Vec<StoredKey>, EmbeddedError> 
     })?;
     write_private_file(&path, &bytes)?;
     tracing::info!(path = %path.display(), %kid, "rotated the signing keys");
+    let dropped = pricing_core::jws::dropped_kids(&current, &keys);
+    if !dropped.is_empty() {
+        tracing::warn!(path = %path.display(), dropped = ?dropped, kept = pricing_core::jws::MAX_RETIRED_KEYS,
+            "the rotation dropped the oldest retired keys: what they signed can no longer be verified");
+    }
     Ok(keys)
 }
 
