@@ -15,7 +15,15 @@ pub mod worker;
 pub fn init_tracing() {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // A RUST_LOG that does not parse logs at info, and says so once logging is up (it was
+    // silently info: `warn,foo[` asked for less and got more).
+    let (filter, unread) = match EnvFilter::try_from_default_env() {
+        Ok(filter) => (filter, None),
+        Err(e) => (
+            EnvFilter::new("info"),
+            std::env::var("RUST_LOG").ok().map(|v| (v, e.to_string())),
+        ),
+    };
     // Colours only on a terminal: in a file or a pipe they break `grep field=value`.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -25,6 +33,9 @@ pub fn init_tracing() {
         builder.json().init();
     } else {
         builder.init();
+    }
+    if let Some((value, error)) = unread {
+        tracing::warn!(rust_log = %value, %error, "RUST_LOG does not parse: logging at info");
     }
 }
 

@@ -285,10 +285,18 @@ async fn serve_metrics(
         addr: at.to_string(),
         source,
     })?;
-    let token = args
+    // A token that is set but blank (an empty file read into the variable) would serve
+    // /metrics to anyone: refused, like any other unusable setting.
+    if args
         .metrics_token
         .as_deref()
-        .filter(|t| !t.trim().is_empty());
+        .is_some_and(|t| t.trim().is_empty())
+    {
+        return Err(Error::Setup(
+            "--metrics-token (PRICING_METRICS_TOKEN) is set but blank: give the token, or unset it to serve /metrics without one".into(),
+        ));
+    }
+    let token = args.metrics_token.as_deref();
     if token.is_none() && !addr.ip().to_canonical().is_loopback() {
         tracing::warn!(%addr, "/metrics is served beyond loopback without a token (--metrics-token)");
     }

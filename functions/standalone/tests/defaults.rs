@@ -550,3 +550,37 @@ fn a_first_start_that_fails_shows_its_client_on_the_next_start() {
     }
     assert!(shown.exists());
 }
+
+/// A metrics token that is set but blank (an empty file read into the variable) stops the
+/// start, naming the setting: it served /metrics to anyone (an outside probe). A RUST_LOG
+/// that does not parse is said, not silently read as info.
+#[test]
+fn a_blank_metrics_token_stops_the_start_and_an_unread_rust_log_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    for (flag, env) in [(Some("   "), None), (None, Some(""))] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_standalone"));
+        command
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "127.0.0.1:0",
+            ])
+            .arg("--data")
+            .arg(&data);
+        if let Some(token) = flag {
+            command.args(["--metrics-token", token]);
+        }
+        if let Some(token) = env {
+            command.env("PRICING_METRICS_TOKEN", token);
+        }
+        let out = command.env("RUST_LOG", "warn,foo[").output().unwrap();
+        assert!(!out.status.success(), "started with a blank metrics token");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("--metrics-token"), "{said}");
+        assert!(said.contains("is set but blank"), "{said}");
+        assert!(said.contains("RUST_LOG does not parse"), "{said}");
+    }
+}
