@@ -20,7 +20,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the service: HTTP API and entry processing on embedded storage.
     Serve(ServeArgs),
-    /// Print a bearer token for a tenant (valid 24 h) as the last line of stdout.
+    /// Print a bearer token for a tenant (valid 24 h, or `--ttl`) as the last line of stdout.
     Token(TokenArgs),
     /// Compare pricing models on a simulated market, or on demand fitted to an instance's
     /// log: revenue per model against the optimal dynamic policy.
@@ -55,7 +55,9 @@ pub enum CallbackPolicyArg {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Address to listen on (port 0 picks a free port; the chosen address is printed).
+    /// Address to listen on: an IP address and a port (`127.0.0.1:8080`, `[::1]:8080`,
+    /// `0.0.0.0:8080`; not a host name); port 0 picks a free port, and the chosen address
+    /// is printed.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// Data directory (database, keys, clients); created if missing.

@@ -26,7 +26,8 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 #[cfg(feature = "mimalloc")]
 #[allow(unsafe_code)]
 fn return_freed_memory_at_once() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+    // Set but empty is no setting (mimalloc would ignore it too).
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none_or(|v| v.is_empty()) {
         // SAFETY: `mi_option_set` stores one integer option; it takes no pointers and may
         // be called at any time. This runs before the runtime starts any thread.
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };

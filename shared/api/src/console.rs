@@ -89,8 +89,23 @@ impl HostedSignIn {
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
         };
-        let auth_url = set("CONSOLE_AUTH_URL")?.trim_end_matches('/').to_owned();
-        let client_id = set("CONSOLE_CLIENT_ID")?;
+        let (auth_url, client_id) = match (set("CONSOLE_AUTH_URL"), set("CONSOLE_CLIENT_ID")) {
+            (Some(url), Some(id)) => (url.trim_end_matches('/').to_owned(), id),
+            (None, None) => return None,
+            // One without the other is a setting half made, not a choice: said.
+            (url, _) => {
+                let missing = if url.is_some() {
+                    "CONSOLE_CLIENT_ID"
+                } else {
+                    "CONSOLE_AUTH_URL"
+                };
+                tracing::warn!(
+                    missing,
+                    "hosted sign-in needs both CONSOLE_AUTH_URL and CONSOLE_CLIENT_ID: the console offers none"
+                );
+                return None;
+            }
+        };
         let origin_ok = (auth_url.starts_with("https://") || auth_url.starts_with("http://"))
             && auth_url
                 .chars()

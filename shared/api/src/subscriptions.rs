@@ -106,7 +106,8 @@ async fn create_in_scope<P: Ports>(
 
 /// A scope's subscriptions in id order, paged as every listing is (`?cursor=&limit=`): the
 /// cursor is the last id of the previous page, so a page after a deletion goes on from
-/// where it was. A scope holds at most 20, so without `limit` a listing is one page.
+/// where it was. A scope holds at most the subscription quota (20 by default), so with
+/// that default and without `limit` a listing is one page.
 async fn list_scope<P: Ports>(
     app: &App<P>,
     project: &ProjectKey,
