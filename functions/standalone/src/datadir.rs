@@ -379,7 +379,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// `standalone token`: prints a token for a tenant as the last line of stdout.
 pub fn print_token(args: &TokenArgs) -> Result<(), Error> {
     if pricing_core::ids::TenantId::from_claim(&args.tenant).is_none() {
-        return Err(Error::Setup("--tenant must be 1 to 256 characters".into()));
+        return Err(Error::Setup(
+            "--tenant must be 1 to 256 bytes (UTF-8)".into(),
+        ));
     }
     // A token may come before the first `serve` (the directory is then made), but a
     // mistyped --data would make a secret no service uses: said on stderr (stdout's last

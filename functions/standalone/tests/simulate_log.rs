@@ -114,6 +114,11 @@ async fn logged_store() -> (EmbeddedStore, InstanceKey) {
 
 /// The logged instance (project p1, instance i1) in `store`.
 async fn fill(store: &EmbeddedStore) -> InstanceKey {
+    fill_with_meta(store, json!({})).await
+}
+
+/// [`fill`], the instance's meta holding `extra`'s members beside its main date.
+async fn fill_with_meta(store: &EmbeddedStore, extra: Value) -> InstanceKey {
     let key = InstanceKey::new(
         tenant(),
         ProjectId::parse("p1").unwrap(),
@@ -127,8 +132,11 @@ async fn fill(store: &EmbeddedStore) -> InstanceKey {
         created_at: created,
     };
     store.create_project(&project).await.unwrap();
-    let meta = json!({"dates": [{"tags": ["main"],
+    let mut meta = json!({"dates": [{"tags": ["main"],
         "date": {"start": at(start() + 60 * DAY), "end": at(start() + 60 * DAY)}}]});
+    for (k, v) in extra.as_object().unwrap() {
+        meta[k] = v.clone();
+    }
     let header = Header {
         meta: meta.as_object().unwrap().clone(),
         ..Default::default()
@@ -209,6 +217,25 @@ async fn a_logged_instance_becomes_a_fitted_market_that_every_model_meets() {
         "current"
     );
     assert_eq!(json["logged"]["units"], true_sales(7).len());
+}
+
+/// An instance whose meta holds a member named as serde_json reserves (an older build's
+/// patch could make one) is simulated like any other: its meta is taken as stored, not
+/// sent again as a patch (an outside probe: "names the member ..., which is reserved").
+#[tokio::test]
+async fn an_instance_meta_with_a_reserved_member_name_is_simulated() {
+    let store = EmbeddedStore::open_in_memory().unwrap();
+    let odd = json!({"$serde_json::private::RawValue": "9", "y": 1});
+    let key = fill_with_meta(
+        &store,
+        json!({"x": odd, "$serde_json::private::RawValue": "[3]"}),
+    )
+    .await;
+    let log = read_log(&store, &key).await.unwrap();
+    let report = counterfactual(&key, &log, 4, 1).unwrap();
+    let s = report.products[0].scenario.clone().unwrap();
+    let models = parse_models(&["fixed".into()], &[], true).unwrap();
+    Report::of(&s, &models, 1, &pricing_simulate::NoProgress).unwrap();
 }
 
 /// Sales at prices the service never set (no calculation: each paid price is read as the

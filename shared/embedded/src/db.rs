@@ -224,15 +224,44 @@ pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// A connection that reads the database and never writes to it: no data change
-/// (`query_only`), no checkpoint when it closes, the file never created.
+/// A connection that reads the database and never writes to it: opened read-only, no
+/// checkpoint when it closes, nothing created. Without a write-ahead log beside the file
+/// no process has it open (one in WAL mode keeps its log while it does), so it is read as
+/// immutable: no `-wal` or `-shm` file is made, and a copy in a directory or file the
+/// reader may not write reads too. With one, it reads through the live log and index.
 pub(crate) fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = open_reader(path)?;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = if Path::new(&wal).exists() {
+        Connection::open_with_flags(path, flags)?
+    } else {
+        Connection::open_with_flags(format!("file:{}?immutable=1", uri_path(path)), flags)?
+    };
+    configure(&conn, READER_CACHE_KIB)?;
+    conn.pragma_update(None, "query_only", true)?;
     conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
         true,
     )?;
     Ok(conn)
+}
+
+/// `path` as the path of an SQLite URI (`file:...`): the characters a URI gives a meaning
+/// (`%`, `?`, `#`) escaped.
+fn uri_path(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '?' => out.push_str("%3f"),
+            '#' => out.push_str("%23"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The schema version of the database `conn` reads, refused unless it is exactly this
@@ -243,6 +272,14 @@ pub(crate) fn require_current(conn: &Connection, path: &Path) -> Result<(), Embe
     match found.cmp(&SCHEMA_VERSION) {
         std::cmp::Ordering::Equal => Ok(()),
         std::cmp::Ordering::Greater => Err(newer_than_this_build(found, path)),
+        // Version 0: a file no `serve` has written a schema into (empty, or another
+        // program's database).
+        std::cmp::Ordering::Less if found == 0 => Err(EmbeddedError::Invalid {
+            path: path.to_path_buf(),
+            detail: "not a database of this service (no schema version): is it the \
+                     data directory of `standalone serve`?"
+                .into(),
+        }),
         std::cmp::Ordering::Less => Err(EmbeddedError::Invalid {
             path: path.to_path_buf(),
             detail: format!(

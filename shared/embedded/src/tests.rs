@@ -204,6 +204,20 @@ async fn a_read_only_store_reads_and_changes_nothing() {
             .unwrap()
     };
 
+    let beside = |suffix: &str| {
+        let mut p = path.clone().into_os_string();
+        p.push(suffix);
+        std::path::PathBuf::from(p)
+    };
+    // The store's last connection (its checkpointer's, which notices the drop within its
+    // interval) deletes the log as it closes.
+    for _ in 0..100 {
+        if !beside("-wal").exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!beside("-wal").exists(), "the store closed its log");
     let before = bytes();
     let reader = EmbeddedStore::open_read_only(&path).unwrap();
     assert_eq!(
@@ -217,6 +231,17 @@ async fn a_read_only_store_reads_and_changes_nothing() {
     assert!(err.to_string().contains("readonly"), "{err}");
     drop(reader);
     assert!(bytes() == before, "the file changed");
+    assert!(
+        !beside("-wal").exists() && !beside("-shm").exists(),
+        "nothing made beside a database no process has open"
+    );
+    // A file of no schema: said to be no database of this service.
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let err = EmbeddedStore::open_read_only(&empty)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not a database of this service"), "{err}");
 
     for (older, word) in [
         (db::SCHEMA_VERSION - 3, "older"),

@@ -230,25 +230,27 @@ pub fn instance_state(
 ) -> Result<InstanceState, Error> {
     let (from, to) = (timestamp(start)?, timestamp(start + s.period_ms)?);
     let mut state = InstanceState::default();
-    let patch: Vec<Value> = match &s.context.meta {
-        Some(meta) => meta
-            .iter()
-            .map(|(k, v)| {
-                let token = k.replace('~', "~0").replace('/', "~1");
-                json!({"op": "add", "path": format!("/{token}"), "value": v})
-            })
-            .collect(),
-        None => vec![json!({"op": "add", "path": "/dates", "value": [{
-            "date": {"start": to, "end": to},
-            "tags": ["main"],
-            "description": "simulated event",
-        }]})],
-    };
-    apply_json(
-        &mut state,
-        &json!({"type": "instanceMetadata", "data": {"patch": patch}}),
-        "the instance's main date",
-    )?;
+    match &s.context.meta {
+        // A logged instance's meta, as it was stored (checked when it was applied): taken
+        // as it is, not sent again as a patch, which would refuse a member name that
+        // patches may no longer make, and re-read its values through serde_json's own
+        // `Value` (an object whose first member serde_json reserves did not read).
+        Some(meta) => {
+            let mut meta = meta.clone();
+            pricing_core::meta::normalise_dates(&mut meta);
+            state.header.meta = meta;
+        }
+        None => apply_json(
+            &mut state,
+            &json!({"type": "instanceMetadata", "data": {"patch": [{
+            "op": "add", "path": "/dates", "value": [{
+                "date": {"start": to, "end": to},
+                "tags": ["main"],
+                "description": "simulated event",
+            }]}]}}),
+            "the instance's main date",
+        )?,
+    }
     let mut product: Map<String, Value> = s.context.product.clone();
     product.insert("productId".into(), json!(MARKET_PRODUCT));
     product.insert("capacity".into(), json!(s.capacity));

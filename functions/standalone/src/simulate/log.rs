@@ -213,8 +213,11 @@ pub async fn instance_key<S: ProjectStore + InstanceStore>(
     project: &str,
     instance: &str,
 ) -> Result<InstanceKey, Error> {
-    let tenant = TenantId::from_claim(tenant)
-        .ok_or_else(|| fail(format!("--tenant {tenant:?}: must be 1 to 256 characters")))?;
+    let tenant = TenantId::from_claim(tenant).ok_or_else(|| {
+        fail(format!(
+            "--tenant {tenant:?}: must be 1 to 256 bytes (UTF-8)"
+        ))
+    })?;
     let project_id =
         ProjectId::parse(project).map_err(|e| fail(format!("--project {project}: {e}")))?;
     let project_key = ProjectKey::new(tenant, project_id);
