@@ -49,6 +49,17 @@ pub fn lock_data_dir(dir: &Path) -> Result<DataDirLock, Error> {
     })
 }
 
+/// Holds the data directory while a command reads its database (`simulate log`): a shared
+/// lock on the directory, so that no `serve` starts and writes under the reader meanwhile
+/// (it would refuse, as beside another `serve`), while other readers may hold it too.
+/// `None` when a `serve` has it (the reader then reads through its live log) or when the
+/// directory cannot be locked. Nothing is created.
+pub fn hold_for_reading(dir: &Path) -> Option<std::fs::File> {
+    let directory = std::fs::File::open(dir).ok()?;
+    directory.try_lock_shared().ok()?;
+    Some(directory)
+}
+
 /// The locks [`lock_data_dir`] holds, until dropped.
 #[derive(Debug)]
 pub struct DataDirLock {
@@ -463,8 +474,31 @@ mod tests {
             third.to_string().contains("another `serve` is running"),
             "{third}"
         );
+        // A reader (`simulate log`) gets no hold while a `serve` has the directory.
+        assert!(hold_for_reading(dir.path()).is_none());
         drop(first);
         lock_data_dir(dir.path()).expect("free again");
+    }
+
+    /// Readers hold the data directory together, and no `serve` starts while one does.
+    #[test]
+    fn readers_hold_the_data_directory_against_a_serve() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = hold_for_reading(dir.path()).expect("free");
+        let two = hold_for_reading(dir.path()).expect("shared");
+        let refused = lock_data_dir(dir.path()).expect_err("a serve waits for the readers");
+        assert!(
+            refused.to_string().contains("another `serve` is running"),
+            "{refused}"
+        );
+        drop((one, two));
+        lock_data_dir(dir.path()).expect("free again");
+        assert!(
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .all(|e| { e.unwrap().file_name() == LOCK_FILE }),
+            "a reader creates nothing"
+        );
     }
 
     #[test]

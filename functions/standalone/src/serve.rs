@@ -46,6 +46,18 @@ pub fn callback_policy(asked: Option<CallbackPolicyArg>, listen: &[SocketAddr]) 
 
 pub async fn run(args: ServeArgs) -> Result<(), Error> {
     let retention = args.retention().map_err(|e| Error::Setup(e.to_string()))?;
+    // A metrics token that is set but blank (an empty file read into the variable) would
+    // serve /metrics to anyone: refused, like any other unusable setting, before anything
+    // is opened (the database's schema upgrade included).
+    if args
+        .metrics_token
+        .as_deref()
+        .is_some_and(|t| t.trim().is_empty())
+    {
+        return Err(Error::Setup(
+            "--metrics-token (PRICING_METRICS_TOKEN) is set but blank: give the token, or unset it to serve /metrics without one".into(),
+        ));
+    }
     ensure_dir(&args.data)?;
     // Held until `run` returns: one `serve` per data directory.
     let _lock = lock_data_dir(&args.data)?;
@@ -285,17 +297,6 @@ async fn serve_metrics(
         addr: at.to_string(),
         source,
     })?;
-    // A token that is set but blank (an empty file read into the variable) would serve
-    // /metrics to anyone: refused, like any other unusable setting.
-    if args
-        .metrics_token
-        .as_deref()
-        .is_some_and(|t| t.trim().is_empty())
-    {
-        return Err(Error::Setup(
-            "--metrics-token (PRICING_METRICS_TOKEN) is set but blank: give the token, or unset it to serve /metrics without one".into(),
-        ));
-    }
     let token = args.metrics_token.as_deref();
     if token.is_none() && !addr.ip().to_canonical().is_loopback() {
         tracing::warn!(%addr, "/metrics is served beyond loopback without a token (--metrics-token)");

@@ -582,5 +582,6 @@ fn a_blank_metrics_token_stops_the_start_and_an_unread_rust_log_is_said() {
         assert!(said.contains("--metrics-token"), "{said}");
         assert!(said.contains("is set but blank"), "{said}");
         assert!(said.contains("RUST_LOG does not parse"), "{said}");
+        assert!(!data.exists(), "refused before the data directory was made");
     }
 }

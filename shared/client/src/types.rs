@@ -178,7 +178,10 @@ pub struct Instance {
     pub deactivation_date: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
-    #[serde(default)]
+    /// Documents are read member by member as they are (`document::plain_map`): a member
+    /// named `$serde_json::private::...`, stored before the service refused such names,
+    /// is not taken for one of serde_json's own values.
+    #[serde(default, deserialize_with = "pricing_core::document::plain_map")]
     pub meta: Map<String, Value>,
 }
 
@@ -238,7 +241,9 @@ pub struct Period {
 pub struct ItemDetails {
     pub item_id: String,
     pub product_id: String,
+    #[serde(deserialize_with = "pricing_core::document::plain_map")]
     pub properties: Map<String, Value>,
+    #[serde(deserialize_with = "pricing_core::document::plain_map")]
     pub metadata: Map<String, Value>,
     pub dynamic_pricing_periods: Vec<Period>,
     pub sold: u64,
@@ -254,7 +259,9 @@ pub struct ItemDetails {
 #[serde(rename_all = "camelCase")]
 pub struct ProductDetails {
     pub product_id: String,
+    #[serde(deserialize_with = "pricing_core::document::plain_map")]
     pub properties: Map<String, Value>,
+    #[serde(deserialize_with = "pricing_core::document::plain_map")]
     pub metadata: Map<String, Value>,
     pub capacity: Option<u64>,
     pub sold: u64,

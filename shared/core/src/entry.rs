@@ -1148,7 +1148,14 @@ fn parse_change(d: &Obj<'_>, kind: DocKind, plain: bool, errors: &mut Errors) ->
                     Some(key) => !later.iter().any(|l| touches(l, key)),
                     None => later.is_empty(),
                 };
-                check_patch_op(op, &format!("{ptr}/{i}"), kind, plain && settled, errors);
+                let at_op = format!("{ptr}/{i}");
+                // A rule for new entries: one logged before it (re-read by the processor, a
+                // resubmitted signed log, `simulate log`) still applies, and what it makes is
+                // read back as it is (`document::PlainValue`).
+                if plain && !makes_no_reserved_member(op, &at_op, errors) {
+                    continue;
+                }
+                check_patch_op(op, &at_op, kind, plain && settled, errors);
                 // A whole `priceSettings` that stays is what the item will have: it gets
                 // the registration's rules (min <= default <= max, all three given).
                 if plain
@@ -1325,6 +1332,36 @@ fn touches(op: &json_patch::PatchOperation, key: &str) -> bool {
 
 /// Checks what is decidable from a patch operation alone: removed fields, negative prices,
 /// unknown date tags, expectedSales out of range.
+/// Whether `op` (at `ptr`) makes no member whose name serde_json reserves (see
+/// [`crate::document::is_reserved_member`]); says so in `errors` when it does.
+fn makes_no_reserved_member(
+    op: &json_patch::PatchOperation,
+    ptr: &str,
+    errors: &mut Errors,
+) -> bool {
+    use json_patch::PatchOperation as Op;
+    // The operations that make a member at `path`.
+    let (Op::Add(json_patch::AddOperation { path, .. })
+    | Op::Copy(json_patch::CopyOperation { path, .. })
+    | Op::Move(json_patch::MoveOperation { path, .. })) = op
+    else {
+        return true;
+    };
+    let Some(name) = path
+        .tokens()
+        .map(|t| t.decoded().into_owned())
+        .find(|t| crate::document::is_reserved_member(t))
+    else {
+        return true;
+    };
+    errors.push(
+        format!("{ptr}/path"),
+        codes::FORMAT,
+        format!("names the member {}, which is reserved", Value::from(name)),
+    );
+    false
+}
+
 fn check_patch_op(
     op: &json_patch::PatchOperation,
     ptr: &str,
@@ -1332,23 +1369,6 @@ fn check_patch_op(
     plain: bool,
     errors: &mut Errors,
 ) {
-    use json_patch::PatchOperation as Op;
-    // The operations that make a member at `path`.
-    if let Op::Add(json_patch::AddOperation { path, .. })
-    | Op::Copy(json_patch::CopyOperation { path, .. })
-    | Op::Move(json_patch::MoveOperation { path, .. }) = op
-        && let Some(name) = path
-            .tokens()
-            .map(|t| t.decoded().into_owned())
-            .find(|t| crate::document::is_reserved_member(t))
-    {
-        errors.push(
-            format!("{ptr}/path"),
-            codes::FORMAT,
-            format!("names the member {}, which is reserved", Value::from(name)),
-        );
-        return;
-    }
     let Some((path, value)) = set_by(op) else {
         return;
     };

@@ -224,21 +224,29 @@ pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// A connection that reads the database and never writes to it: opened read-only, no
-/// checkpoint when it closes, nothing created. Without a write-ahead log beside the file
-/// no process has it open (one in WAL mode keeps its log while it does), so it is read as
-/// immutable: no `-wal` or `-shm` file is made, and a copy in a directory or file the
-/// reader may not write reads too. With one, it reads through the live log and index.
-pub(crate) fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
+/// Whether the database at `path` may be read as immutable: the caller keeps every writer
+/// away while it reads (`unchanging`), and no write-ahead log is beside the file (a
+/// process in WAL mode keeps its log while it has the database open; one that takes no
+/// lock, an older build, is seen by it). Decided once per store, for all its connections.
+pub(crate) fn immutable(path: &Path, unchanging: bool) -> bool {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
+    unchanging && !Path::new(&wal).exists()
+}
+
+/// A connection that reads the database and never writes to it: opened read-only, no
+/// checkpoint when it closes. As `immutable` ([`immutable`]), SQLite reads the file alone:
+/// no `-wal` or `-shm` file is made, and a copy in a directory or file the reader may not
+/// write reads too. Otherwise it reads through the live log and index of the process that
+/// has the database open.
+pub(crate) fn open_read_only(path: &Path, immutable: bool) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
-    let conn = if Path::new(&wal).exists() {
-        Connection::open_with_flags(path, flags)?
-    } else {
+    let conn = if immutable {
         Connection::open_with_flags(format!("file:{}?immutable=1", uri_path(path)), flags)?
+    } else {
+        Connection::open_with_flags(path, flags)?
     };
     configure(&conn, READER_CACHE_KIB)?;
     conn.pragma_update(None, "query_only", true)?;

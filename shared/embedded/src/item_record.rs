@@ -26,8 +26,10 @@ use serde_json::{Map, Value};
 
 /// The first byte of a record in the binary form, version 1.
 const FORM_V1: u8 = 1;
-/// JSON values nested deeper than this are refused (serde_json's own limit is 128).
-const MAX_DEPTH: usize = 128;
+/// JSON values nested deeper than this are refused: below serde_json's parser limit (128
+/// levels), so the text an object decodes to always reads back (`CompactObject::to_map`);
+/// documents themselves are at most 32 levels deep.
+const MAX_DEPTH: usize = 100;
 
 /// A record that does not decode; mapped like a JSON record that does not decode.
 type DecodeResult<T> = Result<T, serde_json::Error>;

@@ -197,9 +197,12 @@ impl EmbeddedStore {
     }
 
     /// Opens the existing database file at `path` to read it and nothing else (`simulate
-    /// log`): no file created, no schema step, no checkpoint; a file of another schema
-    /// version than this build's is refused, and so is every write.
-    pub fn open_read_only(path: &Path) -> Result<Self, EmbeddedError> {
+    /// log`): no schema step, no checkpoint; a file of another schema version than this
+    /// build's is refused, and so is every write. `unchanging`: the caller keeps every
+    /// writer away while the store lives (the standalone's data directory lock); the file
+    /// is then read as immutable when no process has it open, and nothing is created
+    /// beside it.
+    pub fn open_read_only(path: &Path, unchanging: bool) -> Result<Self, EmbeddedError> {
         if !path.is_file() {
             return Err(EmbeddedError::Missing {
                 path: path.to_path_buf(),
@@ -209,10 +212,11 @@ impl EmbeddedStore {
             path: path.to_path_buf(),
             source,
         };
-        let first = db::open_read_only(path).map_err(db_err)?;
+        let immutable = db::immutable(path, unchanging);
+        let first = db::open_read_only(path, immutable).map_err(db_err)?;
         db::require_current(&first, path)?;
         let readers = (0..READERS)
-            .map(|_| db::open_read_only(path).map(Mutex::new))
+            .map(|_| db::open_read_only(path, immutable).map(Mutex::new))
             .collect::<Result<Vec<_>, _>>()
             .map_err(db_err)?;
         Self::from_parts(first, readers, Some(path.to_path_buf())).map_err(|source| {

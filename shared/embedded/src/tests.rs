@@ -219,7 +219,7 @@ async fn a_read_only_store_reads_and_changes_nothing() {
     }
     assert!(!beside("-wal").exists(), "the store closed its log");
     let before = bytes();
-    let reader = EmbeddedStore::open_read_only(&path).unwrap();
+    let reader = EmbeddedStore::open_read_only(&path, true).unwrap();
     assert_eq!(
         reader.get_instance(&key).await.unwrap().map(|i| i.name),
         Some("I".to_owned())
@@ -238,7 +238,7 @@ async fn a_read_only_store_reads_and_changes_nothing() {
     // A file of no schema: said to be no database of this service.
     let empty = dir.path().join("empty.db");
     std::fs::write(&empty, b"").unwrap();
-    let err = EmbeddedStore::open_read_only(&empty)
+    let err = EmbeddedStore::open_read_only(&empty, true)
         .unwrap_err()
         .to_string();
     assert!(err.contains("not a database of this service"), "{err}");
@@ -252,7 +252,7 @@ async fn a_read_only_store_reads_and_changes_nothing() {
             .pragma_update(None, "user_version", older)
             .unwrap();
         let before = bytes();
-        let err = EmbeddedStore::open_read_only(&path)
+        let err = EmbeddedStore::open_read_only(&path, true)
             .unwrap_err()
             .to_string();
         assert!(err.contains(word), "{err}");
@@ -262,7 +262,7 @@ async fn a_read_only_store_reads_and_changes_nothing() {
 
     let missing = dir.path().join("none.db");
     assert!(matches!(
-        EmbeddedStore::open_read_only(&missing),
+        EmbeddedStore::open_read_only(&missing, true),
         Err(EmbeddedError::Missing { .. })
     ));
     assert!(!missing.exists());

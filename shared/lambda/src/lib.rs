@@ -28,7 +28,7 @@ pub fn initialized(function: &str, started: std::time::Instant) {
 }
 
 /// `KEY_ROTATION_DAYS`: rotate the signing keys when the active one is this old (default
-/// 90 when unset; 0 never rotates). A value that is not a whole number of days a duration
+/// 90 when unset or blank; 0 never rotates). A value that is not a whole number of days a duration
 /// holds stops the cold start, naming the variable, as every other setting does (it was
 /// read as 90: `0.5` meant to rotate twice a day rotated every 90 days, and a huge one
 /// wrapped around to hours).
@@ -39,7 +39,8 @@ pub fn key_rotation_from_env() -> Result<Option<std::time::Duration>, pricing_aw
 fn key_rotation(
     value: Option<&str>,
 ) -> Result<Option<std::time::Duration>, pricing_aws::ConfigError> {
-    let Some(value) = value else {
+    // Unset or blank: the default, as every other setting reads a blank one.
+    let Some(value) = value.filter(|v| !v.trim().is_empty()) else {
         return Ok(Some(std::time::Duration::from_secs(90 * 86_400)));
     };
     let days = value
@@ -71,6 +72,7 @@ mod tests {
     fn the_key_rotation_period_is_a_whole_number_of_days_or_the_start_stops() {
         let days = |d: u64| Some(std::time::Duration::from_secs(d * 86_400));
         assert_eq!(key_rotation(None).unwrap(), days(90));
+        assert_eq!(key_rotation(Some(" ")).unwrap(), days(90));
         assert_eq!(key_rotation(Some("30")).unwrap(), days(30));
         assert_eq!(key_rotation(Some(" 7 ")).unwrap(), days(7));
         assert_eq!(key_rotation(Some("0")).unwrap(), None);
@@ -79,7 +81,6 @@ mod tests {
             "1.0",
             "7.5",
             "-1",
-            "",
             "1e3",
             "ninety",
             "213503982334602",

@@ -154,8 +154,10 @@ pub async fn run(
     models: &[ModelChoice],
     progress: &ProgressBar,
 ) -> Result<LogReport, Error> {
-    let (store, key) = open_log(args).await?;
+    let (store, key, held) = open_log(args).await?;
     let logged = read_log(&store, &key).await?;
+    drop(store);
+    drop(held);
     let mut report = counterfactual(&key, &logged, args.runs, args.seed)?;
     // Every product's work, and theirs together, before any is simulated: a product over
     // the cap found after the others ran would waste their work.
@@ -185,8 +187,12 @@ pub async fn run(
     Ok(report)
 }
 
-/// Opens the data directory's database and checks that the project and instance exist.
-async fn open_log(args: &LogArgs) -> Result<(EmbeddedStore, InstanceKey), Error> {
+/// Opens the data directory's database and checks that the project and instance exist;
+/// with the directory held while it is read, when no `serve` has it
+/// ([`crate::datadir::hold_for_reading`]).
+async fn open_log(
+    args: &LogArgs,
+) -> Result<(EmbeddedStore, InstanceKey, Option<std::fs::File>), Error> {
     let path = args.data.join(DATABASE_FILE);
     if !path.is_file() {
         return Err(fail(format!(
@@ -195,11 +201,13 @@ async fn open_log(args: &LogArgs) -> Result<(EmbeddedStore, InstanceKey), Error>
         )));
     }
     // Read only: the help promises the database is not changed (no schema upgrade, no
-    // checkpoint), whether or not a service runs on it.
-    let store = EmbeddedStore::open_read_only(&path)
+    // checkpoint), whether or not a service runs on it. Held, a database no process has
+    // open is read as immutable (nothing made beside it).
+    let held = crate::datadir::hold_for_reading(&args.data);
+    let store = EmbeddedStore::open_read_only(&path, held.is_some())
         .map_err(|e| fail(format!("cannot open {}: {e}", path.display())))?;
     let key = instance_key(&store, &args.tenant, &args.project, &args.instance).await?;
-    Ok((store, key))
+    Ok((store, key, held))
 }
 
 fn store_error(what: &str) -> impl FnOnce(StoreError) -> Error + '_ {

@@ -14,8 +14,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Number, Value};
 
 /// A JSON object held as its compact, canonical text: the text `serde_json` writes for the
-/// same [`Map`] (keys in order, no spaces). Two objects are equal exactly when their maps
-/// are, so equality compares the text. An empty object holds nothing.
+/// same [`Map`] (keys in order, no spaces). Equality and hashing compare the text: the
+/// same maps give the same text, except that `-0.0` and `0.0` (equal as numbers) differ.
+/// An empty object holds nothing.
 ///
 /// It serializes and deserializes as the object itself (also under `#[serde(flatten)]`).
 #[derive(Clone, Default, PartialEq, Eq, Hash)]

@@ -2142,6 +2142,14 @@ fn a_patch_that_makes_a_reserved_member_is_refused_at_submit() {
         {"op": "remove", "path": "/n/$serde_json::private::RawValue"},
         {"op": "add", "path": "/x$serde_json::private::RawValue", "value": 1}]}}),
     );
+    // A rule for new entries: one logged before it (the processor re-reads the log, a
+    // signed log may be resubmitted, `simulate log` replays it) still parses.
+    let logged = json!({"type": "itemMetadata", "data": {"itemId": "i", "patch": [
+        {"op": "add", "path": "/n/$serde_json::private::RawValue", "value": "[1,2]"}]}});
+    let mut errors = Errors::default();
+    let entry = parse_entry(&logged, "", ParseOptions::default(), &mut errors);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(entry.is_some());
 }
 
 /// Depth and operation count are syntactic: a value too deep for its path, a registration
