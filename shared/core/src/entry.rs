@@ -1330,8 +1330,6 @@ fn touches(op: &json_patch::PatchOperation, key: &str) -> bool {
     }
 }
 
-/// Checks what is decidable from a patch operation alone: removed fields, negative prices,
-/// unknown date tags, expectedSales out of range.
 /// Whether `op` (at `ptr`) makes no member whose name serde_json reserves (see
 /// [`crate::document::is_reserved_member`]); says so in `errors` when it does.
 fn makes_no_reserved_member(
@@ -1362,6 +1360,8 @@ fn makes_no_reserved_member(
     false
 }
 
+/// Checks what is decidable from a patch operation alone: removed fields, negative prices,
+/// unknown date tags, expectedSales out of range.
 fn check_patch_op(
     op: &json_patch::PatchOperation,
     ptr: &str,
