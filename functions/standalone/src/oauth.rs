@@ -97,16 +97,22 @@ async fn token(State(endpoint): State<Arc<TokenEndpoint>>, request: Request) -> 
     }
     // A media type is case-insensitive (RFC 9110 section 8.3.1); the form extractor
     // matches it as written, so `APPLICATION/X-WWW-FORM-URLENCODED` was refused.
-    let is_form = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|essence| {
-            essence
-                .trim()
-                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
-        });
+    // One media type only: `a, b` joined in one header is refused as two headers are.
+    let essence = parts.headers.get(header::CONTENT_TYPE).map(|v| {
+        v.to_str()
+            .ok()
+            .and_then(pricing_api::extract::media_type_essence)
+    });
+    if let Some(None) = essence {
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "the Content-Type is not one media type: send application/x-www-form-urlencoded",
+        );
+    }
+    let is_form = essence
+        .flatten()
+        .is_some_and(|essence| essence == "application/x-www-form-urlencoded");
     if is_form {
         parts.headers.insert(
             header::CONTENT_TYPE,
@@ -339,6 +345,17 @@ mod tests {
                     );
                     r
                 },
+                StatusCode::BAD_REQUEST,
+            ),
+            // Two media types joined in one header: refused, not the first one used.
+            (
+                Request::post("/oauth2/token")
+                    .header(
+                        header::CONTENT_TYPE,
+                        "application/x-www-form-urlencoded; charset=utf-8, application/json",
+                    )
+                    .body(Body::from(good.clone()))
+                    .expect("a request"),
                 StatusCode::BAD_REQUEST,
             ),
             // Larger than a form may be: 413, as any body too large.

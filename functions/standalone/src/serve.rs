@@ -58,6 +58,20 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
             "--metrics-token (PRICING_METRICS_TOKEN) is set but blank: give the token, or unset it to serve /metrics without one".into(),
         ));
     }
+    // The listeners first: an address that cannot be had stops the start before the data
+    // directory is created or its database opened (and upgraded).
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|source| Error::Listen {
+            addr: args.listen.to_string(),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| Error::Listen {
+        addr: args.listen.to_string(),
+        source,
+    })?;
+    let metrics_listener = bind_metrics(&args).await?;
+    let limits = http_limits(&args);
     ensure_dir(&args.data)?;
     // Held until `run` returns: one `serve` per data directory.
     let _lock = lock_data_dir(&args.data)?;
@@ -120,18 +134,9 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         }),
     )));
 
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .map_err(|source| Error::Listen {
-            addr: args.listen.to_string(),
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| Error::Listen {
-        addr: args.listen.to_string(),
-        source,
-    })?;
-
-    let metrics_addr = serve_metrics(&args, &store, &signer).await?;
+    let metrics_addr = metrics_listener
+        .map(|l| serve_metrics(l, &args, &store, &signer))
+        .transpose()?;
 
     // This process owns the database: whatever was in flight belongs to a dead process.
     let released = match (
@@ -202,7 +207,6 @@ pub async fn run(args: ServeArgs) -> Result<(), Error> {
         let _ = out.flush();
     }
     unshown.shown();
-    let limits = http_limits(&args);
     tracing::info!(%addr, data = %args.data.display(), retention = %retention.describe(), max_connections = limits.max_connections, "service started");
 
     crate::http::serve(listener, router, limits, shutdown_signal()).await;
@@ -256,16 +260,11 @@ impl Drop for UnshownClient {
     }
 }
 
-/// Starts the `/metrics` listener (crate::metrics) unless it is `off`; its address. The
-/// default address taken by another process is a warning (the service runs without
-/// `/metrics`); an address given explicitly must be free.
-async fn serve_metrics(
-    args: &ServeArgs,
-    store: &EmbeddedStore,
-    signer: &Arc<Signer>,
-) -> Result<Option<SocketAddr>, Error> {
-    use crate::metrics::{DEFAULT_METRICS_LISTEN, MetricsListen, Scrape};
-    let registry = crate::metrics::registry();
+/// The `/metrics` listener (crate::metrics), unless it is `off`. The default address taken
+/// by another process is a warning (the service runs without `/metrics`); an address given
+/// explicitly must be free.
+async fn bind_metrics(args: &ServeArgs) -> Result<Option<tokio::net::TcpListener>, Error> {
+    use crate::metrics::{DEFAULT_METRICS_LISTEN, MetricsListen};
     // Only the default gives way to another instance on the host: an address the operator
     // set (flag or environment), even the default's, must be free (it was compared with
     // the default's value, so a scrape target pinned to 127.0.0.1:9464 was skipped).
@@ -281,20 +280,29 @@ async fn serve_metrics(
     let MetricsListen::At(at) = listen else {
         return Ok(None);
     };
-    let listener = match tokio::net::TcpListener::bind(at).await {
-        Ok(l) => l,
+    match tokio::net::TcpListener::bind(at).await {
+        Ok(l) => Ok(Some(l)),
         Err(e) if !given => {
             tracing::warn!(addr = %at, error = %e, "/metrics not served: its default address is taken (--metrics-listen)");
-            return Ok(None);
+            Ok(None)
         }
-        Err(source) => {
-            return Err(Error::Setup(format!(
-                "cannot listen for /metrics (--metrics-listen) on {at}: {source}"
-            )));
-        }
-    };
+        Err(source) => Err(Error::Setup(format!(
+            "cannot listen for /metrics (--metrics-listen) on {at}: {source}"
+        ))),
+    }
+}
+
+/// Serves `/metrics` on `listener` (from [`bind_metrics`]); its address.
+fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    args: &ServeArgs,
+    store: &EmbeddedStore,
+    signer: &Arc<Signer>,
+) -> Result<SocketAddr, Error> {
+    use crate::metrics::Scrape;
+    let registry = crate::metrics::registry();
     let addr = listener.local_addr().map_err(|source| Error::Listen {
-        addr: at.to_string(),
+        addr: "the /metrics listener".into(),
         source,
     })?;
     let token = args.metrics_token.as_deref();
@@ -320,7 +328,7 @@ async fn serve_metrics(
         limits,
         std::future::pending(),
     ));
-    Ok(Some(addr))
+    Ok(addr)
 }
 
 /// Webhook attempts in flight to one destination: a quarter of the delivery pool.
@@ -337,11 +345,23 @@ fn http_limits(args: &ServeArgs) -> crate::http::Limits {
     crate::http::Limits {
         header_timeout: Duration::from_secs(args.header_timeout),
         send_timeout: Duration::from_secs(args.send_timeout),
-        max_connections: args
-            .max_connections
-            .map_or_else(crate::http::default_max_connections, |n| {
-                usize::try_from(n).unwrap_or(usize::MAX)
-            }),
+        max_connections: args.max_connections.map_or_else(
+            crate::http::default_max_connections,
+            |n| {
+                let asked = usize::try_from(n).unwrap_or(usize::MAX);
+                let fits = crate::http::default_max_connections();
+                if asked > fits {
+                    // Each connection is a file descriptor: past the process's limit the
+                    // accepts fail (and the database or a webhook delivery may find none).
+                    tracing::warn!(
+                        max_connections = asked,
+                        fits,
+                        "--max-connections is above what the open-files limit leaves for clients (ulimit -n less 512): raise the limit, or connections past it fail"
+                    );
+                }
+                asked
+            },
+        ),
     }
 }
 

@@ -390,6 +390,52 @@ fn at_the_connection_cap_a_new_client_waits_until_one_closes() {
     assert_eq!(&rest, b"HTTP/1.1 200");
 }
 
+/// A connection cap above what the open-files limit leaves for clients is said at the
+/// start: past the limit, accepts fail (an outside probe found it silent).
+#[test]
+fn a_connection_cap_beyond_the_open_files_limit_is_said() {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    if limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .is_some_and(|soft| soft.parse::<u64>().map_or(true, |n| n > 10_000_000))
+    {
+        eprintln!("the open-files limit is above 10,000,000 here: not tested");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stderr.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_standalone"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+        ])
+        .args(["--max-connections", "10000000", "--data"])
+        .arg(dir.path().join("data"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("listening on") {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "exited early");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains("--max-connections is above what the open-files limit leaves"),
+        "{said}"
+    );
+}
+
 #[test]
 fn a_shutdown_waits_for_requests_in_flight_a_few_seconds_only() {
     use std::io::Write;
@@ -497,14 +543,19 @@ fn a_metrics_address_given_explicitly_must_be_free_even_the_defaults() {
             said.contains("cannot listen for /metrics (--metrics-listen) on 127.0.0.1:9464"),
             "{said}"
         );
+        assert!(
+            !data.exists(),
+            "a start that cannot listen made its data directory"
+        );
     }
     drop(taken);
 }
 
-/// A first start that fails before it shows the new OAuth client (its port taken) leaves
-/// no client behind: the client's secret is kept only hashed and shown once, so a client
-/// never shown could never be used (an outside probe found it kept). The next start makes
-/// a new one and shows it.
+/// A first start that fails before it shows the new OAuth client leaves no client behind:
+/// the client's secret is kept only hashed and shown once, so a client never shown could
+/// never be used (an outside probe found it kept). The next start makes a new one and
+/// shows it. A port that is taken stops the start before the data directory is even made
+/// (it was made, and its database created, before the port was tried).
 #[test]
 fn a_first_start_that_fails_shows_its_client_on_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
@@ -533,6 +584,10 @@ fn a_first_start_that_fails_shows_its_client_on_the_next_start() {
     assert!(
         !data.join("clients.json").exists(),
         "the unshown client was kept"
+    );
+    assert!(
+        !data.exists(),
+        "a start that cannot listen made its data directory"
     );
     drop(taken);
     let service = Serve::start(&data, "127.0.0.1:0", &[]);

@@ -151,14 +151,7 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
         let content_type = req
             .headers()
             .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| {
-                v.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .to_ascii_lowercase()
-            });
+            .map(|v| v.to_str().ok().and_then(media_type_essence));
         let (limit, timeout) = (app.limits.max_body_bytes, app.limits.body_timeout);
         // A body declared larger than the limit is refused before it is read (and before
         // a client that asked `Expect: 100-continue` is told to send it).
@@ -179,10 +172,15 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
         if bytes.is_empty() {
             return Ok(JsonBody(None, BodyShare::none()));
         }
-        match content_type.as_deref() {
-            Some("application/json") => {}
-            Some(ct) if ct.starts_with("application/") && ct.ends_with("+json") => {}
-            Some(other) => {
+        match content_type.as_ref().map(|c| c.as_deref()) {
+            Some(Some("application/json")) => {}
+            Some(Some(ct)) if ct.starts_with("application/") && ct.ends_with("+json") => {}
+            Some(None) => {
+                return Err(ApiError::unsupported_media_type(
+                    "the Content-Type is not one media type (type/subtype and parameters); send application/json",
+                ));
+            }
+            Some(Some(other)) => {
                 return Err(ApiError::unsupported_media_type(format!(
                     "the body must be application/json, not {other}"
                 )));
@@ -204,6 +202,36 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
             .map_err(|e| ApiError::internal("parsing a request body", &e))?;
         Ok(JsonBody(Some(value?), share))
     }
+}
+
+/// The essence of a `Content-Type` value (`type/subtype`, in lower case: media types are
+/// case-insensitive, RFC 9110 section 8.3.1), or `None` when the value is not one media
+/// type: a type and subtype that are tokens, then `;`-separated parameters. A comma
+/// outside a quoted parameter value joins two values into one header (a proxy may read
+/// the other one), and is refused like two `Content-Type` headers.
+pub fn media_type_essence(value: &str) -> Option<String> {
+    let is_token = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    let (essence, parameters) = value.split_once(';').unwrap_or((value, ""));
+    let (kind, subtype) = essence.trim().split_once('/')?;
+    if !is_token(kind) || !is_token(subtype) {
+        return None;
+    }
+    let mut quoted = false;
+    let mut escaped = false;
+    for c in parameters.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ',' if !quoted => return None,
+            _ => {}
+        }
+    }
+    (!quoted).then(|| essence.trim().to_ascii_lowercase())
 }
 
 /// How deep a request body may nest. Whatever a body holds is stored inside records a few
@@ -285,6 +313,31 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn a_content_type_is_one_media_type() {
+        let essence = media_type_essence;
+        for (value, expected) in [
+            ("application/json", Some("application/json")),
+            ("Application/JSON; charset=UTF-8", Some("application/json")),
+            ("application/json;charset=utf-8;", Some("application/json")),
+            (
+                " application/merge-patch+json ",
+                Some("application/merge-patch+json"),
+            ),
+            ("application/json; x=\"a,b\"", Some("application/json")),
+            ("application/json; x=\"a\\\",b\"", Some("application/json")),
+            ("application/json, text/plain", None),
+            ("application/json; charset=utf-8, text/plain", None),
+            ("application/json; x=\"open", None),
+            ("json", None),
+            ("application/", None),
+            ("application/json x", None),
+            ("", None),
+        ] {
+            assert_eq!(essence(value).as_deref(), expected, "{value}");
+        }
+    }
 
     /// Large bodies share the budget: with all of it held, another waits until it is given
     /// back (the router's test shows only that such requests are all answered).

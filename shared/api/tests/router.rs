@@ -1265,6 +1265,16 @@ async fn limits_are_4xx() {
         .body(Body::from("hello"))
         .unwrap();
     assert_problem(&h.raw(req).await, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    // Two media types joined in one header: refused as two headers are, not the first
+    // one taken (a proxy may read the other).
+    let req = Request::builder()
+        .method("POST")
+        .uri("/projects/p/instances/i/entries")
+        .header("authorization", format!("Bearer {}", h.token("acme")))
+        .header("content-type", "application/json; charset=utf-8, text/plain")
+        .body(Body::from("{}"))
+        .unwrap();
+    assert_problem(&h.raw(req).await, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     let req = Request::builder()
         .method("POST")
         .uri("/projects/p/instances/i/entries")
