@@ -156,7 +156,10 @@ pub fn round_within(value: Money, step: Money, min: Money, max: Money) -> Rounde
 /// relative change) where a step allows: when the nearest multiple is past the cap, the
 /// one on the previous price's side is taken if it is within the cap and the bounds (a
 /// 15 % cap from 10 is 11.5, which rounds to 12 with a step of 1: 11 instead). Where no
-/// multiple lies within the cap, the nearest one stays.
+/// multiple lies within the cap, the nearest one stays. Where no multiple lies within the
+/// bounds at all (so the price is a bound), the other bound is taken when the nearest one
+/// is past the cap and it is not (bounds 101 and 109 with a step of 10, a 5 % cap from
+/// 101: 101, not 109; an outside probe saw the price jump from bound to bound).
 pub fn round_within_cap(
     value: Money,
     step: Money,
@@ -171,6 +174,18 @@ pub fn round_within_cap(
             let toward = round_toward(value, previous, step);
             if (min..=max).contains(&toward) && !past(toward) {
                 rounded.value = toward;
+            } else if step.micros() > 0 && floor_to_step(max, step) < min {
+                let (other, bound) = if rounded.value == max {
+                    (min, Bound::Min)
+                } else {
+                    (max, Bound::Max)
+                };
+                if !past(other) {
+                    rounded = Rounded {
+                        value: other,
+                        reclamped: Some(bound),
+                    };
+                }
             }
         }
     }
@@ -285,6 +300,45 @@ mod tests {
         assert_eq!(
             cap_step_change(m("50"), m("100"), f64::NAN),
             (m("50"), false)
+        );
+    }
+
+    #[test]
+    fn rounding_keeps_the_cap_where_a_step_or_a_bound_allows() {
+        let capped = |value: &str, step: &str, min: &str, max: &str, previous: &str, limit| {
+            let r = round_within_cap(
+                m(value),
+                m(step),
+                m(min),
+                m(max),
+                Some((m(previous), limit)),
+            );
+            (r.value, r.reclamped)
+        };
+        // The nearest step past the cap: the one on the previous price's side.
+        assert_eq!(capped("11.5", "1", "0", "100", "10", 0.15), (m("11"), None));
+        // No step within the bounds: the bound within the cap, not the far one.
+        assert_eq!(
+            capped("106", "10", "101", "109", "101", 0.05),
+            (m("101"), Some(Bound::Min))
+        );
+        assert_eq!(
+            capped("104", "10", "101", "109", "109", 0.05),
+            (m("109"), Some(Bound::Max))
+        );
+        assert_eq!(
+            capped("12.5", "1", "12.4", "12.6", "12.4", 0.01),
+            (m("12.4"), Some(Bound::Min))
+        );
+        // Both bounds within the cap: the nearest, as without one.
+        assert_eq!(
+            capped("106", "10", "101", "109", "105", 0.1),
+            (m("109"), Some(Bound::Max))
+        );
+        // Neither within it: the nearest stays.
+        assert_eq!(
+            capped("106", "10", "101", "109", "200", 0.01),
+            (m("109"), Some(Bound::Max))
         );
     }
 
