@@ -62,9 +62,16 @@ pub fn bearer(parts: &Parts) -> Result<&str, ApiError> {
             ),
         );
     }
-    let value = value
-        .to_str()
-        .map_err(|_| ApiError::unauthorized("the Authorization header is not ASCII"))?;
+    // A Bearer token that is not ASCII was sent and refused: `invalid_token`, as any other
+    // token that does not verify (RFC 6750 section 3.1).
+    let value = value.to_str().map_err(|_| {
+        let bytes = value.as_bytes();
+        if bytes.len() > 7 && bytes[..7].eq_ignore_ascii_case(b"bearer ") {
+            ApiError::invalid_token("the bearer token is not ASCII")
+        } else {
+            ApiError::unauthorized("the Authorization header is not ASCII")
+        }
+    })?;
     let (scheme, token) = value.split_once(' ').ok_or_else(|| {
         ApiError::unauthorized("the Authorization header must be `Bearer <token>`")
     })?;
@@ -286,6 +293,31 @@ mod tests {
             .unwrap()
             .into_parts();
         parts
+    }
+
+    /// A Bearer token that is not ASCII was sent and refused: `invalid_token`; another
+    /// scheme's header that is not ASCII sent no token (a bare `Bearer` challenge).
+    #[test]
+    fn a_token_that_is_not_ascii_is_an_invalid_token() {
+        use axum::response::IntoResponse;
+        let challenge = |value: &[u8]| {
+            let (parts, ()) = axum::http::Request::builder()
+                .header(
+                    "authorization",
+                    axum::http::HeaderValue::from_bytes(value).unwrap(),
+                )
+                .body(())
+                .unwrap()
+                .into_parts();
+            let refused = bearer(&parts).unwrap_err().into_response();
+            assert_eq!(refused.status(), axum::http::StatusCode::UNAUTHORIZED);
+            refused.headers()[axum::http::header::WWW_AUTHENTICATE].clone()
+        };
+        assert_eq!(
+            challenge("Bearer é".as_bytes()),
+            "Bearer error=\"invalid_token\""
+        );
+        assert_eq!(challenge("Basic é".as_bytes()), "Bearer");
     }
 
     /// A remembered token answers its tenant without a verification, and only while it

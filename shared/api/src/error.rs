@@ -142,6 +142,25 @@ impl ApiError {
         .with_header(header::CONNECTION, HeaderValue::from_static("close"))
     }
 
+    /// 400: the body's framing is broken (a chunk that does not read, a connection closed
+    /// before the declared length): not a size problem, and the connection cannot be
+    /// read further.
+    pub fn broken_body() -> Self {
+        Self::bad_request(
+            "the body does not read: its framing is broken (chunked encoding, or a Content-Length it does not fill)",
+        )
+        .with_header(header::CONNECTION, HeaderValue::from_static("close"))
+    }
+
+    /// 412: a precondition of the request (`If-Match`) does not hold; nothing changed.
+    pub fn precondition_failed(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::PRECONDITION_FAILED,
+            "Precondition Failed",
+            detail,
+        )
+    }
+
     pub fn too_large(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "Content Too Large", detail)
     }

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::header;
 use axum::http::request::Parts;
+use axum::http::{HeaderValue, header};
 use pricing_core::document::ParseError;
 use pricing_core::ids::TenantId;
 use pricing_core::limits::retry_after_secs;
@@ -148,10 +148,7 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
                 "the request has several Content-Type headers; send one",
             ));
         }
-        let content_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .map(|v| v.to_str().ok().and_then(media_type_essence));
+        let content_type = req.headers().get(header::CONTENT_TYPE).cloned();
         let (limit, timeout) = (app.limits.max_body_bytes, app.limits.body_timeout);
         // A body declared larger than the limit is refused before it is read (and before
         // a client that asked `Expect: 100-continue` is told to send it).
@@ -165,32 +162,28 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
                 "the body may hold at most {limit} bytes"
             )));
         }
-        let bytes = tokio::time::timeout(timeout, axum::body::to_bytes(req.into_body(), limit))
+        // A body that is announced is judged by its media type before it is read (and
+        // before `100 Continue`): a client was made to send 5 MiB to hear 415.
+        let announced = declared.map_or_else(
+            || req.headers().contains_key(header::TRANSFER_ENCODING),
+            |n| n > 0,
+        );
+        if announced {
+            json_media_type(content_type.as_ref())?;
+        }
+        let bytes = read_body(req.into_body(), limit, timeout)
             .await
-            .map_err(|_| ApiError::body_timeout(timeout))?
-            .map_err(|_| ApiError::too_large(format!("the body may hold at most {limit} bytes")))?;
+            .map_err(|failure| match failure {
+                BodyFailure::TooLarge => {
+                    ApiError::too_large(format!("the body may hold at most {limit} bytes"))
+                }
+                BodyFailure::TimedOut => ApiError::body_timeout(timeout),
+                BodyFailure::Broken => ApiError::broken_body(),
+            })?;
         if bytes.is_empty() {
             return Ok(JsonBody(None, BodyShare::none()));
         }
-        match content_type.as_ref().map(|c| c.as_deref()) {
-            Some(Some("application/json")) => {}
-            Some(Some(ct)) if ct.starts_with("application/") && ct.ends_with("+json") => {}
-            Some(None) => {
-                return Err(ApiError::unsupported_media_type(
-                    "the Content-Type is not one media type (type/subtype and parameters); send application/json",
-                ));
-            }
-            Some(Some(other)) => {
-                return Err(ApiError::unsupported_media_type(format!(
-                    "the body must be application/json, not {other}"
-                )));
-            }
-            None => {
-                return Err(ApiError::unsupported_media_type(
-                    "the body must be application/json (set Content-Type)",
-                ));
-            }
-        }
+        json_media_type(content_type.as_ref())?;
         if bytes.len() <= LARGE_BODY_BYTES {
             return Ok(JsonBody(Some(parse_body(&bytes)?), BodyShare::none()));
         }
@@ -201,6 +194,76 @@ impl<P: Ports> FromRequest<Arc<App<P>>> for JsonBody {
             .await
             .map_err(|e| ApiError::internal("parsing a request body", &e))?;
         Ok(JsonBody(Some(value?), share))
+    }
+}
+
+/// Whether a request's `Content-Type` says JSON: `application/json` or a `+json` type,
+/// in UTF-8 (RFC 8259 section 8.1: a `charset` parameter, if any, is UTF-8).
+fn json_media_type(content_type: Option<&HeaderValue>) -> Result<(), ApiError> {
+    let Some(value) = content_type else {
+        return Err(ApiError::unsupported_media_type(
+            "the body must be application/json (set Content-Type)",
+        ));
+    };
+    let Some(essence) = value.to_str().ok().and_then(media_type_essence) else {
+        return Err(ApiError::unsupported_media_type(
+            "the Content-Type does not read as one media type (type/subtype and parameters, in ASCII); send application/json",
+        ));
+    };
+    if essence != "application/json"
+        && !(essence.starts_with("application/") && essence.ends_with("+json"))
+    {
+        return Err(ApiError::unsupported_media_type(format!(
+            "the body must be application/json, not {essence}"
+        )));
+    }
+    let charset = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split_once(';'))
+        .into_iter()
+        .flat_map(|(_, parameters)| parameters.split(';'))
+        .filter_map(|p| p.split_once('='))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("charset"))
+        .map(|(_, v)| v.trim().trim_matches('"').to_ascii_lowercase());
+    match charset.as_deref() {
+        None | Some("utf-8" | "utf8") => Ok(()),
+        Some(other) => Err(ApiError::unsupported_media_type(format!(
+            "a JSON body is UTF-8, not {other}"
+        ))),
+    }
+}
+
+/// Why a request body was not read whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFailure {
+    /// More than the limit.
+    TooLarge,
+    /// Not all there within the timeout.
+    TimedOut,
+    /// Its framing is broken: a chunk that does not read, a connection closed before the
+    /// declared length (a 413 said it was too large).
+    Broken,
+}
+
+/// A request body of at most `limit` bytes, read within `timeout`.
+pub async fn read_body(
+    body: Body,
+    limit: usize,
+    timeout: std::time::Duration,
+) -> Result<axum::body::Bytes, BodyFailure> {
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Err(_) => Err(BodyFailure::TimedOut),
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            Err(if too_large {
+                BodyFailure::TooLarge
+            } else {
+                BodyFailure::Broken
+            })
+        }
     }
 }
 
@@ -313,6 +376,35 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// A body larger than the limit is too large; one whose stream fails (broken
+    /// chunked framing, a connection closed early) is broken, not too large (an outside
+    /// probe got 413 for a two-byte body with a bad chunk).
+    #[tokio::test]
+    async fn a_body_is_too_large_broken_or_late() {
+        let second = Duration::from_secs(1);
+        assert_eq!(
+            read_body(Body::from("{}"), 10, second).await.as_deref(),
+            Ok(&b"{}"[..])
+        );
+        assert_eq!(
+            read_body(Body::from("x".repeat(11)), 10, second).await,
+            Err(BodyFailure::TooLarge)
+        );
+        let broken = futures_util::stream::iter([
+            Ok(axum::body::Bytes::from_static(b"{")),
+            Err(std::io::Error::other("invalid chunk size")),
+        ]);
+        assert_eq!(
+            read_body(Body::from_stream(broken), 10, second).await,
+            Err(BodyFailure::Broken)
+        );
+        let never = futures_util::stream::pending::<Result<axum::body::Bytes, std::io::Error>>();
+        assert_eq!(
+            read_body(Body::from_stream(never), 10, Duration::from_millis(10)).await,
+            Err(BodyFailure::TimedOut)
+        );
+    }
 
     #[test]
     fn a_content_type_is_one_media_type() {

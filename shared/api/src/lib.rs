@@ -172,6 +172,7 @@ fn finish<P: Ports>(routes: Router<Arc<App<P>>>, app: Arc<App<P>>) -> Router {
         .fallback(system::not_found)
         .method_not_allowed_fallback(system::method_not_allowed)
         .layer(middleware::from_fn(identity_bodies))
+        .layer(middleware::from_fn(no_entity_tags))
         .layer(middleware::from_fn(api_version))
         .layer(middleware::from_fn(access_log))
         .layer(middleware::from_fn(request_id))
@@ -374,6 +375,29 @@ async fn identity_bodies(request: Request, next: Next) -> Response {
         .into_response(),
         None => next.run(request).await,
     }
+}
+
+/// The service sends no entity tags, so an `If-Match` naming one can match no current
+/// representation: a request that changes something under such a condition is a 412 and
+/// changes nothing (RFC 9110 section 13.1.1), where it was carried out as if unconditional
+/// (a client relying on it lost updates silently). `If-Match: *` is left to the request.
+async fn no_entity_tags(request: Request, next: Next) -> Response {
+    let changes = !matches!(
+        *request.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS
+    );
+    let tagged = request
+        .headers()
+        .get_all(axum::http::header::IF_MATCH)
+        .iter()
+        .any(|v| v.to_str().map_or(true, |v| v.trim() != "*"));
+    if changes && tagged {
+        return ApiError::precondition_failed(
+            "If-Match names an entity tag, and this service sends none: no representation matches it; send the request without If-Match",
+        )
+        .into_response();
+    }
+    next.run(request).await
 }
 
 /// Same major, and a minor we implement.

@@ -25,6 +25,12 @@ use crate::paging::store_page;
 use crate::projects::owned_project;
 use crate::util::{now, reject_nulls};
 
+/// `Cache-Control: no-store` on the answers that carry a subscription's secret (shown only
+/// there): no cache between the client and the service may keep it (RFC 9111 section
+/// 5.2.2.5), as the token endpoint's answers say for a token.
+type NoStore = [(axum::http::HeaderName, &'static str); 1];
+const NO_STORE: NoStore = [(axum::http::header::CACHE_CONTROL, "no-store")];
+
 /// A subscription as listings and reads show it: never with its secrets (they are not
 /// part of its serialized form).
 pub fn subscription_view(s: &Subscription) -> Value {
@@ -61,7 +67,7 @@ async fn create_in_scope<P: Ports>(
     project: ProjectKey,
     instance_id: Option<InstanceId>,
     body: Option<Value>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, NoStore, Json<Value>)> {
     let body = body
         .ok_or_else(|| ApiError::invalid_field("", codes::REQUIRED, "a JSON object is required"))?;
     let mut errors = Errors::default();
@@ -101,7 +107,7 @@ async fn create_in_scope<P: Ports>(
     if let (Some(obj), Some(secrets)) = (view.as_object_mut(), &subscription.secrets) {
         obj.insert("secret".into(), Value::String(secrets.current.reveal()));
     }
-    Ok((StatusCode::CREATED, Json(view)))
+    Ok((StatusCode::CREATED, NO_STORE, Json(view)))
 }
 
 /// A scope's subscriptions in id order, paged as every listing is (`?cursor=&limit=`): the
@@ -151,7 +157,7 @@ pub async fn create_project_level<P: Ports>(
     caller: Caller,
     Path(project_id): Path<String>,
     JsonBody(body, _share): JsonBody,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, NoStore, Json<Value>)> {
     let project = owned_project(&app, &caller, &project_id).await?;
     create_in_scope(&app, project.key(), None, body).await
 }
@@ -173,7 +179,7 @@ pub async fn create_instance_level<P: Ports>(
     caller: Caller,
     Path((project_id, instance_id)): Path<(String, String)>,
     JsonBody(body, _share): JsonBody,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, NoStore, Json<Value>)> {
     let instance = owned_instance(&app, &caller, &project_id, &instance_id).await?;
     create_in_scope(
         &app,
@@ -281,7 +287,7 @@ pub async fn rotate_secret<P: Ports>(
     caller: Caller,
     Path((project_id, subscription_id)): Path<(String, String)>,
     JsonBody(body, _share): JsonBody,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<(NoStore, Json<Value>)> {
     let subscription = owned_subscription(&app, &caller, &project_id, &subscription_id).await?;
     crate::util::no_fields(body.as_ref())?;
     let not_found =
@@ -307,11 +313,14 @@ pub async fn rotate_secret<P: Ports>(
         previous_until = secrets.previous_until.map(|t| t.to_rfc3339()).as_deref(),
         "subscription secret rotated"
     );
-    Ok(Json(json!({
+    Ok((
+        NO_STORE,
+        Json(json!({
         "subscriptionId": subscription.subscription_id,
         "secret": secrets.current.reveal(),
         "previousSecretExpiresAt": secrets.previous_until,
-    })))
+        })),
+    ))
 }
 
 /// GET /projects/{projectId}/subscriptions/{subscriptionId}/deliveries: newest first, one

@@ -1265,13 +1265,51 @@ async fn limits_are_4xx() {
         .body(Body::from("hello"))
         .unwrap();
     assert_problem(&h.raw(req).await, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    // A media type that is not JSON is refused before the body is read (this one never
+    // ends), as before `100 Continue`; a JSON body in another charset than UTF-8 too.
+    let req = Request::builder()
+        .method("POST")
+        .uri("/projects/p/instances/i/entries")
+        .header("authorization", format!("Bearer {}", h.token("acme")))
+        .header("content-type", "text/plain")
+        .header("content-length", "1000000")
+        .body(Body::from_stream(futures_util::stream::pending::<
+            Result<axum::body::Bytes, std::io::Error>,
+        >()))
+        .unwrap();
+    assert_problem(&h.raw(req).await, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let req = Request::builder()
+        .method("POST")
+        .uri("/projects/p/instances/i/entries")
+        .header("authorization", format!("Bearer {}", h.token("acme")))
+        .header("content-type", "application/json; charset=\"UTF-16\"")
+        .body(Body::from("{}"))
+        .unwrap();
+    assert_problem(&h.raw(req).await, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    // A body whose framing breaks is a 400 that closes the connection, not a 413.
+    let req = Request::builder()
+        .method("POST")
+        .uri("/projects/p/instances/i/entries")
+        .header("authorization", format!("Bearer {}", h.token("acme")))
+        .header("content-type", "application/json")
+        .body(Body::from_stream(futures_util::stream::iter([
+            Ok(axum::body::Bytes::from_static(b"{")),
+            Err(std::io::Error::other("invalid chunk size")),
+        ])))
+        .unwrap();
+    let r = h.raw(req).await;
+    assert_problem(&r, StatusCode::BAD_REQUEST);
+    assert_eq!(r.headers["connection"], "close");
     // Two media types joined in one header: refused as two headers are, not the first
     // one taken (a proxy may read the other).
     let req = Request::builder()
         .method("POST")
         .uri("/projects/p/instances/i/entries")
         .header("authorization", format!("Bearer {}", h.token("acme")))
-        .header("content-type", "application/json; charset=utf-8, text/plain")
+        .header(
+            "content-type",
+            "application/json; charset=utf-8, text/plain",
+        )
         .body(Body::from("{}"))
         .unwrap();
     assert_problem(&h.raw(req).await, StatusCode::UNSUPPORTED_MEDIA_TYPE);
@@ -1312,6 +1350,30 @@ async fn limits_are_4xx() {
         .await;
     assert_eq!(log(&after), log(&before));
     assert!(log(&after).is_some(), "{:?}", after.body);
+    // An If-Match naming an entity tag matches nothing (none is ever sent): 412, nothing
+    // stored; `If-Match: *` is left to the request.
+    let sale = r#"{"entries": [{"type": "itemSale", "data": {"itemId": "a", "quantity": 1, "price": 10}}]}"#;
+    for (condition, status) in [
+        ("\"bogus\"", StatusCode::PRECONDITION_FAILED),
+        ("W/\"1\", *", StatusCode::PRECONDITION_FAILED),
+        ("*", StatusCode::OK),
+    ] {
+        let req = Request::builder()
+            .method("POST")
+            .uri("/projects/p/instances/i/entries")
+            .header("authorization", format!("Bearer {}", h.token("acme")))
+            .header("content-type", "application/json")
+            .header("if-match", condition)
+            .body(Body::from(sale))
+            .unwrap();
+        let r = h.raw(req).await;
+        assert_eq!(r.status, status, "{condition}: {:?}", r.body);
+        let now = h
+            .call("GET", "/projects/p/instances/i/entries", Some("acme"), None)
+            .await;
+        let grew = log(&now) != log(&before);
+        assert_eq!(grew, status == StatusCode::OK, "{condition}");
+    }
 }
 
 #[tokio::test]
@@ -2426,6 +2488,8 @@ async fn a_subscription_secret_is_shown_at_creation_and_rotation_only() {
     ] {
         let r = h.call("POST", path, Some("acme"), Some(hook("acme"))).await;
         assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+        // The secret is shown only here: no cache may keep it.
+        assert_eq!(r.headers["cache-control"], "no-store");
         let secret = r.body["secret"].as_str().expect("a secret at creation");
         let parsed = WebhookSecret::parse(secret).expect("whsec_<base64>");
         assert!(secret.starts_with("whsec_"));
@@ -2474,6 +2538,7 @@ async fn a_subscription_secret_is_shown_at_creation_and_rotation_only() {
     let path = format!("/projects/p/subscriptions/{id}/secret");
     let r = h.call("POST", &path, Some("acme"), None).await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.headers["cache-control"], "no-store");
     assert_eq!(r.body["subscriptionId"], id.as_str());
     let new = r.body["secret"].as_str().unwrap().to_owned();
     assert_ne!(&new, old);
