@@ -769,9 +769,9 @@ fn document_rejection(e: DocumentError, pointer: &str) -> Rejection {
         DocumentError::Patch(_) => rc::PATCH_FAILED,
         DocumentError::TooLarge { .. } => rc::DOCUMENT_TOO_LARGE,
         DocumentError::TooDeep { .. } => rc::DOCUMENT_TOO_DEEP,
-        DocumentError::CopyBudget { .. } | DocumentError::TooManyOperations { .. } => {
-            rc::PATCH_TOO_LARGE
-        }
+        DocumentError::CopyBudget { .. }
+        | DocumentError::MoveBudget { .. }
+        | DocumentError::TooManyOperations { .. } => rc::PATCH_TOO_LARGE,
         DocumentError::NotAnObject => rc::INVALID_DOCUMENT,
     };
     reject(code, pointer, e.to_string())
