@@ -1418,6 +1418,10 @@ fn check_value_at(
             }
             ["priceSettings"] => {
                 if let Some(map) = value.as_object() {
+                    // As in a registration: `"Default": 60` would be kept and never read.
+                    if plain {
+                        crate::validate::misspelt_members(map, &PRICE_SETTINGS_KEYS, ptr, errors);
+                    }
                     price_settings_partial(map, ptr, plain, errors);
                 }
             }
@@ -1428,6 +1432,9 @@ fn check_value_at(
             ),
             ["priceSettings", key] if PRICE_SETTINGS_KEYS.contains(key) => {
                 price_setting(key, value, ptr, plain, errors)
+            }
+            ["priceSettings", key] if plain => {
+                crate::validate::misspelt_member(key, &PRICE_SETTINGS_KEYS, ptr, errors)
             }
             // The registration's type (found later, it was an `invalidDocument` rejection
             // at processing); null is absent, as in a registration.
@@ -1475,6 +1482,9 @@ fn check_value_at(
             ["rounding", "step"] if plain => {
                 rounding_step(value, ptr, errors);
             }
+            ["rounding", key] if plain => {
+                crate::validate::misspelt_member(key, &["step"], ptr, errors)
+            }
             ["recalculation"] if plain => match value {
                 Value::Object(map) => {
                     crate::validate::misspelt_members(map, &["soldPercentStep"], ptr, errors);
@@ -1492,6 +1502,9 @@ fn check_value_at(
                 Some(_) => errors.push(ptr, codes::RANGE, "must be in (0, 100]"),
                 None => errors.push(ptr, codes::TYPE, "must be a number"),
             },
+            ["recalculation", key] if plain => {
+                crate::validate::misspelt_member(key, &["soldPercentStep"], ptr, errors)
+            }
             ["expectedSales"] => match value.as_f64() {
                 Some(f) if (0.0..=1.0).contains(&f) => {}
                 Some(f) if f > 1.0 && f.fract() == 0.0 => errors.push(

@@ -79,20 +79,29 @@ pub struct Obj<'a> {
 /// silently, and with it what it says (a misspelt transaction id would let a retry count
 /// twice). Members that resemble nothing known stay lenient.
 pub fn misspelt_members(map: &Map<String, Value>, known: &[&str], ptr: &str, errors: &mut Errors) {
+    for key in map.keys() {
+        misspelt_member(key, known, &format!("{ptr}/{}", escape_token(key)), errors);
+    }
+}
+
+/// [`misspelt_members`] for one member name `key` (at `ptr`): a patch that adds
+/// `/priceSettings/Default` names it alone.
+pub fn misspelt_member(key: &str, known: &[&str], ptr: &str, errors: &mut Errors) {
     let plain = |s: &str| -> String {
         s.chars()
             .filter(|c| !matches!(c, '_' | '-'))
             .map(|c| c.to_ascii_lowercase())
             .collect()
     };
-    for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
-        if let Some(meant) = known.iter().find(|k| plain(k) == plain(key)) {
-            errors.push(
-                format!("{ptr}/{}", escape_token(key)),
-                codes::UNKNOWN_FIELD,
-                format!("is not a field: did you mean `{meant}`?"),
-            );
-        }
+    if known.contains(&key) {
+        return;
+    }
+    if let Some(meant) = known.iter().find(|k| plain(k) == plain(key)) {
+        errors.push(
+            ptr,
+            codes::UNKNOWN_FIELD,
+            format!("is not a field: did you mean `{meant}`?"),
+        );
     }
 }
 

@@ -638,6 +638,33 @@ fn a_misspelt_data_member_is_refused_not_ignored() {
             json!({"productId": "P", "capacity": 9, "rounding": {"Step": 1}}),
             "rounding/Step",
         ),
+        // Changes of properties, as their registrations (an outside probe: `Default` in
+        // an update, or added by a patch, was kept and never read).
+        (
+            "itemProperties",
+            json!({"itemId": "A", "update": {"priceSettings": {"min": 1, "max": 9, "default": 5, "Default": 6}}}),
+            "update/priceSettings/Default",
+        ),
+        (
+            "itemProperties",
+            json!({"itemId": "A", "patch": [{"op": "replace", "path": "/priceSettings", "value": {"min": 1, "max": 9, "default": 5, "Default": 6}}]}),
+            "patch/0/value/Default",
+        ),
+        (
+            "itemProperties",
+            json!({"itemId": "A", "patch": [{"op": "add", "path": "/priceSettings/Multiplier", "value": 2}]}),
+            "patch/0/value",
+        ),
+        (
+            "productProperties",
+            json!({"productId": "P", "patch": [{"op": "add", "path": "/rounding/Step", "value": 1}]}),
+            "patch/0/value",
+        ),
+        (
+            "productProperties",
+            json!({"productId": "P", "patch": [{"op": "add", "path": "/recalculation/sold_percent_step", "value": 5}]}),
+            "patch/0/value",
+        ),
     ] {
         let e = json!({"type": type_name, "data": data});
         let errors = invalid(json!({"entries": [e]}));
