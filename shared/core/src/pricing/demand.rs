@@ -365,7 +365,9 @@ pub const PACE_Z: f64 = 2.5;
 impl Exposure {
     /// The curve mass seen so far.
     pub fn mass(&self) -> f64 {
-        self.levels.iter().map(|(_, w)| w).sum()
+        // Folded from +0: an empty float sum is -0 (IEEE 754), which explanations showed as
+        // `"demandObserved": -0.0`.
+        self.levels.iter().fold(0.0, |sum, (_, w)| sum + w)
     }
 
     /// Adds `mass` at `price`; merges the two closest levels when there are too many.

@@ -28,7 +28,24 @@ pub fn scale(value: Money, factor: f64) -> Money {
     // Exact for |micros| < 2^53, i.e. amounts below 9e9, which covers every valid Money.
     let x = value.micros() as f64 * factor;
     // `as` saturates and maps NaN to 0.
-    Money::from_micros(x.round() as i64).saturate()
+    Money::from_micros(round_half_away(x) as i64).saturate()
+}
+
+/// `x` rounded to a whole number, halves away from zero, where a half missed by a few
+/// units in the last place counts as the half it is in decimals: a factor such as 2.05
+/// is a float a little under it, so 3.17609 * 2.05 came to 6510984.4999999 millionths and
+/// rounded down, where the decimal product 6.5109845 rounds up (an outside probe).
+fn round_half_away(x: f64) -> f64 {
+    let below = x.abs().trunc();
+    let fraction = x.abs() - below;
+    // A few units in the last place; where those reach whole millionths (amounts past
+    // about a billion), a float holds no fraction to judge, and it rounds as it is.
+    let tolerance = 8.0 * f64::EPSILON * x.abs().max(1.0);
+    if tolerance < 0.01 && (fraction - 0.5).abs() <= tolerance {
+        (below + 1.0).copysign(x)
+    } else {
+        x.round()
+    }
 }
 
 /// `value * factor + offset`, rounded to the nearest millionth, saturating only once the
@@ -36,7 +53,7 @@ pub fn scale(value: Money, factor: f64) -> Money {
 /// product past `Money::MAX` with a large negative offset came out far below the sum).
 pub fn scale_offset(value: Money, factor: f64, offset: Money) -> Money {
     let x = value.micros() as f64 * factor + offset.micros() as f64;
-    Money::from_micros(x.round() as i64).saturate()
+    Money::from_micros(round_half_away(x) as i64).saturate()
 }
 
 /// Clamps `value` to `[min, max]` and says which bound applied. Expects `min <= max`.
@@ -287,6 +304,19 @@ mod tests {
         assert_eq!(scale(m("1"), f64::INFINITY), Money::MAX);
         assert_eq!(scale(m("1"), f64::NEG_INFINITY), Money::MIN);
         assert_eq!(scale(m("1"), 1e12), Money::MAX);
+    }
+
+    #[test]
+    fn a_decimal_half_missed_by_float_error_rounds_away_from_zero() {
+        // 3.17609 * 2.05 = 6.5109845 in decimals; 6510984.4999999 millionths in floats.
+        assert_eq!(scale(m("3.17609"), 2.05), m("6.510985"));
+        assert_eq!(scale(m("2.74999"), 2.05), m("5.637480"));
+        assert_eq!(scale(m("-3.17609"), 2.05), m("-6.510985"));
+        // Not a half: as before.
+        assert_eq!(scale(m("3.17609"), 2.0), m("6.35218"));
+        assert_eq!(scale(m("1"), 1.0000004), m("1"));
+        assert_eq!(scale(m("1"), 1.0000006), m("1.000001"));
+        assert_eq!(scale_offset(m("3.17609"), 2.05, m("1")), m("7.510985"));
     }
 
     #[test]
