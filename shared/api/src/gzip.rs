@@ -9,9 +9,11 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 /// Whether `Accept-Encoding` accepts gzip: `gzip` or `x-gzip` with a q-value above 0, else
-/// `*` with one (an explicit `gzip;q=0` refuses it whatever `*` says: RFC 9110, 12.5.3).
+/// `*` with one (an explicit `gzip;q=0` refuses it whatever `*` says: RFC 9110, 12.5.3),
+/// and does not prefer `identity` to it (`gzip;q=0.1, identity;q=1` is answered plain).
 pub fn accepts_gzip(headers: &HeaderMap) -> bool {
-    let (mut gzip, mut any): (Option<f32>, Option<f32>) = (None, None);
+    let (mut gzip, mut any, mut identity): (Option<f32>, Option<f32>, Option<f32>) =
+        (None, None, None);
     for coding in headers
         .get_all(header::ACCEPT_ENCODING)
         .iter()
@@ -26,10 +28,12 @@ pub fn accepts_gzip(headers: &HeaderMap) -> bool {
         match name.as_str() {
             "gzip" | "x-gzip" => gzip = Some(gzip.map_or(q, |g| g.max(q))),
             "*" => any = Some(q),
+            "identity" => identity = Some(q),
             _ => {}
         }
     }
-    gzip.or(any).is_some_and(|q| q > 0.0)
+    gzip.or(any)
+        .is_some_and(|q| q > 0.0 && identity.is_none_or(|i| q >= i))
 }
 
 /// The file `gz` (gzip) answered with `content_type` to a request with `headers`.
@@ -86,6 +90,8 @@ mod tests {
             "br;q=1.0, GZIP;q=0.5",
             "*",
             "x-gzip",
+            "gzip, identity",
+            "gzip;q=1, identity;q=0.5",
         ] {
             assert!(accepts_gzip(&with(yes)), "{yes}");
         }
@@ -98,6 +104,8 @@ mod tests {
             "gzip;q=0",
             "gzip; q=0.0",
             "gzipped",
+            "gzip;q=0.1, identity;q=1",
+            "*;q=0.5, identity",
         ] {
             assert!(!accepts_gzip(&with(no)), "{no}");
         }
