@@ -424,7 +424,7 @@ impl Bounded {
                 let Some(source) = doc.pointer(m.from.as_str()) else {
                     return run(doc, i, op); // fails: "from" path is invalid
                 };
-                if m.path == m.from {
+                if m.path == m.from && !m.from.is_empty() {
                     return Ok(()); // a value moved onto itself: nothing changes
                 }
                 if m.path.starts_with(&m.from) && m.path.len() != m.from.len() {

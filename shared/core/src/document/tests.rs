@@ -81,6 +81,10 @@ fn moves_are_bounded_in_total_and_a_move_onto_itself_is_free() {
     assert_eq!(doc, big);
     let missing = json!([{"op": "move", "from": "/nothing", "path": "/nothing"}]);
     assert!(apply_patch(&mut doc, &patch(missing)).is_err());
+    // The root cannot be removed, so it cannot be moved, not even onto itself (as in
+    // json-patch, which the property test below holds us to).
+    let root = json!([{"op": "move", "from": "", "path": ""}]);
+    assert!(apply_patch(&mut json!({}), &patch(root)).is_err());
 }
 
 /// The depth bomb: two adds nest a document past what a stored record can decode.
