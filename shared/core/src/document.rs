@@ -66,93 +66,31 @@ pub fn is_reserved_member(name: &str) -> bool {
 /// not decode. A member named twice is found as it is read, before any syntax error
 /// after it.
 pub fn parse_unique(bytes: &[u8]) -> Result<Value, ParseError> {
-    use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-
-    struct Unique;
-    impl<'de> DeserializeSeed<'de> for Unique {
-        type Value = Value;
-        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-            d.deserialize_any(self)
-        }
-    }
-    impl<'de> Visitor<'de> for Unique {
-        type Value = Value;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("JSON")
-        }
-        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-            Ok(Value::Bool(v))
-        }
-        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-            Ok(Value::from(v))
-        }
-        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-            Ok(Value::from(v))
-        }
-        fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-            Ok(Value::from(v))
-        }
-        fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-            Ok(Value::String(v.to_owned()))
-        }
-        fn visit_string<E>(self, v: String) -> Result<Value, E> {
-            Ok(Value::String(v))
-        }
-        fn visit_unit<E>(self) -> Result<Value, E> {
-            Ok(Value::Null)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-            let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-            while let Some(v) = seq.next_element_seed(Unique)? {
-                items.push(v);
-            }
-            Ok(Value::Array(items))
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-            let mut members = Map::new();
-            while let Some(key) = map.next_key::<String>()? {
-                // serde_json reads an object whose member is named so as one of its own
-                // values (a raw value, with the workspace's `raw_value`): stored, it would
-                // not decode again.
-                if is_reserved_member(&key) {
-                    return Err(de::Error::custom(format!(
-                        "the member name {} is reserved",
-                        quoted(&key)
-                    )));
-                }
-                let value = map.next_value_seed(Unique)?;
-                match members.entry(key) {
-                    serde_json::map::Entry::Vacant(slot) => {
-                        slot.insert(value);
-                    }
-                    serde_json::map::Entry::Occupied(taken) => {
-                        let key = quoted(taken.key());
-                        return Err(de::Error::custom(format!("{DUPLICATE} {key} twice")));
-                    }
-                }
-            }
-            Ok(Value::Object(members))
-        }
-    }
-    const DUPLICATE: &str = "an object names the member";
-    /// A member's name as JSON, cut to 64 characters.
-    fn quoted(key: &str) -> String {
-        match key.char_indices().nth(64) {
-            Some((end, _)) => format!("{}...", Value::from(&key[..end])),
-            None => Value::from(key).to_string(),
-        }
-    }
+    use serde::de::DeserializeSeed;
 
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = Unique.deserialize(&mut de).map_err(|e| {
-        if e.to_string().starts_with(DUPLICATE) {
-            ParseError::Duplicate(e)
-        } else {
-            ParseError::Json(e)
-        }
-    })?;
+    let value = compact::Values { strict: true }
+        .deserialize(&mut de)
+        .map_err(|e| {
+            if e.to_string().starts_with(DUPLICATE) {
+                ParseError::Duplicate(e)
+            } else {
+                ParseError::Json(e)
+            }
+        })?;
     de.end().map_err(ParseError::Json)?;
     Ok(value)
+}
+
+/// The start of the error [`parse_unique`] gives for a member named twice.
+const DUPLICATE: &str = "an object names the member";
+
+/// A member's name as JSON, cut to 64 characters (for error messages).
+fn quoted(key: &str) -> String {
+    match key.char_indices().nth(64) {
+        Some((end, _)) => format!("{}...", Value::from(&key[..end])),
+        None => Value::from(key).to_string(),
+    }
 }
 
 /// Why a change was refused.

@@ -103,7 +103,7 @@ impl<'de> DeserializeSeed<'de> for PlainValue {
     type Value = Value;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(PlainVisitor)
+        d.deserialize_any(Values { strict: false })
     }
 }
 
@@ -111,16 +111,30 @@ impl<'de> DeserializeSeed<'de> for PlainMap {
     type Value = Map<String, Value>;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        match d.deserialize_map(PlainVisitor)? {
+        match d.deserialize_map(Values { strict: false })? {
             Value::Object(map) => Ok(map),
             _ => Err(de::Error::custom("expected a JSON object")),
         }
     }
 }
 
-struct PlainVisitor;
+/// The one reader of JSON values as they are written, behind [`PlainValue`] (stored
+/// documents: read back as they were) and [`super::parse_unique`] (`strict`: new input,
+/// where a member named twice or a reserved member name is refused).
+#[derive(Clone, Copy)]
+pub(super) struct Values {
+    pub(super) strict: bool,
+}
 
-impl<'de> Visitor<'de> for PlainVisitor {
+impl<'de> DeserializeSeed<'de> for Values {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Values {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -161,12 +175,12 @@ impl<'de> Visitor<'de> for PlainVisitor {
     }
 
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        PlainValue.deserialize(d)
+        self.deserialize(d)
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-        while let Some(v) = seq.next_element_seed(PlainValue)? {
+        while let Some(v) = seq.next_element_seed(self)? {
             items.push(v);
         }
         Ok(Value::Array(items))
@@ -175,8 +189,32 @@ impl<'de> Visitor<'de> for PlainVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut members = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            let value = map.next_value_seed(PlainValue)?;
-            members.insert(key, value);
+            // serde_json reads an object whose member is named so as one of its own
+            // values (a raw value, with the workspace's `raw_value`): stored, it would
+            // not decode again.
+            if self.strict && super::is_reserved_member(&key) {
+                return Err(de::Error::custom(format!(
+                    "the member name {} is reserved",
+                    super::quoted(&key)
+                )));
+            }
+            let value = map.next_value_seed(self)?;
+            match members.entry(key) {
+                serde_json::map::Entry::Vacant(slot) => {
+                    slot.insert(value);
+                }
+                serde_json::map::Entry::Occupied(taken) if self.strict => {
+                    let key = super::quoted(taken.key());
+                    return Err(de::Error::custom(format!(
+                        "{} {key} twice",
+                        super::DUPLICATE
+                    )));
+                }
+                // Stored documents name each member once; serde_json keeps the last.
+                serde_json::map::Entry::Occupied(mut taken) => {
+                    taken.insert(value);
+                }
+            }
         }
         Ok(Value::Object(members))
     }
