@@ -1304,10 +1304,16 @@ fn whole_price_settings(op: &json_patch::PatchOperation) -> Option<&Map<String, 
     (path.as_str() == "/priceSettings").then(|| value.as_object())?
 }
 
-/// The top-level member an `add` or `replace` sets (or sets within); `None` for the whole
-/// document or another operation.
+/// The top-level member an `add`, `replace`, `move` or `copy` sets (or sets within); `None`
+/// for the whole document or another operation.
 fn top_member(op: &json_patch::PatchOperation) -> Option<&str> {
-    set_by(op)?.0.as_str().strip_prefix('/')?.split('/').next()
+    use json_patch::PatchOperation as Op;
+    let path = match op {
+        Op::Move(m) => &m.path,
+        Op::Copy(c) => &c.path,
+        op => set_by(op)?.0,
+    };
+    path.as_str().strip_prefix('/')?.split('/').next()
 }
 
 /// Whether `op` may change the top-level member `key` (or the whole document): a `test`
@@ -1370,6 +1376,12 @@ fn check_patch_op(
     errors: &mut Errors,
 ) {
     let Some((path, value)) = set_by(op) else {
+        if plain
+            && let json_patch::PatchOperation::Move(json_patch::MoveOperation { path, .. })
+            | json_patch::PatchOperation::Copy(json_patch::CopyOperation { path, .. }) = op
+        {
+            misspelt_target(path.as_str(), kind, &format!("{ptr}/path"), errors);
+        }
         return;
     };
     let depth = crate::document::depth_at(path, value);
@@ -1389,6 +1401,20 @@ fn check_patch_op(
         plain,
         errors,
     );
+}
+
+/// A `move` or `copy` onto a misspelt member of `priceSettings`, `rounding` or
+/// `recalculation` (`/priceSettings/Default`): the value is known only when the patch runs,
+/// but the name is refused here as an `add` of it is.
+fn misspelt_target(path: &str, kind: DocKind, ptr: &str, errors: &mut Errors) {
+    let tokens: Vec<&str> = path.split('/').skip(1).collect();
+    let (key, known): (&str, &[&str]) = match (kind, tokens.as_slice()) {
+        (DocKind::ItemProperties, ["priceSettings", key]) => (key, &PRICE_SETTINGS_KEYS),
+        (DocKind::ProductProperties, ["rounding", key]) => (key, &["step"]),
+        (DocKind::ProductProperties, ["recalculation", key]) => (key, &["soldPercentStep"]),
+        _ => return,
+    };
+    crate::validate::misspelt_member(key, known, ptr, errors);
 }
 
 /// Checks `value` placed at document `path` (a JSON Pointer into the target document).

@@ -665,6 +665,17 @@ fn a_misspelt_data_member_is_refused_not_ignored() {
             json!({"productId": "P", "patch": [{"op": "add", "path": "/recalculation/sold_percent_step", "value": 5}]}),
             "patch/0/value",
         ),
+        // A value moved or copied onto a misspelt name: the name is refused as an add's.
+        (
+            "itemProperties",
+            json!({"itemId": "A", "patch": [{"op": "copy", "from": "/priceSettings/max", "path": "/priceSettings/Default"}]}),
+            "patch/0/path",
+        ),
+        (
+            "productProperties",
+            json!({"productId": "P", "patch": [{"op": "move", "from": "/x", "path": "/rounding/STEP"}, {"op": "remove", "path": "/y"}]}),
+            "patch/0/path",
+        ),
     ] {
         let e = json!({"type": type_name, "data": data});
         let errors = invalid(json!({"entries": [e]}));
