@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+use chrono::{
+    DateTime, Datelike, Month, Months, NaiveDate, NaiveDateTime, NaiveTime, Utc, Weekday,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -291,7 +294,11 @@ pub fn judge(response: &Response, now: Timestamp) -> Verdict {
     }
 }
 
-/// Retry-After: delay-seconds or an HTTP date (RFC 9110 section 10.2.3).
+/// Retry-After: delay-seconds or an HTTP date (RFC 9110 section 10.2.3) in any of the three
+/// forms a recipient must accept (section 5.6.7): IMF-fixdate
+/// `Sun, 06 Nov 1994 08:49:37 GMT`, the obsolete RFC 850 form
+/// `Sunday, 06-Nov-94 08:49:37 GMT` and asctime's `Sun Nov  6 08:49:37 1994` (only the first
+/// was read until an outside probe sent the other two).
 pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
     let value = value.trim();
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
@@ -301,9 +308,45 @@ pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
             value.parse::<u64>().unwrap_or(u64::MAX),
         ));
     }
-    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let at = http_date(value, now)?;
     let ms = at.timestamp_millis() - now.millis();
     Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+}
+
+/// An HTTP date in any of its three forms; `now` places an RFC 850 two-digit year.
+fn http_date(value: &str, now: Timestamp) -> Option<DateTime<Utc>> {
+    if let Ok(at) = DateTime::parse_from_rfc2822(value) {
+        return Some(at.to_utc());
+    }
+    if let Ok(at) = NaiveDateTime::parse_from_str(value, "%a %b %e %H:%M:%S %Y") {
+        return Some(at.and_utc());
+    }
+    rfc850_date(value, now)
+}
+
+/// `Sunday, 06-Nov-94 08:49:37 GMT`. The year is the latest with those two last digits that
+/// is not more than 50 years after `now` (RFC 9110 section 5.6.7), and the weekday must be
+/// that date's.
+fn rfc850_date(value: &str, now: Timestamp) -> Option<DateTime<Utc>> {
+    let (weekday, rest) = value.split_once(", ")?;
+    let (date, time) = rest.strip_suffix(" GMT")?.split_once(' ')?;
+    let time = NaiveTime::parse_from_str(time, "%H:%M:%S").ok()?;
+    let mut parts = date.split('-');
+    let (day, month, yy) = (parts.next()?, parts.next()?, parts.next()?);
+    let two_digits = |s: &str| s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit());
+    if parts.next().is_some() || !two_digits(day) || !two_digits(yy) {
+        return None;
+    }
+    let (day, yy): (u32, i32) = (day.parse().ok()?, yy.parse().ok()?);
+    let month = month.parse::<Month>().ok()?.number_from_month();
+    let latest = now.0.checked_add_months(Months::new(50 * 12))?;
+    let latest = (latest.year(), latest.month(), latest.day(), latest.time());
+    let century = now.0.year() - now.0.year().rem_euclid(100);
+    let year = [century + 100 + yy, century + yy, century - 100 + yy]
+        .into_iter()
+        .find(|&year| (year, month, day, time) <= latest)?;
+    let date = NaiveDate::from_ymd_opt(year, month, day)?;
+    (weekday.parse::<Weekday>().ok()? == date.weekday()).then(|| date.and_time(time).and_utc())
 }
 
 /// The delay before the next attempt after `attempts_made` failed ones, or `None` when
@@ -432,6 +475,77 @@ mod tests {
             judge(&Response::Error("refused".into()), now),
             Verdict::Failed { retry_after: None }
         );
+    }
+
+    /// RFC 9110 section 5.6.7: a recipient must accept all three forms of an HTTP date
+    /// (found by an outside probe: only IMF-fixdate was read, the other two ignored).
+    #[test]
+    fn retry_after_reads_every_form_of_an_http_date() {
+        let now = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+        let minute = Some(Duration::from_secs(60));
+        for value in [
+            "Thu, 01 Jan 2026 00:01:00 GMT",
+            "Thursday, 01-Jan-26 00:01:00 GMT",
+            "Thu Jan  1 00:01:00 2026",
+            " Thu Jan  1 00:01:00 2026 ",
+            "60",
+        ] {
+            assert_eq!(parse_retry_after(value, now), minute, "{value}");
+        }
+        let day = Some(Duration::from_secs(10 * 86_400 + 60));
+        assert_eq!(parse_retry_after("Sun Jan 11 00:01:00 2026", now), day);
+        // A date past is no delay.
+        for value in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+        ] {
+            assert_eq!(
+                parse_retry_after(value, now),
+                Some(Duration::ZERO),
+                "{value}"
+            );
+        }
+        for garbage in [
+            "soon",
+            "1.5",
+            "30s",
+            "+30",
+            "0x10",
+            "Thu, 01 Jan 2026 00:01:00",
+            "Fri, 01 Jan 2026 00:01:00 GMT",
+            "Thu, 32 Jan 2026 00:01:00 GMT",
+            "Friday, 01-Jan-26 00:01:00 GMT",
+            "Thursday, 01-Jan-2026 00:01:00 GMT",
+            "Thursday, 1-Jan-26 00:01:00 GMT",
+            "Thursday, 01-Jan-26 00:01:00 PST",
+            "Thursday, 01-Jan-26 00:01:00",
+            "Thursday, 01-Foo-26 00:01:00 GMT",
+            "Thursday, 01-Jan-26-1 00:01:00 GMT",
+            "Thursday, 01-Jan-26 24:01:00 GMT",
+            "Thu Jan  1 00:01:00",
+            "Fri Jan  1 00:01:00 2026",
+            "Thu Jan 32 00:01:00 2026",
+        ] {
+            assert_eq!(parse_retry_after(garbage, now), None, "{garbage}");
+        }
+    }
+
+    /// An RFC 850 year of two digits is the latest with those digits that is not more than
+    /// 50 years ahead (RFC 9110 section 5.6.7).
+    #[test]
+    fn an_rfc850_year_is_at_most_50_years_ahead() {
+        let now = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+        let year = |value: &str| rfc850_date(value, now).map(|at| at.year());
+        assert_eq!(year("Friday, 01-Jan-27 00:00:00 GMT"), Some(2027));
+        assert_eq!(year("Wednesday, 01-Jan-76 00:00:00 GMT"), Some(2076));
+        assert_eq!(year("Friday, 02-Jan-76 00:00:00 GMT"), Some(1976));
+        assert_eq!(year("Thursday, 02-Jan-76 00:00:00 GMT"), None);
+        assert_eq!(year("Sunday, 06-Nov-94 08:49:37 GMT"), Some(1994));
+        assert_eq!(year("Tuesday, 29-Feb-00 00:00:00 GMT"), Some(2000));
+        let later = Timestamp::parse("2099-06-01T00:00:00Z").unwrap();
+        let at = rfc850_date("Friday, 01-Jan-00 00:00:00 GMT", later).unwrap();
+        assert_eq!(at.year(), 2100);
     }
 
     #[test]
