@@ -5,7 +5,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use url::{Host, Url};
+use url::{Host, Position, Url};
 
 /// Longest callback URL accepted.
 pub const MAX_URL_LEN: usize = 2048;
@@ -72,6 +72,12 @@ pub fn check_new_callback_url(raw: &str, policy: &CallbackPolicy) -> Result<Url,
         && let Some(why) = not_a_host_name(name.trim_end_matches('.'))
     {
         return Err(format!("host {name} {why}"));
+    }
+    if let Some(sent) = sent_otherwise(&raw[prefix.len()..], &url) {
+        return Err(format!(
+            "is sent as {sent}; write it so (a URL parser rewrites it: the webhook would \
+             not go to the URL shown)"
+        ));
     }
     Ok(url)
 }
@@ -156,11 +162,7 @@ fn rewritten_by_parsers(rest: &str, url: &Url) -> Option<String> {
     if authority.contains('@') {
         return Some("must not contain `@` before the path".into());
     }
-    let host = match authority.rfind(':') {
-        // A port after the host (an IPv6 literal's colons are inside brackets).
-        Some(i) if !authority[i..].contains(']') => &authority[..i],
-        _ => authority,
-    };
+    let host = host_of(authority);
     match url.host() {
         Some(Host::Ipv4(ip)) if host != ip.to_string() => {
             return Some(format!("host {host} is read as the IPv4 address {ip}"));
@@ -179,6 +181,40 @@ fn rewritten_by_parsers(rest: &str, url: &Url) -> Option<String> {
         return Some("must not have a path segment `.` or `..`".into());
     }
     None
+}
+
+/// The host of an authority without user information: before the port, if any.
+fn host_of(authority: &str) -> &str {
+    match authority.rfind(':') {
+        // A port after the host (an IPv6 literal's colons are inside brackets).
+        Some(i) if !authority[i..].contains(']') => &authority[..i],
+        _ => authority,
+    }
+}
+
+/// The URL as it is sent, if that is not the URL typed (`rest`: after `scheme://`): a URL
+/// parser percent-encodes `"`, `<`, `>` and non-ASCII characters, and `` ` ``, `{` and `}`
+/// in the path and `'` in the query (`/{id}` is sent as `/%7Bid%7D`), drops a default port
+/// and shortens an IPv6 address. The differences that leave the URL meaning what it
+/// shows are allowed: upper case in the scheme and the host (both case-insensitive), a host
+/// name in Unicode that is the usual form of the punycode name sent (IDNA's mapping
+/// otherwise: the full-width `ｅxample.com` is `example.com`), and no `/` for an empty path.
+/// The URL returned keeps the host as typed when it is allowed.
+fn sent_otherwise(rest: &str, url: &Url) -> Option<String> {
+    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host = host_of(&rest[..host_end]);
+    let sent_host = url.host_str()?;
+    let same_host = host.eq_ignore_ascii_case(sent_host)
+        || (!host.is_ascii() && host.to_lowercase() == url::quirks::domain_to_unicode(sent_host));
+    let sent_tail = &url[Position::AfterHost..];
+    let mut tail = rest[host.len()..].to_owned();
+    if !rest[host_end..].starts_with('/') {
+        tail.insert(host_end - host.len(), '/');
+    }
+    (!same_host || tail != sent_tail).then(|| {
+        let shown = if same_host { host } else { sent_host };
+        format!("{}://{shown}{sent_tail}", url.scheme())
+    })
 }
 
 /// Why a (lowercase, ASCII: IDNA has run) host name can never be resolved: a label empty or
@@ -336,6 +372,78 @@ mod tests {
             "https://hooks.example.com",
         ] {
             assert!(strict(ok).is_ok(), "{ok} should be taken");
+        }
+    }
+
+    /// A URL is taken only as it is sent (found by an outside probe: `/{id}` was shown as
+    /// typed and sent as `/%7Bid%7D`); the refusal says how to write it.
+    #[test]
+    fn a_url_is_written_as_it_is_sent() {
+        for (typed, sent) in [
+            (
+                "https://h.example.com/{id}",
+                "https://h.example.com/%7Bid%7D",
+            ),
+            ("https://h.example.com/a\"b", "https://h.example.com/a%22b"),
+            ("https://h.example.com/<a>", "https://h.example.com/%3Ca%3E"),
+            ("https://h.example.com/`a`", "https://h.example.com/%60a%60"),
+            (
+                "https://h.example.com/caf\u{e9}",
+                "https://h.example.com/caf%C3%A9",
+            ),
+            (
+                "https://h.example.com/x?q=<a>",
+                "https://h.example.com/x?q=%3Ca%3E",
+            ),
+            (
+                "https://h.example.com/x?q='a'",
+                "https://h.example.com/x?q=%27a%27",
+            ),
+            (
+                "https://h.example.com?q=\u{e9}",
+                "https://h.example.com/?q=%C3%A9",
+            ),
+            ("https://h.example.com:443/x", "https://h.example.com/x"),
+            (
+                "https://h.example.com:08443/x",
+                "https://h.example.com:8443/x",
+            ),
+            ("https://[2001:0200:0::1]/x", "https://[2001:200::1]/x"),
+            ("https://\u{ff45}xample.com/x", "https://example.com/x"),
+            (
+                "https://\u{4f8b}\u{3048}.xn--zckzah/x",
+                "https://xn--r8jz45g.xn--zckzah/x",
+            ),
+            // The host as typed when only the path is sent otherwise.
+            (
+                "HTTPS://H.Example.com/{id}",
+                "https://H.Example.com/%7Bid%7D",
+            ),
+            (
+                "https://\u{4f8b}\u{3048}.\u{30c6}\u{30b9}\u{30c8}/{id}",
+                "https://\u{4f8b}\u{3048}.\u{30c6}\u{30b9}\u{30c8}/%7Bid%7D",
+            ),
+        ] {
+            let why = strict(typed).unwrap_err();
+            assert!(
+                why.starts_with(&format!("is sent as {sent}; write it so")),
+                "{typed}: {why}"
+            );
+        }
+        for ok in [
+            "https://h.example.com/%7Bid%7D?q=%27a%27",
+            "https://h.example.com/a'b|c^d[e]~f!$&()*+,;=:@",
+            "https://h.example.com/100%",
+            "https://h.example.com/x?q={`a`}",
+            "https://h.example.com/x?",
+            "https://h.example.com?q=1",
+            "https://h.example.com:8443",
+            "HTTPS://H.EXAMPLE.COM/Case/Kept",
+            "https://[2001:200::AB]/x",
+            "https://B\u{dc}cher.DE/x",
+            "https://xn--bcher-kva.de/x",
+        ] {
+            assert!(strict(ok).is_ok(), "{ok}: {:?}", strict(ok));
         }
     }
 

@@ -250,6 +250,25 @@ mod tests {
     }
 
     #[test]
+    fn a_callback_url_sent_otherwise_is_refused_with_the_form_sent() {
+        let errors = NewSubscription::parse(
+            &json!({"callbackUrl": "https://h.example.com/{id}"}),
+            &CallbackPolicy::STRICT,
+        )
+        .unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].pointer, "/callbackUrl");
+        assert_eq!(errors[0].code, codes::FORMAT);
+        assert!(
+            errors[0]
+                .message
+                .starts_with("callbackUrl is sent as https://h.example.com/%7Bid%7D; write it so"),
+            "{}",
+            errors[0].message
+        );
+    }
+
+    #[test]
     fn wants_matches_scope_type_and_status() {
         let project = ProjectId::parse("p").unwrap();
         let mut sub = NewSubscription {
