@@ -106,18 +106,33 @@ pub fn check_callback_url(raw: &str, policy: &CallbackPolicy) -> Result<Url, Str
         Some(Host::Ipv6(ip)) => check_ip(IpAddr::V6(ip), policy)?,
         Some(Host::Domain(name)) => {
             let name = name.trim_end_matches('.').to_ascii_lowercase();
-            let local = name == "localhost"
-                || name.ends_with(".localhost")
-                || name.ends_with(".internal")
-                || name.ends_with(".local")
-                || !name.contains('.');
-            if local && !policy.allow_private {
+            let special = SPECIAL_USE_DOMAINS
+                .iter()
+                .any(|d| name.strip_suffix(d).is_some_and(|n| n.ends_with('.')));
+            if (special || !name.contains('.')) && !policy.allow_private {
                 return Err(format!("host {name} is not a public name"));
             }
         }
     }
     Ok(url)
 }
+
+/// Names under these are never a public receiver (RFC 6761 and the special-use domain
+/// names registry): local to a host or a network (`localhost`, mDNS's `local`,
+/// `home.arpa`, ICANN's `internal`), never resolved (`invalid`, `test`, `example`, Tor's
+/// `onion`, `alt`), or infrastructure (`arpa`: reverse lookups, `home.arpa` ...). A name of
+/// one label (`intranet`) is refused too.
+const SPECIAL_USE_DOMAINS: [&str; 9] = [
+    "localhost",
+    "local",
+    "internal",
+    "invalid",
+    "test",
+    "example",
+    "onion",
+    "alt",
+    "arpa",
+];
 
 /// Whitespace, control characters and the invisible ones (Unicode's default-ignorable
 /// code points: zero-width spaces and joiners, variation selectors, the soft hyphen, the
@@ -246,7 +261,7 @@ fn check_ip(ip: IpAddr, policy: &CallbackPolicy) -> Result<(), String> {
 
 /// Whether `ip` is a public unicast address. Blocked: unspecified, loopback, private,
 /// link-local (and so the instance metadata service), CGNAT, benchmarking, documentation,
-/// reserved, multicast and broadcast ranges; in IPv6 everything outside global unicast
+/// the deprecated 6to4 relay anycast, reserved, multicast and broadcast ranges; in IPv6 everything outside global unicast
 /// (2000::/3: so unique-local, link-local and every form embedding IPv4 but 6to4), and
 /// within it 6to4, the IETF protocol assignments (Teredo, benchmarking, ORCHID) and the
 /// documentation ranges.
@@ -269,6 +284,7 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
         || a == 0
         || (a == 100 && (64..128).contains(&b)) // CGNAT 100.64.0.0/10
         || (a == 192 && b == 0 && c == 0) // IETF protocol assignments 192.0.0.0/24
+        || (a == 192 && b == 88 && c == 99) // 6to4 relay anycast 192.88.99.0/24 (deprecated)
         || (a == 198 && (b == 18 || b == 19)) // benchmarking 198.18.0.0/15
         || a >= 240) // reserved 240.0.0.0/4
 }
@@ -370,6 +386,11 @@ mod tests {
             "https://93.184.216.34:8443/in?next=../x&at=a@b",
             "https://hooks.example.com/a.b/..c/.d",
             "https://hooks.example.com",
+            "https://hooks.test.example.com/x",
+            "https://hooks.contest.com/x",
+            "https://onion.example.com/x",
+            "https://192.88.98.1/x",
+            "https://192.88.100.1/x",
         ] {
             assert!(strict(ok).is_ok(), "{ok} should be taken");
         }
@@ -447,6 +468,43 @@ mod tests {
         }
     }
 
+    /// Found by an outside probe: special-use names, never a public receiver, and the
+    /// deprecated 6to4 relay anycast were taken.
+    #[test]
+    fn strict_policy_refuses_special_use_names_and_6to4_relays() {
+        for (url, name) in [
+            ("https://hooks.invalid/x", "hooks.invalid"),
+            ("https://hooks.test/x", "hooks.test"),
+            ("https://HOOKS.TEST./x", "hooks.test"),
+            ("https://hooks.example/x", "hooks.example"),
+            ("https://hooks.alt/x", "hooks.alt"),
+            ("https://nas.home.arpa/x", "nas.home.arpa"),
+            ("https://1.0.0.127.in-addr.arpa/x", "1.0.0.127.in-addr.arpa"),
+            ("https://printer.local/x", "printer.local"),
+            (
+                "https://metadata.google.internal/x",
+                "metadata.google.internal",
+            ),
+            ("https://test/x", "test"),
+            (
+                "https://duckduckgogg42xjoc72x3sjasowoarfbgcmvfimaftt6twagswzczad.onion/x",
+                "duckduckgogg42xjoc72x3sjasowoarfbgcmvfimaftt6twagswzczad.onion",
+            ),
+        ] {
+            assert_eq!(
+                strict(url),
+                Err(format!("host {name} is not a public name")),
+                "{url}"
+            );
+        }
+        for (url, ip) in [
+            ("https://192.88.99.1/x", "192.88.99.1"),
+            ("https://[2002:c058:6301::1]/x", "2002:c058:6301::1"),
+        ] {
+            assert_eq!(strict(url), Err(format!("address {ip} is not public")));
+        }
+    }
+
     /// The delivery checks the policy only: a subscription stored before the syntax rules
     /// keeps its deliveries (to the URL as parsed), but not an address the policy refuses.
     #[test]
@@ -464,6 +522,10 @@ mod tests {
             "http://127.0.0.1:8080/hook",
             "http://localhost:9000/",
             "https://[::1]:8443/x",
+            "http://printer.local/x",
+            "http://nas.home.arpa/x",
+            "http://hooks.test:8080/x",
+            "http://192.88.99.1/x",
         ] {
             assert!(check_callback_url(ok, &local).is_ok(), "{ok}");
         }
@@ -508,6 +570,17 @@ mod tests {
             "::ffff:127.0.0.1",
             "64:ff9b:1::1",
             "100::1",
+            // 6to4 relay anycast, deprecated (RFC 7526), and its IPv6 forms.
+            "192.88.99.1",
+            "192.88.99.255",
+            "::ffff:192.88.99.1",
+            "64:ff9b::c058:6301",
+            "2002:c058:6301::1",
+            // IPv6 forms embedding a private IPv4 address.
+            "2002:a00:1::1",
+            "64:ff9b::a00:1",
+            "64:ff9b::7f00:1",
+            "::ffff:10.0.0.1",
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }
