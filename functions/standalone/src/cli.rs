@@ -218,7 +218,9 @@ pub struct MarketArgs {
     #[arg(
         long,
         default_value_t = -1.5,
-        allow_negative_numbers = true,
+        // Not allow_negative_numbers: clap's test of a negative number takes -1.5 but
+        // not -1e-3, which was read as a flag (an outside probe).
+        allow_hyphen_values = true,
         conflicts_with = "scenario"
     )]
     pub elasticity: f64,

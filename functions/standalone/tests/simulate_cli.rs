@@ -210,6 +210,28 @@ fn scenario_errors_name_the_file_and_the_field() {
         err.contains("is over the cap of 1000000000: lower runs, pastInstances"),
         "{err}"
     );
+    // The buyers count: a million an instance over 100,000 runs of one slot was taken
+    // (an outside probe: a million runs of it, some 8 hours).
+    let mut crowd = small();
+    crowd["days"] = json!(1);
+    crowd["slotsPerDay"] = json!(1);
+    crowd["runs"] = json!(100_000);
+    crowd["items"][0]["arrivals"] = json!(1_000_000);
+    let file = write(dir.path(), "crowd.json", &crowd);
+    let out = standalone(&[
+        "simulate",
+        "market",
+        "--scenario",
+        &file,
+        "--models",
+        "fixed",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("+ 1000010 / 10) = ") && err.contains("is over the cap of 1000000000"),
+        "{err}"
+    );
 }
 
 #[test]

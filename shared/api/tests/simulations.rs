@@ -267,7 +267,7 @@ async fn a_simulation_over_the_caps_is_refused_naming_the_cap() {
         "at most 128",
     )
     .await;
-    // Within every field's cap, but 1000 runs x 5 models x 6 instances x (2880 + 50).
+    // Within every field's cap, but 1000 runs x 6 instances x (5 models x (2880 + 50) + 15).
     let body = refused(
         "",
         |v| {
@@ -287,7 +287,7 @@ async fn a_simulation_over_the_caps_is_refused_naming_the_cap() {
         |v| v["runs"] = json!(1000),
         StatusCode::UNPROCESSABLE_ENTITY,
         "/runs",
-        "1000 x 2 x 1 x (240 x 1 + 50) = 580000",
+        "1000 x 1 x (2 x (240 x 1 + 50) + 150 / 10) = 595000",
     )
     .await;
     refused(

@@ -1,8 +1,9 @@
 //! The bounds of a simulation requested through the API (`POST /simulations`,
 //! docs/api.md "Simulations"): a request runs on the server, so its size is capped per
 //! field ([`API`], tighter than a scenario file's) and in total ([`MAX_WORK`]): the Monte
-//! Carlo work `runs x models x (pastInstances + 1) x (days x slotsPerDay x items +
-//! capacity)` (a price calculation per slot and item, a sale per unit). At the cap a
+//! Carlo work `runs x (pastInstances + 1) x (models x (days x slotsPerDay x items +
+//! capacity) + buyers / 10)` (a price calculation per slot and item and a sale per unit
+//! of every model, a draw per expected buyer of each instance: [`work`]). At the cap a
 //! request takes from a fraction of a second to about 3 s of one core in a release build
 //! (the `default` model's calculations cost several times the others': docs/api.md); the
 //! references (the optimum's DP: capacity x 2 pieces per expected buyer, at most 1,000 x
@@ -54,27 +55,44 @@ pub fn over_work(s: &Scenario, models: usize, cap: u64) -> Option<String> {
     let work = work(s, models);
     (work > cap).then(|| {
         format!(
-            "the simulation's work, runs x models x (pastInstances + 1) x (days x slotsPerDay x items + capacity) = {} x {} x {} x ({} x {} + {}) = {work}, is over the cap of {cap}: lower runs, pastInstances, days, slotsPerDay, capacity or the models",
+            "the simulation's work, runs x (pastInstances + 1) x (models x (days x slotsPerDay x items + capacity) + buyers / {BUYERS_PER_UNIT}) = {} x {} x ({} x ({} x {} + {}) + {} / {BUYERS_PER_UNIT}) = {work}, is over the cap of {cap}: lower runs, pastInstances, days, slotsPerDay, capacity, the arrivals or the models",
             s.runs,
-            models,
             u64::from(s.past_instances) + 1,
+            models,
             s.slots,
             s.items.len(),
             s.capacity,
+            buyers(s),
         )
     })
 }
 
-/// The Monte Carlo work of simulating `s` for `models` models.
+/// Buyers that cost about one unit of work: drawn once an instance for every model (a
+/// time, an item, a willingness to pay), about 75 ns each in a release build, a tenth of
+/// the cheapest model's price calculation (about 0.9 us; the `default` model's about 5).
+pub const BUYERS_PER_UNIT: u64 = 10;
+
+/// The Monte Carlo work of simulating `s` for `models` models: a unit per price
+/// calculation (a slot and an item) and per unit sold, of every model and instance, and
+/// per [`BUYERS_PER_UNIT`] buyers of an instance (an outside probe: a million buyers an
+/// instance and a million runs were within the cap when buyers were not counted, some 8
+/// hours).
 pub fn work(s: &Scenario, models: usize) -> u64 {
-    let per_instance = s
+    let per_model = s
         .slots
         .saturating_mul(s.items.len() as u64)
         .saturating_add(s.capacity);
-    u64::from(s.runs)
+    let per_instance = per_model
         .saturating_mul(models as u64)
+        .saturating_add(buyers(s).div_ceil(BUYERS_PER_UNIT));
+    u64::from(s.runs)
         .saturating_mul(u64::from(s.past_instances) + 1)
         .saturating_mul(per_instance)
+}
+
+/// The expected buyers of an instance, rounded up.
+fn buyers(s: &Scenario) -> u64 {
+    s.total_arrivals().max(0.0).ceil() as u64
 }
 
 /// Why a requested simulation is refused.

@@ -33,8 +33,12 @@ pub(crate) fn fail(message: impl Into<String>) -> Error {
 
 /// Progress of the Monte Carlo runs (a progress bar in the CLI; nothing in the API).
 pub trait Progress: Sync {
+    /// The runs start: `runs` of them.
     fn set_length(&self, _runs: u64) {}
     fn inc(&self, _runs: u64) {}
+    /// A phase without runs to count starts (the references, after the runs): `what` it
+    /// does, for a progress display to say so rather than show the runs' bar frozen.
+    fn phase(&self, _what: &str) {}
 }
 
 /// No progress shown.

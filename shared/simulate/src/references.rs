@@ -91,20 +91,87 @@ pub fn dp_units(capacity: u64, arrivals: f64) -> u64 {
     capacity.min(most as u64)
 }
 
-/// Most steps (units tracked x time pieces) of the optimum's DP: about 10 ns each in a
-/// release build, so at most about 40 s of one core.
+/// Most steps (units tracked x time pieces x items) of the optimum's DP: about 10 ns each
+/// in a release build, so at most about 40 s of one core.
 pub const MAX_DP_STEPS: f64 = 4.0e9;
 
-/// Refuses a scenario whose optimum would take longer than [`MAX_DP_STEPS`] to compute:
-/// the message says why, for the caller to name the capacity.
-pub fn check_dp_size(s: &Scenario) -> Result<(), String> {
-    let units = dp_units(s.capacity, s.total_arrivals());
-    let steps = units as f64 * dp_pieces(s) as f64;
+/// Most numbers of the DP's time grid (time pieces x items, 8 bytes each: 400 MB).
+pub const MAX_GRID_CELLS: f64 = 5.0e7;
+
+/// Most shape pieces summed into the market's shape (every item's points x items).
+pub const MAX_SHAPE_CELLS: f64 = 1.0e8;
+
+/// Most price evaluations x time pieces of the best fixed prices' search (about 0.3 us
+/// each in a release build: at most about 30 s). The search moves one item's price at a
+/// time, some 100 prices a move, for up to 30 rounds over the items; a piece is one when
+/// the items share a shape, else [`FIXED_SEARCH_PIECES`].
+pub const MAX_SEARCH_STEPS: f64 = 1.0e8;
+
+/// Why the references of a scenario are too large to compute: the field to name and
+/// what is over which bound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TooLarge {
+    /// The scenario field that lowers it (`capacity` or `items`).
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl std::fmt::Display for TooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Refuses a scenario whose references would take longer than about a minute of one core
+/// or more than about 400 MB to compute: the optimum's DP counted in units, time pieces
+/// and items (an outside probe: 500 items of 4,000 buyers each asked for 16 GB and
+/// aborted), the shapes' sum, and the best fixed prices' search.
+pub fn check_dp_size(s: &Scenario) -> Result<(), TooLarge> {
+    let buyers = s.total_arrivals();
+    let items = s.items.len().max(1) as f64;
+    let pieces = dp_pieces(s) as f64;
+    let units = dp_units(s.capacity, buyers);
+    let cells = pieces * items;
+    if cells > MAX_GRID_CELLS {
+        return Err(TooLarge {
+            field: "items",
+            message: format!(
+                "with {buyers:.0} buyers expected over {items} items, the optimal policy's DP would hold {cells:.2e} numbers (2 time pieces per buyer, at least {DP_MIN_PIECES}, x items); at most {MAX_GRID_CELLS:.0e} (400 MB): lower the items or the arrivals"
+            ),
+        });
+    }
+    let steps = units as f64 * cells;
     if steps > MAX_DP_STEPS {
-        return Err(format!(
-            "with {:.0} buyers expected, the optimal policy's DP would take {steps:.2e} steps ({units} units x 2 time pieces per buyer); at most {MAX_DP_STEPS:.0e} (about 40 s): lower the capacity or the arrivals",
-            s.total_arrivals()
-        ));
+        return Err(TooLarge {
+            field: "capacity",
+            message: format!(
+                "with {buyers:.0} buyers expected over {items} items, the optimal policy's DP would take {steps:.2e} steps ({units} units x 2 time pieces per buyer x items); at most {MAX_DP_STEPS:.0e} (about 40 s): lower the capacity, the items or the arrivals"
+            ),
+        });
+    }
+    let points: usize = s.items.iter().map(|i| i.shape.breakpoints().count()).sum();
+    let shape_cells = points as f64 * items;
+    if shape_cells > MAX_SHAPE_CELLS {
+        return Err(TooLarge {
+            field: "items",
+            message: format!(
+                "the items' shapes have {points} points together, summed for each of {items} items: {shape_cells:.2e}; at most {MAX_SHAPE_CELLS:.0e}: lower the items or their shapes' points"
+            ),
+        });
+    }
+    let search_pieces = if same_shapes(s) {
+        1.0
+    } else {
+        FIXED_SEARCH_PIECES as f64
+    };
+    let search = 30.0 * items * (100.0 + items) * search_pieces;
+    if search > MAX_SEARCH_STEPS {
+        return Err(TooLarge {
+            field: "items",
+            message: format!(
+                "the best fixed prices' search over {items} items would take {search:.2e} steps (30 rounds x items x (100 + items) x {search_pieces} time pieces); at most {MAX_SEARCH_STEPS:.0e} (about 30 s): lower the items, or give them one shape"
+            ),
+        });
     }
     Ok(())
 }
@@ -201,8 +268,14 @@ pub fn optimal_revenue(s: &Scenario, pieces: usize) -> f64 {
     // last unit is worth more later than at the start, and a table cut at V(0, 1)
     // extended the gain in a straight line beyond it, which undervalued it (an outside
     // probe's two-item market: an optimum of 13,062 under the best fixed price's 14,820).
-    let (_, last_unit) = dp(&grid, 1, |i, delta| best_gain(&s.items[i], delta));
-    let hi = top_price(s).min(last_unit * (1.0 + 1e-6) + 1e-9);
+    // That first pass reads tables over every delta up to the top price: the gain is
+    // convex, so their chords lie above it and the last unit comes out no lower than its
+    // worth (the table only has to reach it). Exact gains there cost a price search per
+    // item and piece: minutes for 50 items of 4,000 buyers each (an outside probe).
+    let top = top_price(s);
+    let wide: Vec<GainTable> = s.items.iter().map(|i| GainTable::new(i, top)).collect();
+    let (_, last_unit) = dp(&grid, 1, |i, delta| wide[i].at(delta));
+    let hi = top.min(last_unit * (1.0 + 1e-6) + 1e-9);
     let tables: Vec<GainTable> = s.items.iter().map(|i| GainTable::new(i, hi)).collect();
     dp(&grid, s.capacity, |i, delta| tables[i].at(delta)).0
 }
@@ -295,18 +368,27 @@ fn fixed_revenue_on(s: &Scenario, prices: &[f64], grid: &Grid) -> f64 {
         .zip(prices)
         .map(|(i, p)| i.wtp.buy_probability(*p))
         .collect();
+    revenue_of_attempts(
+        grid.pieces().map(|a| {
+            a.iter()
+                .zip(&q)
+                .zip(prices)
+                .fold((0.0, 0.0), |(n, v), ((a, q), p)| (n + a * q, v + a * q * p))
+        }),
+        s.capacity,
+    )
+}
+
+/// The expected revenue of pieces of time in order, each given by its expected attempts
+/// to buy and their value at the prices (a unit goes to an attempt while units are left).
+fn revenue_of_attempts(pieces: impl Iterator<Item = (f64, f64)>, capacity: u64) -> f64 {
     let (mut mean, mut sold_before, mut revenue) = (0.0, 0.0, 0.0);
-    for a in grid.pieces() {
-        let (mut attempts, mut value) = (0.0, 0.0);
-        for i in 0..a.len() {
-            attempts += a[i] * q[i];
-            value += a[i] * q[i] * prices[i];
-        }
+    for (attempts, value) in pieces {
         if attempts <= 0.0 {
             continue;
         }
         mean += attempts;
-        let sold = expected_sales(mean, s.capacity);
+        let sold = expected_sales(mean, capacity);
         revenue += (sold - sold_before) * value / attempts;
         sold_before = sold;
     }
@@ -353,17 +435,41 @@ pub fn best_fixed(s: &Scenario, mu: f64) -> (Vec<f64>, f64) {
     for _round in 0..30 {
         let before = value;
         for i in 0..best.len() {
-            let (lo, hi) = (s.items[i].min, s.items[i].max);
+            let item = &s.items[i];
+            let (lo, hi) = (item.min, item.max);
+            // The revenue as item i's price moves, the others' held: their attempts and
+            // value per piece are summed once, so a point of the line costs a pass over
+            // the pieces, not over the pieces and items (an outside probe: 400 items took
+            // minutes).
+            let others: Vec<(f64, f64, f64)> = search
+                .pieces()
+                .map(|a| {
+                    let (n, v) = a
+                        .iter()
+                        .zip(&s.items)
+                        .zip(&best)
+                        .enumerate()
+                        .filter(|(j, _)| *j != i)
+                        .fold((0.0, 0.0), |(n, v), (_, ((a, it), p))| {
+                            let q = it.wtp.buy_probability(*p);
+                            (n + a * q, v + a * q * p)
+                        });
+                    (n, v, a[i])
+                })
+                .collect();
             let line = |p: f64| {
-                let mut trial = best.clone();
-                trial[i] = p;
-                revenue(&trial)
+                let q = item.wtp.buy_probability(p);
+                revenue_of_attempts(
+                    others.iter().map(|(n, v, a)| (n + a * q, v + a * q * p)),
+                    s.capacity,
+                )
             };
             const POINTS: usize = 48;
             let grid_point = |j: usize| lo + (hi - lo) * j as f64 / (POINTS - 1) as f64;
             let j = (0..POINTS)
-                .max_by(|x, y| line(grid_point(*x)).total_cmp(&line(grid_point(*y))))
-                .unwrap_or(0);
+                .map(|j| (j, line(grid_point(j))))
+                .max_by(|x, y| x.1.total_cmp(&y.1))
+                .map_or(0, |(j, _)| j);
             let p = golden_max(
                 line,
                 grid_point(j.saturating_sub(1)),
@@ -378,6 +484,13 @@ pub fn best_fixed(s: &Scenario, mu: f64) -> (Vec<f64>, f64) {
         }
         if value - before <= 1e-10 * value.abs() {
             break;
+        }
+    }
+    // An item nobody comes to buy earns the same at any price: its default is shown, not
+    // whichever price the search ended on (an outside probe read one as advice).
+    for (price, item) in best.iter_mut().zip(&s.items) {
+        if item.arrivals <= 0.0 {
+            *price = item.default;
         }
     }
     let cents = round_to_cents(s, &best, &revenue);

@@ -238,7 +238,7 @@ impl Scenario {
             seed: root.opt_u64("seed", 0, b.max_seed)?.unwrap_or(DEFAULT_SEED),
             context: Context::default(),
         };
-        crate::references::check_dp_size(&scenario).map_err(|e| root.error("capacity", e))?;
+        crate::references::check_dp_size(&scenario).map_err(|e| root.error(e.field, e.message))?;
         Ok(scenario)
     }
 
@@ -278,6 +278,14 @@ fn item_from_json(value: &Value, path: &str, b: &Bounds) -> Result<ItemMarket, F
     }
     if default < min || default > max {
         return Err(ps.error("default", "must lie within [min, max]"));
+    }
+    // As the flag form's --default-price: the models start from the default and move it
+    // by factors, so at 0 every one of them earns nothing (an outside probe).
+    if default <= 0.0 {
+        return Err(ps.error(
+            "default",
+            "must be more than 0: the models price from it (at 0 every one earns nothing)",
+        ));
     }
     let arrivals = o.req_f64("arrivals")?;
     if !(0.0..=b.max_arrivals).contains(&arrivals) {
@@ -722,13 +730,19 @@ impl Shape {
     pub fn inverse(&self, c: f64) -> f64 {
         let c = c.clamp(0.0, 1.0);
         let last = self.pieces.len() - 1;
-        // The first piece whose end reaches c (pieces of no area are skipped).
-        let i = self
-            .before
-            .iter()
-            .zip(&self.pieces)
-            .position(|(b, p)| b + p.area() >= c)
-            .unwrap_or(last);
+        // The first piece whose end reaches c (pieces of no area are skipped), by bisection:
+        // the ends grow with the index (a linear scan made a shape of 100,000 points take
+        // minutes before the first run, an outside probe).
+        let (mut lo, mut hi) = (0, self.pieces.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.before[mid] + self.pieces[mid].area() < c {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let i = lo.min(last);
         let p = &self.pieces[i];
         (p.x0 + p.inverse(c - self.before[i])).min(1.0)
     }

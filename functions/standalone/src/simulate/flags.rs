@@ -21,6 +21,17 @@ pub fn scenario_from_flags(args: &MarketArgs) -> Result<Scenario, Error> {
     if args.days == 0 || args.steps_per_day == 0 {
         return Err(fail("--days and --steps-per-day must be at least 1"));
     }
+    // A scenario file's bounds (an outside probe: a million days were taken here).
+    let file = super::scenario::Bounds::FILE;
+    if u64::from(args.days) > file.max_days {
+        return Err(fail(format!("--days must be at most {}", file.max_days)));
+    }
+    if u64::from(args.steps_per_day) > file.max_slots_per_day {
+        return Err(fail(format!(
+            "--steps-per-day must be at most {}",
+            file.max_slots_per_day
+        )));
+    }
     if args.capacity == 0 || args.capacity > MAX_CAPACITY {
         return Err(fail(format!("--capacity must be from 1 to {MAX_CAPACITY}")));
     }

@@ -43,11 +43,26 @@ pub(crate) struct Bar<'a>(pub &'a ProgressBar);
 
 impl pricing_simulate::Progress for Bar<'_> {
     fn set_length(&self, runs: u64) {
+        self.0.disable_steady_tick();
+        self.0.set_style(runs_style());
         self.0.set_length(runs);
     }
 
     fn inc(&self, runs: u64) {
         self.0.inc(runs);
+    }
+
+    /// The references take from milliseconds to a minute after the runs: a spinner that
+    /// says so, not the runs' bar at its end.
+    fn phase(&self, what: &str) {
+        let style = ProgressStyle::with_template("{prefix} {spinner} {msg} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner());
+        self.0.set_style(style);
+        let product = self.0.message();
+        self.0
+            .set_message(format!("{product} {what}").trim_start().to_owned());
+        self.0
+            .enable_steady_tick(std::time::Duration::from_millis(120));
     }
 }
 
@@ -145,35 +160,84 @@ const MAX_SCENARIO_BYTES: u64 = 16 * 1024 * 1024;
 /// Reads a scenario file; errors name the file and the field.
 pub fn read_scenario(path: &Path) -> Result<Scenario, Error> {
     use std::io::Read;
-    let file =
-        std::fs::File::open(path).map_err(|e| fail(format!("scenario {}: {e}", path.display())))?;
-    let mut text = String::new();
+    let at = |e: String| fail(format!("scenario {}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| at(e.to_string()))?;
+    let mut bytes = Vec::new();
     file.take(MAX_SCENARIO_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| fail(format!("scenario {}: {e}", path.display())))?;
-    if text.len() as u64 > MAX_SCENARIO_BYTES {
-        return Err(fail(format!(
-            "scenario {}: larger than {} MiB",
-            path.display(),
+        .read_to_end(&mut bytes)
+        .map_err(|e| at(e.to_string()))?;
+    if bytes.len() as u64 > MAX_SCENARIO_BYTES {
+        return Err(at(format!(
+            "larger than {} MiB",
             MAX_SCENARIO_BYTES / (1024 * 1024)
         )));
     }
-    let value = parse_json(&text).map_err(|e| fail(format!("scenario {}: {e}", path.display())))?;
-    Scenario::from_json(&value).map_err(|e| fail(format!("scenario {}: {e}", path.display())))
+    let text = scenario_text(&bytes).map_err(at)?;
+    let value = parse_json(text).map_err(at)?;
+    Scenario::from_json(&value).map_err(|e| at(e.to_string()))
+}
+
+/// A scenario file's bytes as text: UTF-8, a byte order mark at the start ignored (as RFC
+/// 8259 allows; editors on Windows write one, and it was refused as "expected value at
+/// line 1 column 1"); bytes that are not UTF-8 named by their place.
+fn scenario_text(bytes: &[u8]) -> Result<&str, String> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    std::str::from_utf8(bytes).map_err(|e| {
+        let (line, column) = line_column(&bytes[..e.valid_up_to()]);
+        format!(
+            "not UTF-8: byte {:#04x} at line {line} column {column} (save the file as UTF-8)",
+            bytes[e.valid_up_to()]
+        )
+    })
+}
+
+/// The line and column (1-based, in characters) just after `before`.
+fn line_column(before: &[u8]) -> (usize, usize) {
+    let text = String::from_utf8_lossy(before);
+    let line = text.matches('\n').count() + 1;
+    let column = text.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
 }
 
 /// A scenario file's or a `--model` flag's JSON. A member named twice is refused: which of
-/// the two did the author mean?
+/// the two did the author mean? An error quotes the text it stopped at (serde_json says
+/// only the line and column: "number out of range at line 9 column 24"; the quote shows
+/// which field).
 fn parse_json(text: &str) -> Result<Value, String> {
     use pricing_core::document::{ParseError, parse_unique};
     parse_unique(text.as_bytes()).map_err(|e| match e {
-        ParseError::Json(e) => format!("not JSON: {e}"),
+        ParseError::Json(e) => format!("not JSON: {e}{}", near(text, e.line(), e.column())),
         ParseError::Duplicate(e) => e.to_string(),
     })
 }
 
+/// `, near `...`` : up to 40 characters of line `line` ending at `column` (1-based), the
+/// text an error stopped at; empty when there is none.
+fn near(text: &str, line: usize, column: usize) -> String {
+    let Some(l) = line.checked_sub(1).and_then(|i| text.lines().nth(i)) else {
+        return String::new();
+    };
+    let chars: Vec<char> = l.chars().take(column).collect();
+    let from = chars.len().saturating_sub(40);
+    let quoted: String = chars[from..].iter().collect();
+    let quoted = quoted.trim();
+    if quoted.is_empty() {
+        return String::new();
+    }
+    format!(", near `{}`", report::printable(quoted))
+}
+
 pub(crate) fn fail(message: impl Into<String>) -> Error {
     Error::Setup(message.into())
+}
+
+/// The progress bar's style while runs are counted.
+fn runs_style() -> ProgressStyle {
+    ProgressStyle::with_template(
+        "{prefix} {msg:12} [{bar:32}] {pos}/{len} runs ({elapsed}, eta {eta})",
+    )
+    .map(|s| s.progress_chars("=> "))
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
 }
 
 fn progress_bar(visible: bool, prefix: &'static str) -> ProgressBar {
@@ -181,12 +245,7 @@ fn progress_bar(visible: bool, prefix: &'static str) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(0);
-    let style = ProgressStyle::with_template(
-        "{prefix} {msg:12} [{bar:32}] {pos}/{len} runs ({elapsed}, eta {eta})",
-    )
-    .map(|s| s.progress_chars("=> "))
-    .unwrap_or_else(|_| ProgressStyle::default_bar());
-    bar.set_style(style);
+    bar.set_style(runs_style());
     bar.set_prefix(prefix);
     bar
 }

@@ -109,4 +109,79 @@ fn the_flag_form_builds_a_scenario_with_the_old_demand_at_the_default_price() {
             .unwrap_err()
             .contains("cannot be used with")
     );
+    // An elasticity in exponent form is a value, not a flag (clap's negative-number test
+    // took -1.5 but not -1e-3).
+    let s = market_scenario(&parse(&["--elasticity", "-1e-3"]).unwrap()).unwrap();
+    assert_eq!(s.items[0].wtp, Wtp::Exponential { mean: 50_000.0 });
+    // The flags have a file's bounds.
+    for (flags, says) in [
+        (&["--days", "1000000"][..], "--days must be at most 100000"),
+        (
+            &["--days", "2", "--steps-per-day", "1441"][..],
+            "--steps-per-day must be at most 1440",
+        ),
+    ] {
+        let e = market_scenario(&parse(flags).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{flags:?}: {e}");
+    }
+}
+
+#[test]
+fn a_scenario_file_s_encoding_and_numbers_are_named_where_they_fail() {
+    let dir = std::env::temp_dir().join(format!("scenario-text-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = serde_json::json!({
+        "name": "t", "days": 2, "capacity": 10, "expectedSales": 1,
+        "items": [{"itemId": "a", "priceSettings": {"min": 1, "max": 100, "default": 50},
+                   "arrivals": 20, "shape": [[0, 1], [1, 1]],
+                   "willingnessToPay": {"type": "exponential", "mean": 40}}],
+    })
+    .to_string();
+    let read = |name: &str, bytes: &[u8]| {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        read_scenario(&path).map_err(|e| e.to_string())
+    };
+    // A byte order mark is ignored.
+    let mut bom = b"\xEF\xBB\xBF".to_vec();
+    bom.extend_from_slice(good.as_bytes());
+    assert!(read("bom.json", &bom).is_ok());
+    // A byte that is not UTF-8: its place.
+    let latin1 = good
+        .replace("\"t\"", "\"caf\u{e9}\"")
+        .replace('\u{e9}', "\u{1}");
+    let mut bytes = latin1.into_bytes();
+    let at = bytes.iter().position(|b| *b == 1).unwrap();
+    bytes[at] = 0xE9;
+    let e = read("latin1.json", &bytes).unwrap_err();
+    let place = format!("not UTF-8: byte 0xe9 at line 1 column {}", at + 1);
+    assert!(e.contains(&place), "{e}");
+    // A number out of range: the text around it shows the field.
+    let e = read(
+        "huge.json",
+        good.replace("\"arrivals\":20", "\"arrivals\":1e400")
+            .as_bytes(),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("number out of range")
+            && e.contains("near `")
+            && e.contains("\"arrivals\":1e400"),
+        "{e}"
+    );
+    // A default price of 0 earns nothing under every model: refused as --default-price 0.
+    let e = read(
+        "free.json",
+        good.replace("\"default\":50", "\"default\":0")
+            .replace("\"min\":1", "\"min\":0")
+            .as_bytes(),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("items/0/priceSettings/default") && e.contains("more than 0"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -60,7 +60,7 @@ export async function simulationPage() {
     h('p', { class: 'muted' }, 'A market scenario (the format of ', h('code', {}, 'standalone simulate market --scenario'),
       ', PRICING.md) is simulated by the API (', h('code', {}, 'POST /simulations'),
       ') for each model; revenue per model is compared with the optimal dynamic policy. ',
-      'Limits: runs × models × (past instances + 1) × (days × slots a day × items + capacity) at most 300,000 (about 0.3 s of the server).'));
+      'Limits: runs × (past instances + 1) × (models × (days × slots a day × items + capacity) + buyers ÷ 10) at most 300,000 (about 0.3 s of the server).'));
   const general = h('div', { class: 'form-errors', 'aria-live': 'polite' });
   const results = h('div', { class: 'results', 'aria-live': 'polite' });
 
@@ -349,8 +349,9 @@ function chart(box, report) {
   const n = models.length;
   const xs = models.map((_, i) => i);
   const means = models.map((m) => m.revenue.mean);
-  const lo = models.map((m) => m.revenue.mean - m.revenue.ci95);
-  const hi = models.map((m) => m.revenue.mean + m.revenue.ci95);
+  // ci95 is null for one run: no interval drawn.
+  const lo = models.map((m) => m.revenue.mean - (m.revenue.ci95 ?? 0));
+  const hi = models.map((m) => m.revenue.mean + (m.revenue.ci95 ?? 0));
   const optimal = report.optimal.revenue;
   const fixed = report.bestFixed.revenue;
   const refs = [[optimal, '#1d6b2c', [8, 4]], [fixed, '#7a4d00', [3, 4]]];
