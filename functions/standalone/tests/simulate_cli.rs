@@ -192,20 +192,24 @@ fn scenario_errors_name_the_file_and_the_field() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/file.json"));
     // Every field within its bound, but years of work in all: refused at once, naming the
     // factors (it ran on silently).
+    // The error of a scenario `simulate market --models fixed` refuses.
+    let refused = |name: &str, scenario: &Value| {
+        let file = write(dir.path(), name, scenario);
+        let out = standalone(&[
+            "simulate",
+            "market",
+            "--scenario",
+            &file,
+            "--models",
+            "fixed",
+        ]);
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
     let mut huge = small();
     huge["runs"] = json!(1_000_000);
     huge["pastInstances"] = json!(20);
-    let file = write(dir.path(), "huge.json", &huge);
-    let out = standalone(&[
-        "simulate",
-        "market",
-        "--scenario",
-        &file,
-        "--models",
-        "fixed",
-    ]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused("huge.json", &huge);
     assert!(
         err.contains("is over the cap of 1000000000: lower runs, pastInstances"),
         "{err}"
@@ -217,17 +221,7 @@ fn scenario_errors_name_the_file_and_the_field() {
     crowd["slotsPerDay"] = json!(1);
     crowd["runs"] = json!(100_000);
     crowd["items"][0]["arrivals"] = json!(1_000_000);
-    let file = write(dir.path(), "crowd.json", &crowd);
-    let out = standalone(&[
-        "simulate",
-        "market",
-        "--scenario",
-        &file,
-        "--models",
-        "fixed",
-    ]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused("crowd.json", &crowd);
     assert!(
         err.contains("+ 1000010 / 10) = ") && err.contains("is over the cap of 1000000000"),
         "{err}"

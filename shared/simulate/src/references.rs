@@ -126,7 +126,7 @@ impl std::fmt::Display for TooLarge {
 /// or more than about 400 MB to compute: the optimum's DP counted in units, time pieces
 /// and items (an outside probe: 500 items of 4,000 buyers each asked for 16 GB and
 /// aborted), the shapes' sum, and the best fixed prices' search.
-pub fn check_dp_size(s: &Scenario) -> Result<(), TooLarge> {
+pub fn check_size(s: &Scenario) -> Result<(), TooLarge> {
     let buyers = s.total_arrivals();
     let items = s.items.len().max(1) as f64;
     let pieces = dp_pieces(s) as f64;
@@ -362,21 +362,29 @@ pub fn fixed_revenue(s: &Scenario, prices: &[f64], pieces: usize) -> f64 {
 }
 
 fn fixed_revenue_on(s: &Scenario, prices: &[f64], grid: &Grid) -> f64 {
-    let q: Vec<f64> = s
-        .items
+    let q = buy_probabilities(s, prices);
+    revenue_of_attempts(
+        grid.pieces().map(|a| piece_attempts(a, &q, prices)),
+        s.capacity,
+    )
+}
+
+/// Each item's probability that a buyer buys at its price in `prices`.
+fn buy_probabilities(s: &Scenario, prices: &[f64]) -> Vec<f64> {
+    s.items
         .iter()
         .zip(prices)
         .map(|(i, p)| i.wtp.buy_probability(*p))
-        .collect();
-    revenue_of_attempts(
-        grid.pieces().map(|a| {
-            a.iter()
-                .zip(&q)
-                .zip(prices)
-                .fold((0.0, 0.0), |(n, v), ((a, q), p)| (n + a * q, v + a * q * p))
-        }),
-        s.capacity,
-    )
+        .collect()
+}
+
+/// A piece's expected attempts to buy and their value: `a` its expected buyers per item,
+/// `q` their buying probabilities at `prices`.
+fn piece_attempts(a: &[f64], q: &[f64], prices: &[f64]) -> (f64, f64) {
+    a.iter()
+        .zip(q)
+        .zip(prices)
+        .fold((0.0, 0.0), |(n, v), ((a, q), p)| (n + a * q, v + a * q * p))
 }
 
 /// The expected revenue of pieces of time in order, each given by its expected attempts
@@ -441,19 +449,13 @@ pub fn best_fixed(s: &Scenario, mu: f64) -> (Vec<f64>, f64) {
             // value per piece are summed once, so a point of the line costs a pass over
             // the pieces, not over the pieces and items (an outside probe: 400 items took
             // minutes).
+            // Item i counted as buying nothing: the others alone.
+            let mut q = buy_probabilities(s, &best);
+            q[i] = 0.0;
             let others: Vec<(f64, f64, f64)> = search
                 .pieces()
                 .map(|a| {
-                    let (n, v) = a
-                        .iter()
-                        .zip(&s.items)
-                        .zip(&best)
-                        .enumerate()
-                        .filter(|(j, _)| *j != i)
-                        .fold((0.0, 0.0), |(n, v), (_, ((a, it), p))| {
-                            let q = it.wtp.buy_probability(*p);
-                            (n + a * q, v + a * q * p)
-                        });
+                    let (n, v) = piece_attempts(a, &q, &best);
                     (n, v, a[i])
                 })
                 .collect();

@@ -238,7 +238,7 @@ impl Scenario {
             seed: root.opt_u64("seed", 0, b.max_seed)?.unwrap_or(DEFAULT_SEED),
             context: Context::default(),
         };
-        crate::references::check_dp_size(&scenario).map_err(|e| root.error(e.field, e.message))?;
+        crate::references::check_size(&scenario).map_err(|e| root.error(e.field, e.message))?;
         Ok(scenario)
     }
 

@@ -97,7 +97,7 @@ pub fn scenario_from_flags(args: &MarketArgs) -> Result<Scenario, Error> {
         seed: DEFAULT_SEED,
         context: Context::default(),
     };
-    pricing_simulate::references::check_dp_size(&scenario)
+    pricing_simulate::references::check_size(&scenario)
         .map_err(|e| fail(format!("--capacity: {e}")))?;
     Ok(scenario)
 }

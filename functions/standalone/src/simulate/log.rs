@@ -566,7 +566,7 @@ fn product_market(
             own_model: Some(product.properties.pricing_model.clone()),
         },
     };
-    pricing_simulate::references::check_dp_size(&scenario)
+    pricing_simulate::references::check_size(&scenario)
         .map_err(|e| fail(format!("product {product_id} (capacity {capacity}): {e}")))?;
     report.scenario = Some(scenario);
     Ok(report)
